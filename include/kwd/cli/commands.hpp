@@ -1,0 +1,20 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace kwd::cli {
+
+// Each command registers its subcommand and says what to run when it was chosen.
+struct Command {
+  CLI::App* app;
+  std::function<int()> action;
+};
+
+Command add_run_command(CLI::App& app);
+Command add_reports_command(CLI::App& app);
+Command add_kernelspec_command(CLI::App& app);
+
+void setup_logging(const std::string& level);
+
+}  // namespace kwd::cli

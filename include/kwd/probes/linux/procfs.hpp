@@ -1,0 +1,33 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kwd::probes::linux_proc {
+
+// The fields of /proc/PID/stat we use.
+struct ProcStat {
+  pid_t pid = 0;
+  std::string comm;
+  char state = '?';
+  pid_t ppid = 0;
+  std::int64_t threads = 0;
+  std::uint64_t start_time = 0;  // clock ticks since boot
+  std::int64_t rss_pages = 0;
+};
+
+std::optional<ProcStat> parse_proc_stat(std::string_view text);
+
+// Value in bytes of a "Key:   1234 kB" line in /proc/PID/status, /proc/meminfo, smaps_rollup.
+std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_view key);
+
+// Whole small file (procfs, sysfs, cgroupfs); nullopt when it cannot be read.
+std::optional<std::string> read_small_file(const std::string& path);
+// pread from offset 0 into `buf` (procfs regenerates the text); nullopt on error/empty.
+std::optional<std::string_view> pread_all(int fd, std::string& buf);
+
+}  // namespace kwd::probes::linux_proc

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "kwd/probes/probe.hpp"
+#include "kwd/supervisor/child_process.hpp"
+#include "kwd/supervisor/event_loop.hpp"
+#include "kwd/supervisor/run_options.hpp"
+#include "kwd/supervisor/signal_pipe.hpp"
+#include "kwd/supervisor/stderr_tee.hpp"
+#include "kwd/timeline/timeline.hpp"
+
+namespace kwd::supervisor {
+
+// Launcher mode: runs one kernel as our child, watches it, writes a crash report if it dies
+// without being asked to, and then ends the way the kernel ended.
+class Supervisor {
+ public:
+  explicit Supervisor(RunOptions options);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Never returns once the kernel has started (the process ends like the kernel did);
+  // returns an exit status (127, 126, 1) when it could not be started.
+  int run();
+
+ private:
+  void start_kernel();
+  void on_signals();
+  void on_sample_tick();
+  void on_kernel_exit(const Termination& end);
+  [[nodiscard]] bool death_was_requested(const Termination& end) const;
+  nlohmann::json build_report(const Termination& end, std::int64_t died_at_ms,
+                              const std::string& id);
+  void write_report(const Termination& end, std::int64_t died_at_ms);
+  [[nodiscard]] std::vector<std::string> kernel_environment() const;
+
+  RunOptions options_;
+  EventLoop loop_;
+  std::unique_ptr<SignalPipe> signals_;
+  std::unique_ptr<StderrTee> stderr_;
+  std::optional<ChildProcess> child_;
+  probes::ProbeList probes_;
+  timeline::Timeline timeline_;
+
+  std::string connection_file_;
+  std::int64_t started_at_ms_ = 0;
+  std::vector<int> received_signals_;  // termination signals sent to us
+  std::optional<std::int64_t> termination_requested_ms_;
+  std::optional<EventLoop::TimerId> forward_timer_;
+  std::vector<std::string> notes_;     // what we could not do, said in the report too
+};
+
+}  // namespace kwd::supervisor

@@ -1,0 +1,206 @@
+#include "kwd/kernelspec/kernelspec.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "kwd/util/private_files.hpp"
+#include "kwd/util/self_exe.hpp"
+
+namespace kwd::kernelspec {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::optional<nlohmann::json> read_spec(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) return std::nullopt;
+  auto spec = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (spec.is_discarded() || !spec.is_object() || !spec.contains("argv") || !spec["argv"].is_array())
+    return std::nullopt;
+  return spec;
+}
+
+bool is_bare_python(const std::string& arg0) {
+  if (arg0.find('/') != std::string::npos) return false;
+  return arg0 == "python" || arg0.starts_with("python3");
+}
+
+// jupyter_client swaps a bare "python"/"python3" for its *own* interpreter, which is not
+// ours to know. The interpreter that owns the kernelspec's prefix is the best guess, then
+// the one on PATH.
+fs::path resolve_python(const std::string& arg0, const fs::path& spec_dir) {
+  // <prefix>/share/jupyter/kernels/<name>
+  const fs::path prefix = spec_dir.parent_path().parent_path().parent_path().parent_path();
+  for (const std::string& candidate : {arg0, std::string("python3")}) {
+    const fs::path beside = prefix / "bin" / candidate;
+    std::error_code ec;
+    if (fs::exists(beside, ec)) return beside;
+  }
+  if (auto found = util::find_on_path(arg0)) return *found;
+  throw KernelspecError("the kernelspec runs '" + arg0 +
+                        "', and no such interpreter was found (not beside " + prefix.string() +
+                        ", not on PATH)");
+}
+
+fs::path kernels_dir(const WrapRequest& r, const fs::path& python) {
+  switch (r.destination) {
+    case Destination::kUser:
+      return user_data_dir() / "kernels";
+    case Destination::kPrefix:
+      return r.prefix / "share" / "jupyter" / "kernels";
+    case Destination::kSysPrefix: {
+      std::string p = env("VIRTUAL_ENV");
+      if (p.empty()) p = env("CONDA_PREFIX");
+      if (p.empty() && !python.empty()) p = python.parent_path().parent_path().string();
+      if (p.empty()) throw KernelspecError("--sys-prefix: no active environment and no interpreter to take it from");
+      return fs::path(p) / "share" / "jupyter" / "kernels";
+    }
+  }
+  return {};
+}
+
+bool valid_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+  return name != "." && name != "..";
+}
+
+}  // namespace
+
+bool Kernelspec::wrapped() const {
+  return spec.contains("metadata") && spec["metadata"].is_object() &&
+         spec["metadata"].contains("kernel_watchdog");
+}
+
+fs::path user_data_dir() {
+  if (auto d = env("JUPYTER_DATA_DIR"); !d.empty()) return d;
+#if defined(__APPLE__)
+  return fs::path(env("HOME")) / "Library" / "Jupyter";
+#else
+  if (auto xdg = env("XDG_DATA_HOME"); !xdg.empty()) return fs::path(xdg) / "jupyter";
+  return fs::path(env("HOME")) / ".local" / "share" / "jupyter";
+#endif
+}
+
+std::vector<fs::path> jupyter_data_path() {
+  std::vector<fs::path> out;
+  std::stringstream extra(env("JUPYTER_PATH"));
+  std::string entry;
+  while (std::getline(extra, entry, ':'))
+    if (!entry.empty()) out.emplace_back(entry);
+  out.push_back(user_data_dir());
+  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
+    if (auto p = env(var); !p.empty()) out.push_back(fs::path(p) / "share" / "jupyter");
+  out.emplace_back("/usr/local/share/jupyter");
+  out.emplace_back("/usr/share/jupyter");
+  return out;
+}
+
+std::vector<Kernelspec> find_all() {
+  std::vector<Kernelspec> out;
+  std::set<std::string> seen;
+  for (const auto& base : jupyter_data_path()) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(base / "kernels", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (seen.contains(name)) continue;
+      if (auto spec = read_spec(entry.path() / "kernel.json")) {
+        seen.insert(name);
+        out.push_back({name, entry.path(), std::move(*spec)});
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+std::optional<Kernelspec> find(const std::string& name) {
+  for (auto& k : find_all())
+    if (k.name == name) return k;
+  return std::nullopt;
+}
+
+fs::path wrap(const WrapRequest& r) {
+  const auto source = find(r.source_name);
+  if (!source) {
+    throw KernelspecError("no kernelspec named '" + r.source_name +
+                          "' on the Jupyter path (see `kernel-watchdog kernelspec list`)");
+  }
+  if (source->wrapped())
+    throw KernelspecError("'" + r.source_name + "' is already wrapped by kernel-watchdog");
+  const std::string new_name = r.new_name.empty() ? r.source_name + "-watchdog" : r.new_name;
+  if (!valid_name(new_name))
+    throw KernelspecError("'" + new_name + "' is not a valid kernelspec name (letters, digits, - _ .)");
+
+  nlohmann::json spec = source->spec;
+  std::vector<std::string> kernel_argv;
+  for (const auto& a : spec["argv"]) {
+    if (!a.is_string()) throw KernelspecError("kernel.json argv holds a non-string");
+    kernel_argv.push_back(a.get<std::string>());
+  }
+  if (kernel_argv.empty()) throw KernelspecError("kernel.json argv is empty");
+  fs::path python;
+  if (is_bare_python(kernel_argv[0])) {
+    python = resolve_python(kernel_argv[0], source->dir);
+    kernel_argv[0] = python.string();
+  } else if (kernel_argv[0].find('/') != std::string::npos) {
+    python = kernel_argv[0];
+  }
+
+  std::vector<std::string> argv{r.watchdog_path.string(), "run"};
+  argv.insert(argv.end(), r.extra_run_options.begin(), r.extra_run_options.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), kernel_argv.begin(), kernel_argv.end());
+  spec["argv"] = argv;
+  spec["display_name"] = r.display_name.empty()
+                             ? spec.value("display_name", r.source_name) + " (watchdog)"
+                             : r.display_name;
+  if (!spec.contains("metadata") || !spec["metadata"].is_object()) spec["metadata"] = nlohmann::json::object();
+  spec["metadata"]["kernel_watchdog"] = {{"wrapped_from", r.source_name},
+                                        {"source_dir", source->dir.string()},
+                                        {"original_argv", source->spec["argv"]}};
+
+  const fs::path target = kernels_dir(r, python) / new_name;
+  std::error_code ec;
+  if (fs::exists(target / "kernel.json", ec)) {
+    const auto existing = read_spec(target / "kernel.json");
+    const bool ours = existing && existing->contains("metadata") &&
+                      (*existing)["metadata"].contains("kernel_watchdog");
+    if (!ours) throw KernelspecError(target.string() + " already holds a kernelspec that is not ours");
+  }
+  fs::create_directories(target, ec);
+  if (ec) throw KernelspecError("cannot create " + target.string() + ": " + ec.message());
+  // Logos and kernel.js come along so front ends show the kernel as before.
+  for (const auto& entry : fs::directory_iterator(source->dir, ec)) {
+    if (entry.path().filename() == "kernel.json" || !entry.is_regular_file()) continue;
+    fs::copy_file(entry.path(), target / entry.path().filename(),
+                  fs::copy_options::overwrite_existing, ec);
+  }
+  try {
+    util::write_file_atomically(target, "kernel.json", spec.dump(1) + "\n", 0644);
+  } catch (const util::FileError& e) {
+    throw KernelspecError(e.what());
+  }
+  return target;
+}
+
+fs::path unwrap(const std::string& name) {
+  const auto spec = find(name);
+  if (!spec) throw KernelspecError("no kernelspec named '" + name + "' on the Jupyter path");
+  if (!spec->wrapped())
+    throw KernelspecError("'" + name + "' was not created by `kernel-watchdog kernelspec wrap`; not removing it");
+  std::error_code ec;
+  fs::remove_all(spec->dir, ec);
+  if (ec) throw KernelspecError("cannot remove " + spec->dir.string() + ": " + ec.message());
+  return spec->dir;
+}
+
+}  // namespace kwd::kernelspec

@@ -1,0 +1,51 @@
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "kwd/cli/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kernel-watchdog: an out-of-process crash watchdog for Jupyter kernels.\n"
+      "It runs a kernel as its child, watches its memory and output, and when the kernel\n"
+      "dies writes a crash report saying what killed it.",
+      "kernel-watchdog"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", KWD_VERSION);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->envname("KERNEL_WATCHDOG_LOG_LEVEL")
+      ->capture_default_str();
+  app.footer(
+      "Start here:\n"
+      "  kernel-watchdog kernelspec wrap python3   # a 'python3-watchdog' kernel for Jupyter\n"
+      "  kernel-watchdog reports list              # what died, newest first\n"
+      "  kernel-watchdog reports show latest       # why");
+
+  const std::vector<kwd::cli::Command> commands{kwd::cli::add_run_command(app),
+                                        kwd::cli::add_reports_command(app),
+                                        kwd::cli::add_kernelspec_command(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;  // a usage error, as shells and argparse say it
+  }
+  kwd::cli::setup_logging(log_level);
+  try {
+    for (const auto& command : commands)
+      if (command.app->parsed()) return command.action();
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  return 2;
+}

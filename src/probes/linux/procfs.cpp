@@ -1,0 +1,104 @@
+#include "kwd/probes/linux/procfs.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "kwd/util/unique_fd.hpp"
+
+namespace kwd::probes::linux_proc {
+namespace {
+
+template <typename T>
+bool to_number(std::string_view s, T& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+std::optional<ProcStat> parse_proc_stat(std::string_view text) {
+  // "PID (COMM) STATE PPID ..." where COMM may hold spaces and parentheses.
+  const auto open = text.find('(');
+  const auto close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+    return std::nullopt;
+  ProcStat st;
+  if (!to_number(text.substr(0, open > 0 ? open - 1 : 0), st.pid)) return std::nullopt;
+  st.comm = std::string(text.substr(open + 1, close - open - 1));
+  // Field 3 (state) is token 0 after the closing parenthesis.
+  std::string_view rest = text.substr(close + 1);
+  int index = 0;
+  std::size_t pos = 0;
+  bool ok = true;
+  while (pos < rest.size() && index <= 21) {
+    while (pos < rest.size() && rest[pos] == ' ') ++pos;
+    const std::size_t end = rest.find_first_of(" \n", pos);
+    const std::string_view tok = rest.substr(pos, end == std::string_view::npos ? rest.size() - pos : end - pos);
+    if (tok.empty()) break;
+    switch (index) {
+      case 0: st.state = tok[0]; break;
+      case 1: ok &= to_number(tok, st.ppid); break;
+      case 17: ok &= to_number(tok, st.threads); break;
+      case 19: ok &= to_number(tok, st.start_time); break;
+      case 21: ok &= to_number(tok, st.rss_pages); break;
+      default: break;
+    }
+    ++index;
+    if (end == std::string_view::npos) break;
+    pos = end + 1;
+  }
+  if (!ok || index < 22) return std::nullopt;
+  return st;
+}
+
+std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_view key) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t eol = text.find('\n', pos);
+    const std::string_view line = text.substr(pos, eol == std::string_view::npos ? text.size() - pos : eol - pos);
+    if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ':') {
+      std::string_view v = line.substr(key.size() + 1);
+      while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+      const std::size_t sp = v.find(' ');
+      std::int64_t n = 0;
+      if (!to_number(v.substr(0, sp), n)) return std::nullopt;
+      const bool kb = sp != std::string_view::npos && v.substr(sp + 1).starts_with("kB");
+      return kb ? n * 1024 : n;
+    }
+    if (eol == std::string_view::npos) break;
+    pos = eol + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> read_small_file(const std::string& path) {
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > (1u << 22)) break;  // nothing we read is this large; stop anyway
+  }
+  return out;
+}
+
+std::optional<std::string_view> pread_all(int fd, std::string& buf) {
+  if (buf.size() < 1024) buf.resize(1024);
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf.data(), buf.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    if (static_cast<std::size_t>(n) < buf.size()) return std::string_view(buf.data(), static_cast<std::size_t>(n));
+    buf.resize(buf.size() * 2);
+  }
+}
+
+}  // namespace kwd::probes::linux_proc

@@ -1,0 +1,105 @@
+#include "kwd/report/report_store.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "kwd/util/clock.hpp"
+#include "kwd/util/private_files.hpp"
+
+namespace kwd::report {
+namespace fs = std::filesystem;
+
+namespace {
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+}  // namespace
+
+fs::path ReportStore::resolve_dir(const std::string& explicit_dir) {
+  if (!explicit_dir.empty()) return explicit_dir;
+  if (auto d = env_or_empty("KERNEL_WATCHDOG_REPORT_DIR"); !d.empty()) return d;
+  if (auto state = env_or_empty("XDG_STATE_HOME"); !state.empty() && fs::path(state).is_absolute())
+    return fs::path(state) / "kernel-watchdog" / "reports";
+  std::string home = env_or_empty("HOME");
+  if (home.empty()) return fallback_dir();
+  return fs::path(home) / ".local" / "state" / "kernel-watchdog" / "reports";
+}
+
+fs::path ReportStore::fallback_dir() {
+  std::string tmp = env_or_empty("TMPDIR");
+  if (tmp.empty() || !fs::path(tmp).is_absolute()) tmp = "/tmp";
+  return fs::path(tmp) / ("kernel-watchdog-" + std::to_string(::geteuid())) / "reports";
+}
+
+void ReportStore::prepare() const {
+  util::ensure_private_dir(dir_);
+  util::sweep_temporaries(dir_);
+}
+
+fs::path ReportStore::write(const std::string& id, const std::string& json_text) const {
+  util::ensure_private_dir(dir_);
+  return util::write_file_atomically(dir_, id + ".json", json_text, 0600);
+}
+
+std::vector<StoredReport> ReportStore::list() const {
+  std::vector<StoredReport> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(".") || !name.ends_with(".json")) continue;
+    struct stat st {};
+    if (::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    out.push_back({name.substr(0, name.size() - 5), entry.path(),
+                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000});
+  }
+  // Ids start with a UTC timestamp, so the name orders them; mtime breaks nothing.
+  std::sort(out.begin(), out.end(), [](const StoredReport& a, const StoredReport& b) {
+    return a.id != b.id ? a.id > b.id : a.mtime_ms > b.mtime_ms;
+  });
+  return out;
+}
+
+std::optional<StoredReport> ReportStore::find(const std::string& query) const {
+  if (query.empty()) return std::nullopt;
+  const auto all = list();
+  if (query == "latest") {
+    if (all.empty()) return std::nullopt;
+    return all.front();
+  }
+  if (query.find('/') != std::string::npos) {
+    std::error_code ec;
+    if (fs::is_regular_file(query, ec))
+      return StoredReport{fs::path(query).stem().string(), fs::path(query), 0};
+    return std::nullopt;
+  }
+  std::string id = query;
+  if (id.ends_with(".json")) id.resize(id.size() - 5);
+  std::optional<StoredReport> match;
+  for (const auto& r : all) {
+    if (r.id == id) return r;
+    if (r.id.starts_with(id)) {
+      if (match) return std::nullopt;  // ambiguous prefix
+      match = r;
+    }
+  }
+  return match;
+}
+
+int ReportStore::enforce_cap(std::size_t max_reports, int max_age_days) const {
+  int removed = 0;
+  const auto all = list();
+  const std::int64_t oldest_allowed = util::wall_ms() - std::int64_t{max_age_days} * 86'400'000;
+  std::error_code ec;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const bool too_many = i >= max_reports;
+    const bool too_old = max_age_days > 0 && all[i].mtime_ms < oldest_allowed;
+    if ((too_many || too_old) && fs::remove(all[i].path, ec)) ++removed;
+  }
+  return removed;
+}
+
+}  // namespace kwd::report

@@ -1,0 +1,263 @@
+#include "kwd/supervisor/supervisor.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "kwd/report/report_document.hpp"
+#include "kwd/report/report_store.hpp"
+#include "kwd/supervisor/kernel_argv.hpp"
+#include "kwd/supervisor/mirror_exit.hpp"
+#include "kwd/util/clock.hpp"
+#include "kwd/util/private_files.hpp"
+
+extern char** environ;
+
+namespace kwd::supervisor {
+namespace {
+
+bool is_termination_signal(int s) { return s == SIGTERM || s == SIGHUP || s == SIGQUIT; }
+
+std::size_t samples_in(std::chrono::seconds window, std::chrono::milliseconds interval) {
+  const auto n = std::chrono::duration_cast<std::chrono::milliseconds>(window).count() /
+                 std::max<std::int64_t>(interval.count(), 1);
+  return static_cast<std::size_t>(std::max<std::int64_t>(n, 16));
+}
+
+}  // namespace
+
+Supervisor::Supervisor(RunOptions options)
+    : options_(std::move(options)),
+      // Before the full-rate window: one max-folded sample per 10 s for the last 2 hours.
+      timeline_(samples_in(options_.full_rate_window, options_.sample_interval), 10'000, 720) {
+  if (auto file = find_connection_file(options_.kernel_argv)) connection_file_ = *file;
+}
+
+Supervisor::~Supervisor() = default;
+
+std::vector<std::string> Supervisor::kernel_environment() const {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "JPY_PARENT_PID=", 15) == 0) continue;
+    env.emplace_back(*e);
+  }
+  // ipykernel watches this pid and exits when it goes away: that must be us, the process
+  // the kernel manager knows.
+  env.push_back("JPY_PARENT_PID=" + std::to_string(::getpid()));
+  return env;
+}
+
+void Supervisor::start_kernel() {
+  SpawnRequest request;
+  request.argv = options_.kernel_argv;
+  request.environment = kernel_environment();
+  auto child_stderr = stderr_->take_child_end();
+  request.stderr_fd = child_stderr.get();
+  sigemptyset(&request.reset_to_default);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD})
+    sigaddset(&request.reset_to_default, s);
+  child_.emplace(ChildProcess::spawn(request));
+  started_at_ms_ = util::wall_ms();
+}
+
+int Supervisor::run() {
+  // SIGPIPE: a closed stderr downstream must not kill us; write() reports EPIPE instead.
+  ::signal(SIGPIPE, SIG_IGN);
+  signals_ = std::make_unique<SignalPipe>(
+      std::initializer_list<int>{SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT});
+  stderr_ = std::make_unique<StderrTee>(options_.stderr_buffer_bytes);
+
+  // Where reports go is checked now so a problem is said at start, not at death; the kernel
+  // starts whatever the answer.
+  try {
+    report::ReportStore(report::ReportStore::resolve_dir(options_.report_dir)).prepare();
+  } catch (const std::exception& e) {
+    spdlog::warn("report directory unusable ({}); reports will go to {}", e.what(),
+                 report::ReportStore::fallback_dir().string());
+  }
+
+  try {
+    start_kernel();
+  } catch (const SpawnError& e) {
+    spdlog::error("{}", e.what());
+    if (e.error == ENOENT) return 127;
+    if (e.error == EACCES || e.error == ENOEXEC) return 126;
+    return 1;
+  }
+  spdlog::debug("kernel started: pid {}", child_->pid());
+
+  probes::ProbeOptions probe_options;
+  probe_options.kernel_pid = child_->pid();
+  probes_ = probes::make_probes(probe_options);
+  for (const auto& p : probes_) {
+    const auto st = p->status();
+    if (!st.available) spdlog::info("probe {} unavailable: {}", st.name, st.reason);
+  }
+
+  loop_.watch_fd(signals_->fd(), [this] { on_signals(); });
+  loop_.watch_fd(stderr_->fd(), [this] {
+    if (!stderr_->pump()) loop_.unwatch_fd(stderr_->fd());
+  });
+  loop_.every(options_.sample_interval, [this] { on_sample_tick(); });
+  on_sample_tick();
+  // A SIGCHLD that arrived before the loop started is already in the pipe.
+  if (!loop_.run()) spdlog::error("event loop failed: {}", std::strerror(errno));
+
+  // Only reachable if the loop failed: wait for the kernel and still end like it.
+  const Termination end = child_->wait();
+  on_kernel_exit(end);
+  exit_like(end);
+}
+
+void Supervisor::on_sample_tick() {
+  timeline::MemorySample sample;
+  sample.t_ms = util::wall_ms();
+  for (auto& p : probes_) p->sample(sample);
+  if (sample.rss >= 0) timeline_.add(sample);
+}
+
+void Supervisor::on_signals() {
+  for (int s : signals_->drain()) {
+    if (s == SIGCHLD) continue;
+    if (s == SIGINT) {
+      // The manager's killpg already delivered it to the kernel; passing it on would make
+      // it a double interrupt. Launchers that signal our pid alone opt in.
+      if (options_.forward_sigint) child_->send_signal(SIGINT);
+      continue;
+    }
+    if (is_termination_signal(s)) {
+      received_signals_.push_back(s);
+      if (!termination_requested_ms_) termination_requested_ms_ = util::wall_ms();
+      spdlog::debug("received {}; waiting for the kernel to end", signal_name(s));
+      if (!forward_timer_) {
+        forward_timer_ = loop_.after(options_.forward_termination_after, [this, s] {
+          spdlog::info("kernel still running {} ms after {}; passing it on",
+                       options_.forward_termination_after.count(), signal_name(s));
+          child_->send_signal(s);
+        });
+      }
+    }
+  }
+  if (const auto end = child_->try_reap()) {
+    on_kernel_exit(*end);
+    exit_like(*end);
+  }
+}
+
+bool Supervisor::death_was_requested(const Termination& end) const {
+  if (end.clean_exit()) return true;
+  if (!received_signals_.empty() && end.signaled) {
+    // The manager shut us both down (killpg): the kernel died of what we were sent.
+    for (int s : received_signals_)
+      if (s == end.signal) return true;
+    if (end.signal == SIGKILL) return true;  // escalation after a requested termination
+  }
+  return false;
+}
+
+void Supervisor::on_kernel_exit(const Termination& end) {
+  const std::int64_t died_at_ms = util::wall_ms();
+  stderr_->pump();  // whatever the kernel wrote last is already in the pipe
+  for (auto& p : probes_) p->on_kernel_exit();
+  if (death_was_requested(end)) {
+    spdlog::debug("kernel {} {} (requested); no report", child_->pid(), end.describe());
+    return;
+  }
+  write_report(end, died_at_ms);
+}
+
+nlohmann::json Supervisor::build_report(const Termination& end, std::int64_t died_at_ms,
+                                        const std::string& id) {
+  using nlohmann::json;
+  json r;
+  r["schema"] = report::kSchemaName;
+  r["schema_version"] = report::kSchemaVersion;
+  r["id"] = id;
+  r["watchdog"] = {{"version", KWD_VERSION}, {"pid", ::getpid()}, {"mode", "launcher"}};
+
+  auto& kernel = r["kernel"];
+  kernel["argv"] = options_.kernel_argv;
+  kernel["pid"] = child_->pid();
+  kernel["connection_file"] = connection_file_.empty() ? json(nullptr) : json(connection_file_);
+  kernel["kernel_id"] = kernel_id_from_connection_file(connection_file_);
+  kernel["started_at"] = util::iso8601_utc(started_at_ms_);
+  kernel["died_at"] = util::iso8601_utc(died_at_ms);
+  kernel["started_at_ms"] = started_at_ms_;
+  kernel["died_at_ms"] = died_at_ms;
+  kernel["uptime_s"] = static_cast<double>(died_at_ms - started_at_ms_) / 1000.0;
+
+  auto& term = r["termination"];
+  term["kind"] = end.signaled ? "signal" : "exit";
+  term["exit_code"] = end.signaled ? json(nullptr) : json(end.exit_code);
+  term["signal"] = end.signaled ? json(end.signal) : json(nullptr);
+  term["signal_name"] = end.signaled ? json(signal_name(end.signal)) : json(nullptr);
+  term["core_dumped"] = end.core_dumped;
+  term["description"] = end.describe();
+  term["returncode"] = end.popen_returncode();
+  auto& got = term["watchdog_received"] = json::array();
+  for (int s : received_signals_) got.push_back(signal_name(s));
+
+  auto& memory = r["memory"];
+  memory["interval_ms"] = options_.sample_interval.count();
+  memory["full_rate_window_s"] = options_.full_rate_window.count();
+  const auto recent = timeline_.recent();
+  memory["samples"] = timeline::samples_to_json(recent);
+  memory["older_samples"] = timeline::samples_to_json(timeline_.coarse());
+  auto& peak = memory["peak"] = json::object();
+  for (const auto& f : timeline::kSeriesFields)
+    if (timeline_.peak().*f.member >= 0) peak[std::string(f.name)] = timeline_.peak().*f.member;
+  memory["last_sample_before_death_ms"] =
+      recent.empty() ? json(nullptr) : json(died_at_ms - recent.back().t_ms);
+
+  const auto& tail = stderr_->tail();
+  r["stderr_tail"] = {{"capacity", tail.capacity()},
+                      {"bytes_total", tail.total_bytes()},
+                      {"truncated", tail.total_bytes() > tail.size()},
+                      {"text", tail.contents()}};
+
+  auto& probe_list = r["probes"] = json::array();
+  for (const auto& p : probes_) {
+    const auto st = p->status();
+    probe_list.push_back({{"name", st.name}, {"available", st.available}, {"reason", st.reason}});
+    p->contribute(r);
+  }
+  r["notes"] = notes_;
+  return r;
+}
+
+void Supervisor::write_report(const Termination& end, std::int64_t died_at_ms) {
+  const std::string id =
+      report::make_report_id(died_at_ms, kernel_id_from_connection_file(connection_file_), child_->pid());
+  const report::ReportStore primary(report::ReportStore::resolve_dir(options_.report_dir));
+  nlohmann::json document;
+  try {
+    document = build_report(end, died_at_ms, id);
+  } catch (const std::exception& e) {
+    spdlog::error("could not assemble the crash report: {}", e.what());
+    return;
+  }
+  try {
+    const auto path = primary.write(id, report::to_text(document));
+    spdlog::warn("kernel {} {}; crash report: {}", child_->pid(), end.describe(), path.string());
+    return;
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot write the crash report to {}: {}", primary.dir().string(), e.what());
+    notes_.push_back(std::string("report directory unusable: ") + e.what());
+  }
+  const report::ReportStore fallback(report::ReportStore::fallback_dir());
+  try {
+    document["notes"] = notes_;
+    const auto path = fallback.write(id, report::to_text(document));
+    spdlog::warn("kernel {} {}; crash report (fallback location): {}", child_->pid(),
+                 end.describe(), path.string());
+  } catch (const std::exception& e) {
+    spdlog::error("kernel {} {}; no crash report could be written: {}", child_->pid(),
+                  end.describe(), e.what());
+  }
+}
+
+}  // namespace kwd::supervisor
