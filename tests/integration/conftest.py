@@ -1,0 +1,167 @@
+"""Shared fixtures for the integration tests.
+
+Everything here is real: the kernel-watchdog binary under test, Debian's ipykernel,
+jupyter_client's KernelManager launching a wrapped kernelspec from a temporary Jupyter
+path, real signals. The binary comes from $KWD_BINARY (set by ctest).
+"""
+import json
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from jupyter_client import KernelManager
+
+KWD_BINARY = os.environ.get("KWD_BINARY") or str(
+    pathlib.Path(__file__).resolve().parents[2] / "build" / "kernel-watchdog")
+KWD_BUILD_DIR = os.environ.get("KWD_BUILD_DIR") or str(pathlib.Path(KWD_BINARY).parent)
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+WRAPPED = "python3-watched"
+PLAIN = "python3"
+
+
+def kwd(*args, env=None, check=True, **kw):
+    """Runs the kernel-watchdog CLI and returns the CompletedProcess."""
+    proc = subprocess.run([KWD_BINARY, *map(str, args)], env=env, capture_output=True,
+                          text=True, timeout=60, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kernel-watchdog {args} failed ({proc.returncode}):\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def load_reports(report_dir):
+    """Every finished report in a store, oldest first. Temporaries never count. Each is
+    checked against the documented schema when the repo has one."""
+    report_dir = pathlib.Path(report_dir)
+    if not report_dir.is_dir():
+        return []
+    docs = []
+    for p in sorted(report_dir.glob("*.json")):
+        doc = json.loads(p.read_text())
+        validate_report(doc)
+        docs.append(doc)
+    return docs
+
+
+def validate_report(doc):
+    schema_path = REPO_ROOT / "docs" / "report.schema.json"
+    if not schema_path.exists():
+        return
+    import jsonschema
+    jsonschema.validate(doc, json.loads(schema_path.read_text()))
+
+
+class Watched:
+    """A kernel started through jupyter_client with a (possibly wrapped) kernelspec."""
+
+    def __init__(self, kernel_name, env, start_kwargs=None):
+        self.km = KernelManager(kernel_name=kernel_name)
+        self.km.start_kernel(env=env, **(start_kwargs or {}))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    @property
+    def launcher_pid(self):
+        """The pid the kernel manager knows (the watchdog's when wrapped)."""
+        return self.km.provisioner.process.pid
+
+    @property
+    def kernel_pid(self):
+        """The ipykernel process itself."""
+        launcher = psutil.Process(self.launcher_pid)
+        # The watchdog's own argv names ipykernel_launcher too: look below it first.
+        for p in [*launcher.children(recursive=True), launcher]:
+            cmd = p.cmdline()
+            if "ipykernel_launcher" in cmd and "run" not in cmd[:3]:
+                return p.pid
+        raise AssertionError("no ipykernel process under the launcher")
+
+    def execute(self, code, timeout=60):
+        """Runs a cell; returns (reply content, list of iopub messages for it)."""
+        msg_id = self.kc.execute(code)
+        outputs = []
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"cell did not finish in {timeout}s: {code!r}")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=left)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            outputs.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        reply = self.kc.get_shell_msg(timeout=timeout)
+        return reply["content"], outputs
+
+    def execute_until_death(self, code, timeout=60):
+        """Sends a cell that kills the kernel and waits until the manager sees it dead.
+        Returns the launcher's return code as the manager sees it."""
+        self.kc.execute(code)
+        return self.wait_for_death(timeout)
+
+    def wait_for_death(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while self.km.is_alive():
+            if time.monotonic() > deadline:
+                raise AssertionError("kernel did not die")
+            time.sleep(0.02)
+        return self.km.provisioner.process.returncode
+
+    def close(self):
+        try:
+            self.kc.stop_channels()
+        except Exception:
+            pass
+        try:
+            if self.km.has_kernel:
+                self.km.shutdown_kernel(now=True)
+        except Exception:
+            pass
+        try:
+            self.km.cleanup_resources()
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def jupyter_env(tmp_path, monkeypatch):
+    """A private Jupyter path holding a wrapped copy of Debian's python3 kernelspec, a
+    private report store, and an environment for kernels that uses them."""
+    prefix = tmp_path / "prefix"
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    report_dir = tmp_path / "reports"
+    monkeypatch.setenv("KERNEL_WATCHDOG_REPORT_DIR", str(report_dir))
+    kwd("kernelspec", "wrap", PLAIN, "--prefix", prefix, "--name", WRAPPED)
+    env = dict(os.environ)
+    return {"tmp": tmp_path, "prefix": prefix, "report_dir": report_dir, "env": env}
+
+
+@pytest.fixture
+def start_kernel(jupyter_env):
+    """start_kernel(name=WRAPPED, env_overrides=None) -> Watched; shut down at teardown."""
+    started = []
+
+    def _start(name=WRAPPED, env_overrides=None, **start_kwargs):
+        env = dict(jupyter_env["env"])
+        env.update(env_overrides or {})
+        k = Watched(name, env, start_kwargs)
+        started.append(k)
+        return k
+
+    yield _start
+    for k in started:
+        k.close()
