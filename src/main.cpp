@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
       "  kernel-watchdog reports show latest       # why");
 
   const std::vector<kwd::cli::Command> commands{kwd::cli::add_run_command(app),
-                                        kwd::cli::add_reports_command(app),
-                                        kwd::cli::add_kernelspec_command(app)};
+                                                kwd::cli::add_reports_command(app),
+                                                kwd::cli::add_kernelspec_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

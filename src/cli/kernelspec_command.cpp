@@ -27,7 +27,8 @@ Command add_kernelspec_command(CLI::App& app) {
   auto* user_flag = wrap->add_flag("--user", *user, "Install for this user (the default)");
   auto* sys_flag = wrap->add_flag("--sys-prefix", *sys_prefix,
                                   "Install into the active environment (virtualenv/conda)");
-  auto* prefix_opt = wrap->add_option("--prefix", *prefix, "Install into PREFIX/share/jupyter/kernels");
+  auto* prefix_opt =
+      wrap->add_option("--prefix", *prefix, "Install into PREFIX/share/jupyter/kernels");
   user_flag->excludes(sys_flag)->excludes(prefix_opt);
   sys_flag->excludes(prefix_opt);
   wrap->add_option("--run-option", request->extra_run_options,
@@ -40,37 +41,38 @@ Command add_kernelspec_command(CLI::App& app) {
 
   auto* list = ks->add_subcommand("list", "Installed kernelspecs, and which are under watch");
 
-  return {ks, [=]() -> int {
-    try {
-      if (wrap->parsed()) {
-        request->destination = !prefix->empty() ? kernelspec::Destination::kPrefix
-                               : *sys_prefix    ? kernelspec::Destination::kSysPrefix
-                                                : kernelspec::Destination::kUser;
-        request->prefix = *prefix;
-        request->watchdog_path = util::self_executable();
-        const auto dir = kernelspec::wrap(*request);
-        std::cout << "Wrapped '" << request->source_name << "' into " << dir.string() << "\n";
-        return 0;
-      }
-      if (unwrap->parsed()) {
-        std::cout << "Removed " << kernelspec::unwrap(*unwrap_name).string() << "\n";
-        return 0;
-      }
-      if (list->parsed()) {
-        const auto all = kernelspec::find_all();
-        if (all.empty()) std::cout << "No kernelspecs found on the Jupyter path.\n";
-        for (const auto& k : all) {
-          std::printf("%-24s %-9s %-32s %s\n", k.name.c_str(), k.wrapped() ? "watched" : "-",
-                      k.spec.value("display_name", "").c_str(), k.dir.c_str());
+  return {
+      ks, [=]() -> int {
+        try {
+          if (wrap->parsed()) {
+            request->destination = !prefix->empty() ? kernelspec::Destination::kPrefix
+                                   : *sys_prefix    ? kernelspec::Destination::kSysPrefix
+                                                    : kernelspec::Destination::kUser;
+            request->prefix = *prefix;
+            request->watchdog_path = util::self_executable();
+            const auto dir = kernelspec::wrap(*request);
+            std::cout << "Wrapped '" << request->source_name << "' into " << dir.string() << "\n";
+            return 0;
+          }
+          if (unwrap->parsed()) {
+            std::cout << "Removed " << kernelspec::unwrap(*unwrap_name).string() << "\n";
+            return 0;
+          }
+          if (list->parsed()) {
+            const auto all = kernelspec::find_all();
+            if (all.empty()) std::cout << "No kernelspecs found on the Jupyter path.\n";
+            for (const auto& k : all) {
+              std::printf("%-24s %-9s %-32s %s\n", k.name.c_str(), k.wrapped() ? "watched" : "-",
+                          k.spec.value("display_name", "").c_str(), k.dir.c_str());
+            }
+            return 0;
+          }
+        } catch (const kernelspec::KernelspecError& e) {
+          std::cerr << "kernel-watchdog: " << e.what() << "\n";
+          return 1;
         }
-        return 0;
-      }
-    } catch (const kernelspec::KernelspecError& e) {
-      std::cerr << "kernel-watchdog: " << e.what() << "\n";
-      return 1;
-    }
-    return 2;
-  }};
+        return 2;
+      }};
 }
 
 }  // namespace kwd::cli

@@ -34,61 +34,68 @@ Command add_reports_command(CLI::App& app) {
   auto report_dir = std::make_shared<std::string>();
   auto* reports = app.add_subcommand("reports", "List and read crash reports");
   reports->require_subcommand(1);
-  reports->add_option("--report-dir", *report_dir, "The report store to read (default as for `run`)");
+  reports->add_option("--report-dir", *report_dir,
+                      "The report store to read (default as for `run`)");
 
-  auto* list = reports->add_subcommand("list", "Crash reports, newest first: time, kernel, cause, path");
+  auto* list =
+      reports->add_subcommand("list", "Crash reports, newest first: time, kernel, cause, path");
   auto query = std::make_shared<std::string>("latest");
   auto as_json = std::make_shared<bool>(false);
-  auto* show = reports->add_subcommand("show", "Why a kernel died: the report as a one-screen summary");
+  auto* show =
+      reports->add_subcommand("show", "Why a kernel died: the report as a one-screen summary");
   show->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
       ->capture_default_str();
   show->add_flag("--json", *as_json, "Print the raw JSON document instead");
 
   return {reports, [=]() -> int {
-    const report::ReportStore store(report::ReportStore::resolve_dir(*report_dir));
-    if (list->parsed()) {
-      const auto all = store.list();
-      if (all.empty()) {
-        std::cout << "No crash reports in " << store.dir().string() << "\n";
-        return 0;
-      }
-      std::cout << "TIME                      KERNEL    CAUSE                                     PATH\n";
-      for (const auto& r : all) {
-        std::string error;
-        const auto doc = load(r.path, error);
-        const std::string when = doc ? doc->value("/kernel/died_at"_json_pointer, std::string("?"))
-                                     : util::iso8601_utc(r.mtime_ms);
-        std::string kernel = doc ? doc->value("/kernel/kernel_id"_json_pointer, std::string()) : "";
-        if (kernel.empty() && doc) kernel = "pid " + std::to_string(doc->value("/kernel/pid"_json_pointer, 0));
-        std::string cause = doc ? report::cause_line(*doc) : "(unreadable: " + error + ")";
-        if (cause.size() > 40) cause = cause.substr(0, 39) + "…";
-        std::printf("%-25s %-9.9s %-41s %s\n", when.c_str(), kernel.c_str(), cause.c_str(),
-                    r.path.c_str());
-      }
-      return 0;
-    }
-    const auto found = store.find(*query);
-    if (!found) {
-      std::cerr << "kernel-watchdog: no report matches '" << *query << "' in "
-                << store.dir().string() << " (see `kernel-watchdog reports list`)\n";
-      return 1;
-    }
-    std::string error;
-    const auto doc = load(found->path, error);
-    if (!doc) {
-      std::cerr << "kernel-watchdog: " << error << "\n";
-      return 1;
-    }
-    if (*as_json) {
-      std::cout << report::to_text(*doc, 2) << "\n";
-      return 0;
-    }
-    report::SummaryStyle style;
-    style.color = ::isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
-    std::cout << report::render_summary(*doc, style);
-    std::cout << "\nReport: " << found->path.string() << "\n";
-    return 0;
-  }};
+            const report::ReportStore store(report::ReportStore::resolve_dir(*report_dir));
+            if (list->parsed()) {
+              const auto all = store.list();
+              if (all.empty()) {
+                std::cout << "No crash reports in " << store.dir().string() << "\n";
+                return 0;
+              }
+              std::cout << "TIME                      KERNEL    CAUSE                              "
+                           "       PATH\n";
+              for (const auto& r : all) {
+                std::string error;
+                const auto doc = load(r.path, error);
+                const std::string when =
+                    doc ? doc->value("/kernel/died_at"_json_pointer, std::string("?"))
+                        : util::iso8601_utc(r.mtime_ms);
+                std::string kernel =
+                    doc ? doc->value("/kernel/kernel_id"_json_pointer, std::string()) : "";
+                if (kernel.empty() && doc)
+                  kernel = "pid " + std::to_string(doc->value("/kernel/pid"_json_pointer, 0));
+                std::string cause = doc ? report::cause_line(*doc) : "(unreadable: " + error + ")";
+                if (cause.size() > 40) cause = cause.substr(0, 39) + "…";
+                std::printf("%-25s %-9.9s %-41s %s\n", when.c_str(), kernel.c_str(), cause.c_str(),
+                            r.path.c_str());
+              }
+              return 0;
+            }
+            const auto found = store.find(*query);
+            if (!found) {
+              std::cerr << "kernel-watchdog: no report matches '" << *query << "' in "
+                        << store.dir().string() << " (see `kernel-watchdog reports list`)\n";
+              return 1;
+            }
+            std::string error;
+            const auto doc = load(found->path, error);
+            if (!doc) {
+              std::cerr << "kernel-watchdog: " << error << "\n";
+              return 1;
+            }
+            if (*as_json) {
+              std::cout << report::to_text(*doc, 2) << "\n";
+              return 0;
+            }
+            report::SummaryStyle style;
+            style.color = ::isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+            std::cout << report::render_summary(*doc, style);
+            std::cout << "\nReport: " << found->path.string() << "\n";
+            return 0;
+          }};
 }
 
 }  // namespace kwd::cli

@@ -22,7 +22,8 @@ std::optional<nlohmann::json> read_spec(const fs::path& file) {
   std::ifstream in(file);
   if (!in) return std::nullopt;
   auto spec = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (spec.is_discarded() || !spec.is_object() || !spec.contains("argv") || !spec["argv"].is_array())
+  if (spec.is_discarded() || !spec.is_object() || !spec.contains("argv") ||
+      !spec["argv"].is_array())
     return std::nullopt;
   return spec;
 }
@@ -59,7 +60,9 @@ fs::path kernels_dir(const WrapRequest& r, const fs::path& python) {
       std::string p = env("VIRTUAL_ENV");
       if (p.empty()) p = env("CONDA_PREFIX");
       if (p.empty() && !python.empty()) p = python.parent_path().parent_path().string();
-      if (p.empty()) throw KernelspecError("--sys-prefix: no active environment and no interpreter to take it from");
+      if (p.empty())
+        throw KernelspecError(
+            "--sys-prefix: no active environment and no interpreter to take it from");
       return fs::path(p) / "share" / "jupyter" / "kernels";
     }
   }
@@ -69,7 +72,8 @@ fs::path kernels_dir(const WrapRequest& r, const fs::path& python) {
 bool valid_name(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
   return name != "." && name != "..";
 }
 
@@ -138,7 +142,8 @@ fs::path wrap(const WrapRequest& r) {
     throw KernelspecError("'" + r.source_name + "' is already wrapped by kernel-watchdog");
   const std::string new_name = r.new_name.empty() ? r.source_name + "-watchdog" : r.new_name;
   if (!valid_name(new_name))
-    throw KernelspecError("'" + new_name + "' is not a valid kernelspec name (letters, digits, - _ .)");
+    throw KernelspecError("'" + new_name +
+                          "' is not a valid kernelspec name (letters, digits, - _ .)");
 
   nlohmann::json spec = source->spec;
   std::vector<std::string> kernel_argv;
@@ -163,10 +168,11 @@ fs::path wrap(const WrapRequest& r) {
   spec["display_name"] = r.display_name.empty()
                              ? spec.value("display_name", r.source_name) + " (watchdog)"
                              : r.display_name;
-  if (!spec.contains("metadata") || !spec["metadata"].is_object()) spec["metadata"] = nlohmann::json::object();
+  if (!spec.contains("metadata") || !spec["metadata"].is_object())
+    spec["metadata"] = nlohmann::json::object();
   spec["metadata"]["kernel_watchdog"] = {{"wrapped_from", r.source_name},
-                                        {"source_dir", source->dir.string()},
-                                        {"original_argv", source->spec["argv"]}};
+                                         {"source_dir", source->dir.string()},
+                                         {"original_argv", source->spec["argv"]}};
 
   const fs::path target = kernels_dir(r, python) / new_name;
   std::error_code ec;
@@ -174,7 +180,8 @@ fs::path wrap(const WrapRequest& r) {
     const auto existing = read_spec(target / "kernel.json");
     const bool ours = existing && existing->contains("metadata") &&
                       (*existing)["metadata"].contains("kernel_watchdog");
-    if (!ours) throw KernelspecError(target.string() + " already holds a kernelspec that is not ours");
+    if (!ours)
+      throw KernelspecError(target.string() + " already holds a kernelspec that is not ours");
   }
   fs::create_directories(target, ec);
   if (ec) throw KernelspecError("cannot create " + target.string() + ": " + ec.message());
@@ -196,7 +203,8 @@ fs::path unwrap(const std::string& name) {
   const auto spec = find(name);
   if (!spec) throw KernelspecError("no kernelspec named '" + name + "' on the Jupyter path");
   if (!spec->wrapped())
-    throw KernelspecError("'" + name + "' was not created by `kernel-watchdog kernelspec wrap`; not removing it");
+    throw KernelspecError(
+        "'" + name + "' was not created by `kernel-watchdog kernelspec wrap`; not removing it");
   std::error_code ec;
   fs::remove_all(spec->dir, ec);
   if (ec) throw KernelspecError("cannot remove " + spec->dir.string() + ": " + ec.message());

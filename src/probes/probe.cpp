@@ -6,6 +6,8 @@ namespace kwd::probes {
 
 void Probe::contribute(nlohmann::json& /*report*/) const {}
 
-ProbeList make_probes(const ProbeOptions& options) { return make_platform_probes(options); }
+ProbeList make_probes(const ProbeOptions& options) {
+  return make_platform_probes(options);
+}
 
 }  // namespace kwd::probes

@@ -53,8 +53,9 @@ std::vector<StoredReport> ReportStore::list() const {
     if (name.starts_with(".") || !name.ends_with(".json")) continue;
     struct stat st {};
     if (::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    out.push_back({name.substr(0, name.size() - 5), entry.path(),
-                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000});
+    out.push_back(
+        {name.substr(0, name.size() - 5), entry.path(),
+         static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000});
   }
   // Ids start with a UTC timestamp, so the name orders them; mtime breaks nothing.
   std::sort(out.begin(), out.end(), [](const StoredReport& a, const StoredReport& b) {

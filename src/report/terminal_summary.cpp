@@ -29,7 +29,8 @@ std::vector<std::string> last_lines(const std::string& text, std::size_t n) {
   std::vector<std::string> lines;
   std::stringstream in(text);
   std::string line;
-  while (std::getline(in, line)) lines.push_back(line);
+  while (std::getline(in, line))
+    lines.push_back(line);
   if (lines.size() > n) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(n));
   return lines;
 }
@@ -80,19 +81,21 @@ std::string render_summary(const json& r, const SummaryStyle& style) {
   out << "  kernel pid " << str(kernel, "pid") << ", started " << str(kernel, "started_at")
       << ", died " << str(kernel, "died_at") << " (up " << str(kernel, "uptime_s") << " s)\n";
   out << "  command: ";
-  for (const auto& a : kernel.value("argv", json::array())) out << a.get<std::string>() << " ";
+  for (const auto& a : kernel.value("argv", json::array()))
+    out << a.get<std::string>() << " ";
   out << "\n";
 
   const json& memory = r.value("memory", json::object());
   const json& samples = memory.value("samples", json::object());
   if (samples.contains("rss")) {
     const json& peak = memory.value("peak", json::object());
-    out << "\n" << paint("Memory", "1") << " (kernel process tree, last "
-        << samples["t_ms"].size() << " samples)\n";
-    out << "  RSS  " << sparkline(samples["rss"], static_cast<std::size_t>(std::max(style.width - 30, 10)))
+    out << "\n"
+        << paint("Memory", "1") << " (kernel process tree, last " << samples["t_ms"].size()
+        << " samples)\n";
+    out << "  RSS  "
+        << sparkline(samples["rss"], static_cast<std::size_t>(std::max(style.width - 30, 10)))
         << "\n";
-    if (peak.contains("rss"))
-      out << "  peak " << util::format_bytes(peak["rss"].get<double>());
+    if (peak.contains("rss")) out << "  peak " << util::format_bytes(peak["rss"].get<double>());
     const auto& rss = samples["rss"];
     if (!rss.empty() && rss.back().is_number())
       out << ", last " << util::format_bytes(rss.back().get<double>());
@@ -103,7 +106,8 @@ std::string render_summary(const json& r, const SummaryStyle& style) {
   const std::string text = tail.value("text", "");
   if (!text.empty()) {
     out << "\n" << paint("Last stderr lines", "1") << "\n";
-    for (const auto& line : last_lines(text, 12)) out << "  | " << line << "\n";
+    for (const auto& line : last_lines(text, 12))
+      out << "  | " << line << "\n";
   }
   for (const auto& note : r.value("notes", json::array()))
     out << paint("note: ", "33") << note.get<std::string>() << "\n";

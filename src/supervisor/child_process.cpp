@@ -15,7 +15,8 @@ namespace {
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   std::vector<char*> out;
   out.reserve(strings.size() + 1);
-  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  for (const auto& s : strings)
+    out.push_back(const_cast<char*>(s.c_str()));
   out.push_back(nullptr);
   return out;
 }
@@ -50,7 +51,8 @@ ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
   auto argv = c_strings(request.argv);
   auto envp = c_strings(request.environment);
   ChildProcess child;
-  const int rc = posix_spawnp(&child.pid_, argv[0], &sa.actions, &sa.attr, argv.data(), envp.data());
+  const int rc =
+      posix_spawnp(&child.pid_, argv[0], &sa.actions, &sa.attr, argv.data(), envp.data());
   if (rc != 0) {
     throw SpawnError("cannot start " + request.argv[0] + ": " + std::strerror(rc), rc);
   }
@@ -61,7 +63,8 @@ std::optional<Termination> ChildProcess::try_reap() {
   if (reaped_) return reaped_;
   int status = 0;
   pid_t r;
-  do r = ::waitpid(pid_, &status, WNOHANG);
+  do
+    r = ::waitpid(pid_, &status, WNOHANG);
   while (r < 0 && errno == EINTR);
   if (r == pid_) reaped_ = Termination::from_wait_status(status);
   return reaped_;
@@ -71,7 +74,8 @@ Termination ChildProcess::wait() {
   if (reaped_) return *reaped_;
   int status = 0;
   pid_t r;
-  do r = ::waitpid(pid_, &status, 0);
+  do
+    r = ::waitpid(pid_, &status, 0);
   while (r < 0 && errno == EINTR);
   reaped_ = Termination::from_wait_status(status);
   return *reaped_;

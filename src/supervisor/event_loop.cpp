@@ -46,7 +46,8 @@ void EventLoop::cancel(TimerId id) {
 long EventLoop::poll_timeout_ms() const {
   if (timers_.empty()) return -1;
   std::int64_t soonest = timers_.front().due_ns;
-  for (const auto& t : timers_) soonest = std::min(soonest, t.due_ns);
+  for (const auto& t : timers_)
+    soonest = std::min(soonest, t.due_ns);
   const std::int64_t wait_ns = soonest - util::steady_ns();
   if (wait_ns <= 0) return 0;
   return static_cast<long>((wait_ns + 999'999) / 1'000'000);
@@ -58,12 +59,14 @@ void EventLoop::fire_due_timers() {
   for (const auto& t : timers_)
     if (t.due_ns <= now) due.push_back(t.id);
   for (TimerId id : due) {
-    auto it = std::find_if(timers_.begin(), timers_.end(), [id](const Timer& t) { return t.id == id; });
+    auto it =
+        std::find_if(timers_.begin(), timers_.end(), [id](const Timer& t) { return t.id == id; });
     if (it == timers_.end()) continue;  // cancelled by an earlier handler
     Handler handler = it->handler;
     if (it->interval_ns > 0) {
       // Skip missed ticks rather than bursting to catch up.
-      do it->due_ns += it->interval_ns;
+      do
+        it->due_ns += it->interval_ns;
       while (it->due_ns <= now);
     } else {
       timers_.erase(it);

@@ -17,7 +17,8 @@ extern "C" void on_signal(int signo) {
   const int saved = errno;
   const unsigned char byte = static_cast<unsigned char>(signo);
   const int fd = g_write_fd.load(std::memory_order_relaxed);
-  if (fd >= 0) [[maybe_unused]] auto n = ::write(fd, &byte, 1);
+  if (fd >= 0) [[maybe_unused]]
+    auto n = ::write(fd, &byte, 1);
   errno = saved;
 }
 
@@ -40,14 +41,16 @@ SignalPipe::SignalPipe(std::initializer_list<int> signals) : signals_(signals) {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int s : signals_) ::sigaction(s, &sa, nullptr);
+  for (int s : signals_)
+    ::sigaction(s, &sa, nullptr);
 }
 
 SignalPipe::~SignalPipe() {
   struct sigaction sa {};
   sa.sa_handler = SIG_DFL;
   sigemptyset(&sa.sa_mask);
-  for (int s : signals_) ::sigaction(s, &sa, nullptr);
+  for (int s : signals_)
+    ::sigaction(s, &sa, nullptr);
   g_write_fd.store(-1);
 }
 
@@ -58,7 +61,8 @@ std::vector<int> SignalPipe::drain() {
     const ssize_t n = ::read(read_end_.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    for (ssize_t i = 0; i < n; ++i) out.push_back(buf[i]);
+    for (ssize_t i = 0; i < n; ++i)
+      out.push_back(buf[i]);
   }
   return out;
 }

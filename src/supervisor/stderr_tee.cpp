@@ -24,7 +24,7 @@ bool StderrTee::pump() {
   for (;;) {
     const ssize_t n = ::read(read_end_.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return true;   // EAGAIN: drained for now
+    if (n < 0) return true;    // EAGAIN: drained for now
     if (n == 0) return false;  // every writer is gone
     const std::string_view chunk(buf, static_cast<std::size_t>(n));
     ring_.append(chunk);

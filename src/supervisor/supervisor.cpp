@@ -1,12 +1,12 @@
 #include "kwd/supervisor/supervisor.hpp"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
@@ -20,7 +20,9 @@ extern char** environ;
 namespace kwd::supervisor {
 namespace {
 
-bool is_termination_signal(int s) { return s == SIGTERM || s == SIGHUP || s == SIGQUIT; }
+bool is_termination_signal(int s) {
+  return s == SIGTERM || s == SIGHUP || s == SIGQUIT;
+}
 
 std::size_t samples_in(std::chrono::seconds window, std::chrono::milliseconds interval) {
   const auto n = std::chrono::duration_cast<std::chrono::milliseconds>(window).count() /
@@ -116,7 +118,8 @@ int Supervisor::run() {
 void Supervisor::on_sample_tick() {
   timeline::MemorySample sample;
   sample.t_ms = util::wall_ms();
-  for (auto& p : probes_) p->sample(sample);
+  for (auto& p : probes_)
+    p->sample(sample);
   if (sample.rss >= 0) timeline_.add(sample);
 }
 
@@ -162,7 +165,8 @@ bool Supervisor::death_was_requested(const Termination& end) const {
 void Supervisor::on_kernel_exit(const Termination& end) {
   const std::int64_t died_at_ms = util::wall_ms();
   stderr_->pump();  // whatever the kernel wrote last is already in the pipe
-  for (auto& p : probes_) p->on_kernel_exit();
+  for (auto& p : probes_)
+    p->on_kernel_exit();
   if (death_was_requested(end)) {
     spdlog::debug("kernel {} {} (requested); no report", child_->pid(), end.describe());
     return;
@@ -199,7 +203,8 @@ nlohmann::json Supervisor::build_report(const Termination& end, std::int64_t die
   term["description"] = end.describe();
   term["returncode"] = end.popen_returncode();
   auto& got = term["watchdog_received"] = json::array();
-  for (int s : received_signals_) got.push_back(signal_name(s));
+  for (int s : received_signals_)
+    got.push_back(signal_name(s));
 
   auto& memory = r["memory"];
   memory["interval_ms"] = options_.sample_interval.count();
@@ -230,8 +235,8 @@ nlohmann::json Supervisor::build_report(const Termination& end, std::int64_t die
 }
 
 void Supervisor::write_report(const Termination& end, std::int64_t died_at_ms) {
-  const std::string id =
-      report::make_report_id(died_at_ms, kernel_id_from_connection_file(connection_file_), child_->pid());
+  const std::string id = report::make_report_id(
+      died_at_ms, kernel_id_from_connection_file(connection_file_), child_->pid());
   const report::ReportStore primary(report::ReportStore::resolve_dir(options_.report_dir));
   nlohmann::json document;
   try {

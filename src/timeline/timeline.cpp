@@ -12,7 +12,8 @@ Timeline::Timeline(std::size_t recent_capacity, std::int64_t coarse_period_ms,
       coarse_period_ms_(std::max<std::int64_t>(coarse_period_ms, 1)) {}
 
 void Timeline::fold_max(MemorySample& into, const MemorySample& s) {
-  for (const auto& f : kSeriesFields) into.*f.member = std::max(into.*f.member, s.*f.member);
+  for (const auto& f : kSeriesFields)
+    into.*f.member = std::max(into.*f.member, s.*f.member);
 }
 
 void Timeline::add(const MemorySample& sample) {
@@ -46,7 +47,8 @@ std::vector<MemorySample> Timeline::recent() const {
   out.reserve(recent_count_);
   const std::size_t cap = recent_.size();
   const std::size_t start = (recent_head_ + cap - recent_count_) % cap;
-  for (std::size_t i = 0; i < recent_count_; ++i) out.push_back(recent_[(start + i) % cap]);
+  for (std::size_t i = 0; i < recent_count_; ++i)
+    out.push_back(recent_[(start + i) % cap]);
   return out;
 }
 
@@ -55,7 +57,8 @@ std::vector<MemorySample> Timeline::coarse() const {
   out.reserve(coarse_count_ + 1);
   const std::size_t cap = coarse_.size();
   const std::size_t start = (coarse_head_ + cap - coarse_count_) % cap;
-  for (std::size_t i = 0; i < coarse_count_; ++i) out.push_back(coarse_[(start + i) % cap]);
+  for (std::size_t i = 0; i < coarse_count_; ++i)
+    out.push_back(coarse_[(start + i) % cap]);
   if (have_pending_) out.push_back(coarse_pending_);
   return out;
 }
@@ -68,15 +71,18 @@ const MemorySample* Timeline::latest() const {
 nlohmann::json samples_to_json(const std::vector<MemorySample>& samples) {
   nlohmann::json out = nlohmann::json::object();
   auto& times = out["t_ms"] = nlohmann::json::array();
-  for (const auto& s : samples) times.push_back(s.t_ms);
+  for (const auto& s : samples)
+    times.push_back(s.t_ms);
   for (const auto& f : kSeriesFields) {
     const bool measured = std::any_of(samples.begin(), samples.end(),
                                       [&](const MemorySample& s) { return s.*f.member >= 0; });
     if (!measured) continue;
     auto& column = out[std::string(f.name)] = nlohmann::json::array();
     for (const auto& s : samples) {
-      if (s.*f.member >= 0) column.push_back(s.*f.member);
-      else column.push_back(nullptr);
+      if (s.*f.member >= 0)
+        column.push_back(s.*f.member);
+      else
+        column.push_back(nullptr);
     }
   }
   return out;

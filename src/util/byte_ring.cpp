@@ -28,7 +28,8 @@ std::string ByteRing::contents() const {
   out.reserve(size_);
   const std::size_t cap = buffer_.size();
   const std::size_t start = (head_ + cap - size_) % cap;
-  for (std::size_t i = 0; i < size_; ++i) out.push_back(buffer_[(start + i) % cap]);
+  for (std::size_t i = 0; i < size_; ++i)
+    out.push_back(buffer_[(start + i) % cap]);
   return out;
 }
 

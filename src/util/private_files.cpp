@@ -17,7 +17,9 @@ namespace kwd::util {
 namespace fs = std::filesystem;
 
 namespace {
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 [[noreturn]] void fail(const std::string& what, const fs::path& path, int err) {
   throw FileError(what + " " + path.string() + ": " + errno_text(err));

@@ -1,12 +1,11 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace kwd::kernelspec {
 
@@ -39,8 +38,8 @@ struct WrapRequest {
   std::string new_name;      // empty: "<source>-watchdog"
   std::string display_name;  // empty: "<source display name> (watchdog)"
   Destination destination = Destination::kUser;
-  std::filesystem::path prefix;         // for kPrefix
-  std::filesystem::path watchdog_path;  // absolute path of kernel-watchdog
+  std::filesystem::path prefix;                // for kPrefix
+  std::filesystem::path watchdog_path;         // absolute path of kernel-watchdog
   std::vector<std::string> extra_run_options;  // inserted between "run" and "--"
 };
 

@@ -22,7 +22,8 @@ class ReportStore {
   // --report-dir, else $KERNEL_WATCHDOG_REPORT_DIR, else $XDG_STATE_HOME/kernel-watchdog/reports,
   // else ~/.local/state/kernel-watchdog/reports.
   static std::filesystem::path resolve_dir(const std::string& explicit_dir = {});
-  // Used when the configured directory cannot be written: ${TMPDIR:-/tmp}/kernel-watchdog-UID/reports.
+  // Used when the configured directory cannot be written:
+  // ${TMPDIR:-/tmp}/kernel-watchdog-UID/reports.
   static std::filesystem::path fallback_dir();
 
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }

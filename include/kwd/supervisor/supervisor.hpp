@@ -3,11 +3,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "kwd/probes/probe.hpp"
 #include "kwd/supervisor/child_process.hpp"
@@ -56,7 +55,7 @@ class Supervisor {
   std::vector<int> received_signals_;  // termination signals sent to us
   std::optional<std::int64_t> termination_requested_ms_;
   std::optional<EventLoop::TimerId> forward_timer_;
-  std::vector<std::string> notes_;     // what we could not do, said in the report too
+  std::vector<std::string> notes_;  // what we could not do, said in the report too
 };
 
 }  // namespace kwd::supervisor

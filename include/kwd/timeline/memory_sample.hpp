@@ -11,20 +11,20 @@ inline constexpr std::int64_t kUnknown = -1;
 // One reading of everything the probes could see at one instant. Bytes unless noted;
 // kUnknown where no probe could tell.
 struct MemorySample {
-  std::int64_t t_ms = 0;  // wall clock, ms since the epoch
-  std::int64_t rss = kUnknown;             // the kernel's whole process tree
-  std::int64_t swap = kUnknown;            // ditto
-  std::int64_t pss = kUnknown;             // ditto, sampled at a lower rate (carried forward)
-  std::int64_t processes = kUnknown;       // count
-  std::int64_t threads = kUnknown;         // count
+  std::int64_t t_ms = 0;              // wall clock, ms since the epoch
+  std::int64_t rss = kUnknown;        // the kernel's whole process tree
+  std::int64_t swap = kUnknown;       // ditto
+  std::int64_t pss = kUnknown;        // ditto, sampled at a lower rate (carried forward)
+  std::int64_t processes = kUnknown;  // count
+  std::int64_t threads = kUnknown;    // count
   std::int64_t cgroup_usage = kUnknown;
   std::int64_t cgroup_limit = kUnknown;
-  std::int64_t mem_available = kUnknown;   // system MemAvailable
-  std::int64_t psi_some_avg10 = kUnknown;  // memory pressure, percent x 100
-  std::int64_t gpu_used = kUnknown;        // GPU memory held by the kernel's processes
-  std::int64_t gpu_device_used = kUnknown; // all devices, all processes
-  std::int64_t gpu_total = kUnknown;       // all devices
-  std::int64_t unified_in_use = kUnknown;  // Apple: IOAccelerator in-use system memory
+  std::int64_t mem_available = kUnknown;    // system MemAvailable
+  std::int64_t psi_some_avg10 = kUnknown;   // memory pressure, percent x 100
+  std::int64_t gpu_used = kUnknown;         // GPU memory held by the kernel's processes
+  std::int64_t gpu_device_used = kUnknown;  // all devices, all processes
+  std::int64_t gpu_total = kUnknown;        // all devices
+  std::int64_t unified_in_use = kUnknown;   // Apple: IOAccelerator in-use system memory
 };
 
 struct SeriesField {

@@ -2,9 +2,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json_fwd.hpp>
+#include <vector>
 
 #include "kwd/timeline/memory_sample.hpp"
 
@@ -15,8 +14,7 @@ namespace kwd::timeline {
 // samples it stands for, so no peak is ever lost) for the last `coarse_capacity` periods.
 class Timeline {
  public:
-  Timeline(std::size_t recent_capacity, std::int64_t coarse_period_ms,
-           std::size_t coarse_capacity);
+  Timeline(std::size_t recent_capacity, std::int64_t coarse_period_ms, std::size_t coarse_capacity);
 
   void add(const MemorySample& sample);
 

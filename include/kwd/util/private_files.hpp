@@ -19,9 +19,8 @@ void ensure_private_dir(const std::filesystem::path& dir);
 // directory (".tmp-<pid>-XXXXXX", mode 0600), fsync, rename into place, fsync the directory.
 // A reader never sees a partial file; a crash mid-write leaves only a temporary that
 // sweep_temporaries() removes. Throws FileError naming the step that failed.
-std::filesystem::path write_file_atomically(const std::filesystem::path& dir,
-                                            std::string_view name, std::string_view contents,
-                                            unsigned mode = 0600);
+std::filesystem::path write_file_atomically(const std::filesystem::path& dir, std::string_view name,
+                                            std::string_view contents, unsigned mode = 0600);
 
 // Removes temporaries left by writers that are no longer alive. Returns how many.
 int sweep_temporaries(const std::filesystem::path& dir);

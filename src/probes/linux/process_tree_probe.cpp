@@ -39,7 +39,9 @@ ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options, std::string proc
             std::to_string(slow_interval_ms_) + " ms";
 }
 
-ProbeStatus ProcessTreeProbe::status() const { return {"linux.process_tree", available_, reason_}; }
+ProbeStatus ProcessTreeProbe::status() const {
+  return {"linux.process_tree", available_, reason_};
+}
 
 bool ProcessTreeProbe::read_stat(pid_t pid, Member& m) {
   if (!m.stat_fd) {
@@ -136,8 +138,10 @@ void ProcessTreeProbe::sample(timeline::MemorySample& into) {
     rss += m.rss;
     swap += m.swap;
     threads += m.threads;
-    if (m.pss < 0) pss_known = false;
-    else pss += m.pss;
+    if (m.pss < 0)
+      pss_known = false;
+    else
+      pss += m.pss;
     ++it;
   }
   if (members_.empty()) return;  // the kernel is gone: leave the fields unknown
@@ -150,7 +154,8 @@ void ProcessTreeProbe::sample(timeline::MemorySample& into) {
 
 std::vector<pid_t> ProcessTreeProbe::members() const {
   std::vector<pid_t> out;
-  for (const auto& [pid, m] : members_) out.push_back(pid);
+  for (const auto& [pid, m] : members_)
+    out.push_back(pid);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -161,12 +166,17 @@ void ProcessTreeProbe::contribute(nlohmann::json& report) const {
   auto& list = tree["members"] = nlohmann::json::array();
   for (pid_t pid : members()) {
     const Member& m = members_.at(pid);
-    list.push_back({{"pid", pid}, {"comm", m.comm}, {"rss", m.rss}, {"peak_rss", m.peak_rss},
-                    {"swap", m.swap}, {"threads", m.threads}});
+    list.push_back({{"pid", pid},
+                    {"comm", m.comm},
+                    {"rss", m.rss},
+                    {"peak_rss", m.peak_rss},
+                    {"swap", m.swap},
+                    {"threads", m.threads}});
     if (m.pss >= 0) list.back()["pss"] = m.pss;
   }
   auto& gone = tree["departed"] = nlohmann::json::array();
-  for (const auto& [pid, comm] : departed_) gone.push_back({{"pid", pid}, {"comm", comm}});
+  for (const auto& [pid, comm] : departed_)
+    gone.push_back({{"pid", pid}, {"comm", comm}});
 }
 
 }  // namespace kwd::probes::linux_proc

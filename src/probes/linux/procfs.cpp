@@ -34,17 +34,30 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text) {
   std::size_t pos = 0;
   bool ok = true;
   while (pos < rest.size() && index <= 21) {
-    while (pos < rest.size() && rest[pos] == ' ') ++pos;
+    while (pos < rest.size() && rest[pos] == ' ')
+      ++pos;
     const std::size_t end = rest.find_first_of(" \n", pos);
-    const std::string_view tok = rest.substr(pos, end == std::string_view::npos ? rest.size() - pos : end - pos);
+    const std::string_view tok =
+        rest.substr(pos, end == std::string_view::npos ? rest.size() - pos : end - pos);
     if (tok.empty()) break;
     switch (index) {
-      case 0: st.state = tok[0]; break;
-      case 1: ok &= to_number(tok, st.ppid); break;
-      case 17: ok &= to_number(tok, st.threads); break;
-      case 19: ok &= to_number(tok, st.start_time); break;
-      case 21: ok &= to_number(tok, st.rss_pages); break;
-      default: break;
+      case 0:
+        st.state = tok[0];
+        break;
+      case 1:
+        ok &= to_number(tok, st.ppid);
+        break;
+      case 17:
+        ok &= to_number(tok, st.threads);
+        break;
+      case 19:
+        ok &= to_number(tok, st.start_time);
+        break;
+      case 21:
+        ok &= to_number(tok, st.rss_pages);
+        break;
+      default:
+        break;
     }
     ++index;
     if (end == std::string_view::npos) break;
@@ -58,10 +71,12 @@ std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_vie
   std::size_t pos = 0;
   while (pos < text.size()) {
     const std::size_t eol = text.find('\n', pos);
-    const std::string_view line = text.substr(pos, eol == std::string_view::npos ? text.size() - pos : eol - pos);
+    const std::string_view line =
+        text.substr(pos, eol == std::string_view::npos ? text.size() - pos : eol - pos);
     if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ':') {
       std::string_view v = line.substr(key.size() + 1);
-      while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+      while (!v.empty() && (v.front() == ' ' || v.front() == '\t'))
+        v.remove_prefix(1);
       const std::size_t sp = v.find(' ');
       std::int64_t n = 0;
       if (!to_number(v.substr(0, sp), n)) return std::nullopt;
@@ -96,7 +111,8 @@ std::optional<std::string_view> pread_all(int fd, std::string& buf) {
     const ssize_t n = ::pread(fd, buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return std::nullopt;
-    if (static_cast<std::size_t>(n) < buf.size()) return std::string_view(buf.data(), static_cast<std::size_t>(n));
+    if (static_cast<std::size_t>(n) < buf.size())
+      return std::string_view(buf.data(), static_cast<std::size_t>(n));
     buf.resize(buf.size() * 2);
   }
 }

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "kwd/protocol/output_summary.hpp"
+#include "kwd/timeline/memory_sample.hpp"
+
+namespace kwd::protocol {
+
+// One execution of a cell, from its execute_input to the kernel's next idle for it.
+struct Cell {
+  std::string request_id;  // msg_id of the execute_request (parent of everything it caused)
+  std::int64_t execution_count = -1;
+  std::string code;  // at most CellTimeline's code cap
+  bool code_truncated = false;
+  std::int64_t started_at_ms = 0;
+  std::int64_t ended_at_ms = -1;  // -1 while in flight
+  // The kernel tree's RSS: the last sample before the cell started, the first sample after
+  // it ended (so what it allocated at the very end counts), the maximum in between.
+  std::int64_t rss_start = timeline::kUnknown;
+  std::int64_t rss_end = timeline::kUnknown;
+  std::int64_t rss_peak = timeline::kUnknown;
+  bool awaiting_end_sample = false;
+  std::string status = "running";  // running, ok, error, unknown (its end was not seen)
+  OutputSummary outputs;
+};
+
+// The cell in flight and the last N finished cells, with their memory. Fixed memory.
+class CellTimeline {
+ public:
+  CellTimeline(std::size_t keep_last, std::size_t max_code_bytes);
+
+  void start(std::string request_id, std::int64_t execution_count, std::string_view code,
+             std::int64_t now_ms);
+  // The kernel went idle after `request_id`; a no-op unless that is the cell in flight.
+  void end(const std::string& request_id, std::int64_t now_ms);
+  // An output (stream, error, display...) of the request it answers.
+  void on_output(const std::string& request_id, const Message& message);
+  void on_memory_sample(const timeline::MemorySample& sample);
+
+  [[nodiscard]] const Cell* in_flight() const { return in_flight_ ? &*in_flight_ : nullptr; }
+  // Oldest first.
+  [[nodiscard]] const std::deque<Cell>& finished() const { return finished_; }
+  [[nodiscard]] std::int64_t latest_rss() const { return latest_rss_; }
+  [[nodiscard]] std::uint64_t cells_started() const { return started_; }
+
+ private:
+  void finish(std::int64_t now_ms, const char* status_if_running);
+
+  std::size_t keep_last_;
+  std::size_t max_code_bytes_;
+  std::optional<Cell> in_flight_;
+  std::deque<Cell> finished_;
+  std::int64_t latest_rss_ = timeline::kUnknown;
+  std::uint64_t started_ = 0;
+};
+
+}  // namespace kwd::protocol

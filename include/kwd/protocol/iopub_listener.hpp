@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "kwd/protocol/connection_file.hpp"
+#include "kwd/protocol/socket_monitor.hpp"
+#include "kwd/protocol/wire.hpp"
+
+namespace kwd::protocol {
+
+// The watchdog's seat on the kernel's IOPub: a SUB socket subscribed to everything. Every
+// message goes through the decoder (signature first); what is believed goes to the
+// handler, the rest is counted by reason. Reconnection is libzmq's (the SUB re-subscribes
+// by itself); the socket monitor tells us when it happened and when a handshake failed.
+class IopubListener {
+ public:
+  using Handler = std::function<void(const Message&)>;
+
+  IopubListener(zmq::context_t& context, const ConnectionInfo& info, MessageDecoder decoder,
+                Handler on_message);
+  IopubListener(const IopubListener&) = delete;
+  IopubListener& operator=(const IopubListener&) = delete;
+
+  [[nodiscard]] void* socket_handle() noexcept { return socket_.handle(); }
+  [[nodiscard]] void* monitor_handle() noexcept { return monitor_->handle(); }
+
+  // Receives and handles up to `budget` waiting messages; returns how many there were.
+  std::size_t receive(std::size_t budget);
+  // Reads the monitor's events: connects, disconnects, handshake failures.
+  void on_monitor_events();
+
+  [[nodiscard]] std::uint64_t messages_seen() const noexcept { return seen_; }
+  [[nodiscard]] const DropCounts& dropped() const noexcept { return dropped_; }
+  [[nodiscard]] bool connected() const noexcept { return connected_; }
+  [[nodiscard]] std::uint64_t connects() const noexcept { return connects_; }
+  [[nodiscard]] std::uint64_t disconnects() const noexcept { return disconnects_; }
+  [[nodiscard]] std::uint64_t handshake_failures() const noexcept { return handshake_failures_; }
+
+ private:
+  bool receive_one();
+
+  std::string endpoint_;
+  bool curve_;
+  MessageDecoder decoder_;
+  Handler on_message_;
+  zmq::socket_t socket_;
+  std::optional<SocketMonitor> monitor_;  // after socket_: destroyed first
+
+  std::vector<zmq::message_t> frames_;  // reused between messages
+  std::vector<std::string_view> views_;
+  Message message_;
+
+  std::uint64_t seen_ = 0;
+  DropCounts dropped_;
+  bool connected_ = false;
+  bool lost_connection_ = false;  // a disconnect not yet followed by a reconnect
+  std::uint64_t connects_ = 0;
+  std::uint64_t disconnects_ = 0;
+  std::uint64_t handshake_failures_ = 0;
+};
+
+}  // namespace kwd::protocol

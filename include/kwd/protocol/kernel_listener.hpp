@@ -1,0 +1,108 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "kwd/hang/thread_snapshot.hpp"
+#include "kwd/protocol/connection_file.hpp"
+#include "kwd/protocol/heartbeat_monitor.hpp"
+#include "kwd/protocol/kernel_activity.hpp"
+#include "kwd/protocol/wire.hpp"
+#include "kwd/supervisor/event_loop.hpp"
+#include "kwd/timeline/memory_sample.hpp"
+
+namespace zmq {
+class context_t;
+}
+
+namespace kwd::protocol {
+
+class IopubListener;
+
+struct ListenerOptions {
+  HeartbeatOptions heartbeat;
+  std::size_t last_cells = 10;
+  WireLimits limits;
+  // How long a missing connection file, or one whose ports are still 0, is waited for (the
+  // kernel writes it itself when it was started without one).
+  std::chrono::milliseconds connection_file_wait{60'000};
+};
+
+// A hang as detected: the heartbeat stopped while the process lives.
+struct HangEvidence {
+  std::int64_t detected_at_ms = 0;
+  int consecutive_misses = 0;
+  hang::ProcessSnapshot process;
+};
+
+// The watchdog as a read-only participant of the Jupyter protocol, for one kernel: reads the
+// connection file, waits for the kernel to bind its ports, then listens on IOPub (SUB) and
+// pings the heartbeat (REQ). It never sends on shell or control. Every problem degrades to
+// "not listening" with one warning; the process is supervised regardless (fail open).
+class KernelListener {
+ public:
+  using HangHandler = std::function<void(const HangEvidence&)>;
+
+  // `connection_file` may be empty (a command line without one): nothing is listened to.
+  KernelListener(supervisor::EventLoop& loop, pid_t kernel_pid, std::string connection_file,
+                 ListenerOptions options, HangHandler on_hang);
+  ~KernelListener();
+  KernelListener(const KernelListener&) = delete;
+  KernelListener& operator=(const KernelListener&) = delete;
+
+  // Reads the connection file and starts waiting for the ports. Never throws.
+  void start();
+  void on_memory_sample(const timeline::MemorySample& sample);
+  // The kernel has died: reads what it published last (a shutdown_reply, the last outputs),
+  // waiting until IOPub has been quiet for `quiet` or `budget` has passed.
+  void drain(std::chrono::milliseconds quiet, std::chrono::milliseconds budget);
+
+  [[nodiscard]] bool shutdown_requested() const { return activity_.shutdown_requested(); }
+  [[nodiscard]] const KernelActivity& activity() const { return activity_; }
+  [[nodiscard]] const std::optional<HangEvidence>& current_hang() const { return hang_; }
+  // What could not be done, for the report's notes.
+  [[nodiscard]] const std::vector<std::string>& notes() const { return notes_; }
+
+  // Adds `execution`, `protocol` and `heartbeat` (and `hang` when `with_hang` and a hang
+  // is current) to a report being assembled at `at_ms`.
+  void contribute(nlohmann::json& report, std::int64_t at_ms, bool with_hang) const;
+
+ private:
+  void try_load();
+  void poll_ports();
+  void connect_iopub();
+  void connect_heartbeat();
+  void give_up(const std::string& problem);
+  void on_hang(int consecutive_misses);
+
+  supervisor::EventLoop& loop_;
+  pid_t kernel_pid_;
+  std::string path_;
+  ListenerOptions options_;
+  HangHandler on_hang_;
+
+  std::optional<ConnectionInfo> info_;
+  std::string problem_;  // why the connection file is not used ("" when it is)
+  std::int64_t waiting_since_ns_ = 0;
+  bool warned_slow_bind_ = false;
+  std::optional<supervisor::EventLoop::TimerId> poll_timer_;
+
+  std::unique_ptr<zmq::context_t> context_;
+  std::unique_ptr<IopubListener> iopub_;
+  std::unique_ptr<HeartbeatMonitor> heartbeat_;
+
+  KernelActivity activity_;
+  std::optional<HangEvidence> hang_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace kwd::protocol

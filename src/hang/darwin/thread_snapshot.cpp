@@ -1,0 +1,19 @@
+#include <signal.h>
+
+#include <cerrno>
+
+#include "kwd/hang/thread_snapshot.hpp"
+
+namespace kwd::hang {
+
+bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+// Thread states of another process need task_for_pid, which an unprivileged watchdog does
+// not get: the hang report says so instead.
+ProcessSnapshot snapshot_process(pid_t /*pid*/, std::size_t /*max_threads*/) {
+  ProcessSnapshot snap;
+  snap.reason = "thread states are not readable on macOS without task_for_pid";
+  return snap;
+}
+
+}  // namespace kwd::hang

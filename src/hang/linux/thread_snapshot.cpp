@@ -1,0 +1,85 @@
+#include <dirent.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "kwd/hang/thread_snapshot.hpp"
+
+namespace kwd::hang {
+namespace {
+
+std::optional<std::string> read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\0')) text.pop_back();
+  return text;
+}
+
+// The state letter of a /proc/.../stat line: the first field after the ")" that closes comm
+// (comm itself may hold spaces and parentheses).
+std::optional<char> state_of(const std::string& dir) {
+  const auto stat = read_text(dir + "/stat");
+  if (!stat) return std::nullopt;
+  const auto close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
+  return (*stat)[close + 2];
+}
+
+struct DirCloser {
+  void operator()(DIR* d) const noexcept { closedir(d); }
+};
+
+}  // namespace
+
+bool process_alive(pid_t pid) {
+  const auto state = state_of("/proc/" + std::to_string(pid));
+  return state && *state != 'Z' && *state != 'X';
+}
+
+ProcessSnapshot snapshot_process(pid_t pid, std::size_t max_threads) {
+  ProcessSnapshot snap;
+  const std::string base = "/proc/" + std::to_string(pid);
+  const auto main_state = state_of(base);
+  if (!main_state) {
+    snap.reason = "cannot read " + base + "/stat";
+    return snap;
+  }
+  snap.available = true;
+  snap.process_state = describe_state(*main_state);
+
+  std::unique_ptr<DIR, DirCloser> tasks(opendir((base + "/task").c_str()));
+  if (!tasks) {
+    snap.reason = "cannot list " + base + "/task";
+    return snap;
+  }
+  std::vector<pid_t> tids;
+  while (const dirent* entry = readdir(tasks.get())) {
+    pid_t tid = 0;
+    const std::string_view name(entry->d_name);
+    const auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), tid);
+    if (ec == std::errc() && p == name.data() + name.size()) tids.push_back(tid);
+  }
+  std::sort(tids.begin(), tids.end());
+  snap.threads_total = tids.size();
+  for (pid_t tid : tids) {
+    if (snap.threads.size() >= max_threads) break;
+    const std::string dir = base + "/task/" + std::to_string(tid);
+    const auto state = state_of(dir);
+    if (!state) continue;  // the thread ended meanwhile
+    ThreadState t;
+    t.tid = tid;
+    t.name = read_text(dir + "/comm").value_or("");
+    t.state = describe_state(*state);
+    // "0" means not blocked in the kernel; unprivileged readers of other users see "0" too.
+    t.wchan = read_text(dir + "/wchan").value_or("");
+    if (t.wchan == "0") t.wchan.clear();
+    snap.threads.push_back(std::move(t));
+  }
+  return snap;
+}
+
+}  // namespace kwd::hang

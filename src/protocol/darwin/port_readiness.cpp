@@ -1,0 +1,22 @@
+#include <sys/stat.h>
+
+#include <string>
+
+#include "kwd/protocol/port_readiness.hpp"
+
+namespace kwd::protocol {
+
+// No procfs: TCP listeners cannot be listed cheaply without privileges, so the caller
+// connects and relies on libzmq's reconnect. ipc sockets are files and can be seen.
+PortState port_state(pid_t /*kernel_pid*/, const ConnectionInfo& info, int port) {
+  if (port <= 0) return PortState::not_yet;
+  if (info.transport == Transport::ipc) {
+    struct stat st {};
+    const std::string path = info.ip + "-" + std::to_string(port);
+    return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? PortState::listening
+                                                                    : PortState::not_yet;
+  }
+  return PortState::cannot_tell;
+}
+
+}  // namespace kwd::protocol

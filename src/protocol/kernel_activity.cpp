@@ -1,0 +1,141 @@
+#include "kwd/protocol/kernel_activity.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace kwd::protocol {
+namespace {
+
+constexpr std::size_t kMaxCodeBytes = 64 * 1024;
+constexpr std::size_t kStderrStreamBytes = 8 * 1024;
+constexpr std::size_t kMaxTracebackLines = 64;
+constexpr std::size_t kMaxTracebackLineBytes = 4096;
+constexpr std::size_t kMaxErrorTextBytes = 4096;
+
+std::string string_field(const nlohmann::json& content, const char* name, std::size_t cap) {
+  const auto it = content.find(name);
+  if (it == content.end() || !it->is_string()) return {};
+  return it->get_ref<const std::string&>().substr(0, cap);
+}
+
+double seconds_between(std::int64_t from_ms, std::int64_t to_ms) {
+  return static_cast<double>(to_ms - from_ms) / 1000.0;
+}
+
+nlohmann::json bytes_or_null(std::int64_t v) {
+  return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+KernelActivity::KernelActivity(std::size_t last_cells)
+    : cells_(last_cells, kMaxCodeBytes), stderr_stream_(kStderrStreamBytes) {}
+
+void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
+  const auto& type = m.msg_type;
+  if (type == "status") {
+    const auto state = string_field(m.content, "execution_state", 64);
+    if (!state.empty()) state_ = state;
+    // Idle after an execute_request ends that cell; idle after anything else says nothing
+    // about it.
+    if (state == "idle" && !m.parent_msg_id.empty()) cells_.end(m.parent_msg_id, now_ms);
+    return;
+  }
+  if (type == "execute_input") {
+    std::int64_t count = -1;
+    const auto it = m.content.find("execution_count");
+    if (it != m.content.end() && it->is_number_integer()) count = it->get<std::int64_t>();
+    const auto code = m.content.find("code");
+    const std::string_view text =
+        code != m.content.end() && code->is_string() ? code->get_ref<const std::string&>() : "";
+    cells_.start(m.parent_msg_id, count, text, now_ms);
+    return;
+  }
+  if (type == "shutdown_reply") {
+    shutdown_requested_ = true;
+    return;
+  }
+  if (type == "stream") {
+    if (m.content.value("name", "") == "stderr") {
+      const auto text = m.content.find("text");
+      if (text != m.content.end() && text->is_string())
+        stderr_stream_.append(text->get_ref<const std::string&>());
+    }
+  } else if (type == "error") {
+    on_error(m);
+  }
+  if (!m.parent_msg_id.empty()) cells_.on_output(m.parent_msg_id, m);
+}
+
+void KernelActivity::on_error(const Message& m) {
+  ShownError e;
+  e.ename = string_field(m.content, "ename", kMaxErrorTextBytes);
+  e.evalue = string_field(m.content, "evalue", kMaxErrorTextBytes);
+  const auto tb = m.content.find("traceback");
+  if (tb != m.content.end() && tb->is_array()) {
+    // The last lines are where the error is: keep those when there are too many.
+    const std::size_t n = tb->size();
+    const std::size_t first = n > kMaxTracebackLines ? n - kMaxTracebackLines : 0;
+    for (std::size_t i = first; i < n; ++i)
+      if ((*tb)[i].is_string())
+        e.traceback.push_back((*tb)[i].get_ref<const std::string&>().substr(0, kMaxTracebackLineBytes));
+  }
+  const Cell* cell = cells_.in_flight();
+  if (cell != nullptr && cell->request_id == m.parent_msg_id) e.execution_count = cell->execution_count;
+  for (const auto& done : cells_.finished())
+    if (done.request_id == m.parent_msg_id) e.execution_count = done.execution_count;
+  last_error_ = std::move(e);
+}
+
+nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
+  using nlohmann::json;
+  json out;
+  out["state_at_death"] = state_ ? json(*state_) : json(nullptr);
+  out["shutdown_requested"] = shutdown_requested_;
+  out["cells_started"] = cells_.cells_started();
+
+  if (const Cell* c = cells_.in_flight()) {
+    out["cell_in_flight"] = {{"execution_count", c->execution_count},
+                             {"code", c->code},
+                             {"code_truncated", c->code_truncated},
+                             {"started_at_ms", c->started_at_ms},
+                             {"running_for_s", seconds_between(c->started_at_ms, at_ms)},
+                             {"rss_at_start", bytes_or_null(c->rss_start)},
+                             {"rss_peak", bytes_or_null(c->rss_peak)},
+                             {"outputs", c->outputs.to_json()}};
+  } else {
+    out["cell_in_flight"] = nullptr;
+  }
+
+  auto& last = out["last_cells"] = json::array();
+  for (const Cell& c : cells_.finished()) {
+    // A cell that ended after the last sample: the newest reading is the best there is.
+    const std::int64_t end = c.awaiting_end_sample && cells_.latest_rss() >= 0 ? cells_.latest_rss() : c.rss_end;
+    const std::int64_t peak = std::max(c.rss_peak, end);
+    last.push_back({{"execution_count", c.execution_count},
+                    {"code", c.code},
+                    {"code_truncated", c.code_truncated},
+                    {"started_at_ms", c.started_at_ms},
+                    {"ended_at_ms", c.ended_at_ms},
+                    {"duration_s", seconds_between(c.started_at_ms, c.ended_at_ms)},
+                    {"rss_start", bytes_or_null(c.rss_start)},
+                    {"rss_end", bytes_or_null(end)},
+                    {"rss_peak", bytes_or_null(peak)},
+                    {"rss_delta", c.rss_start >= 0 && end >= 0 ? json(end - c.rss_start) : json(nullptr)},
+                    {"status", c.status},
+                    {"outputs", c.outputs.to_json()}});
+  }
+
+  if (last_error_) {
+    const auto& e = *last_error_;
+    out["last_error"] = {{"execution_count", e.execution_count >= 0 ? json(e.execution_count) : json(nullptr)},
+                         {"ename", e.ename},
+                         {"evalue", e.evalue},
+                         {"traceback", e.traceback}};
+  } else {
+    out["last_error"] = nullptr;
+  }
+  out["stream_stderr_tail"] = stderr_stream_.contents();
+  return out;
+}
+
+}  // namespace kwd::protocol

@@ -1,0 +1,44 @@
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "kwd/probes/linux/procfs.hpp"
+
+using namespace kwd::probes::linux_proc;
+
+TEST_CASE("parse_proc_stat survives spaces and parentheses in comm") {
+  const std::string text =
+      "4242 (my (odd) proc) S 1000 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 7 0 "
+      "123456 1000000 2560 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+  const auto st = parse_proc_stat(text);
+  REQUIRE(st);
+  CHECK(st->pid == 4242);
+  CHECK(st->comm == "my (odd) proc");
+  CHECK(st->state == 'S');
+  CHECK(st->ppid == 1000);
+  CHECK(st->threads == 7);
+  CHECK(st->start_time == 123456);
+  CHECK(st->rss_pages == 2560);
+  CHECK_FALSE(parse_proc_stat("garbage"));
+  CHECK_FALSE(parse_proc_stat("12 (x) S 1 2"));
+}
+
+TEST_CASE("parse_proc_stat reads this very process") {
+  const auto text = read_small_file("/proc/self/stat");
+  REQUIRE(text);
+  const auto st = parse_proc_stat(*text);
+  REQUIRE(st);
+  CHECK(st->pid == ::getpid());
+  CHECK(st->ppid == ::getppid());
+  CHECK(st->rss_pages > 0);
+}
+
+TEST_CASE("find_kb_field reads kB lines as bytes") {
+  const std::string status =
+      "Name:\tpython3\nVmRSS:\t  1024 kB\nVmSwap:\t       0 kB\nThreads:\t4\n";
+  CHECK(find_kb_field(status, "VmRSS") == 1024 * 1024);
+  CHECK(find_kb_field(status, "VmSwap") == 0);
+  CHECK(find_kb_field(status, "Threads") == 4);
+  CHECK_FALSE(find_kb_field(status, "VmRS"));
+  CHECK_FALSE(find_kb_field(status, "Missing"));
+}

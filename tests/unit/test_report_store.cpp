@@ -1,0 +1,58 @@
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "kwd/report/report_document.hpp"
+#include "kwd/report/report_store.hpp"
+#include "kwd/supervisor/kernel_argv.hpp"
+
+namespace fs = std::filesystem;
+using namespace kwd;
+
+TEST_CASE("report ids sort by time and name the kernel") {
+  const auto id = report::make_report_id(1'700'000'000'000, "4f6c1a2b-9999-aaaa", 4242);
+  CHECK(id == "20231114T221320Z-4f6c1a2b-4242");
+  CHECK(report::make_report_id(0, "", 1) == "19700101T000000Z-kernel-1");
+  CHECK(report::make_report_id(0, "../x/y", 1).find('/') == std::string::npos);
+}
+
+TEST_CASE("ReportStore lists newest first and finds by id, prefix and latest") {
+  const auto dir = fs::temp_directory_path() / ("kwd-store-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  report::ReportStore store(dir);
+  store.prepare();
+  store.write("20260101T000000Z-aaaa-1", R"({"id": "a"})");
+  store.write("20260102T000000Z-bbbb-2", R"({"id": "b"})");
+  std::ofstream(dir / ".tmp-999999999-x") << "{";
+  const auto all = store.list();
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].id == "20260102T000000Z-bbbb-2");
+  CHECK(store.find("latest")->id == "20260102T000000Z-bbbb-2");
+  CHECK(store.find("20260101")->id == "20260101T000000Z-aaaa-1");
+  CHECK_FALSE(store.find("2026"));  // ambiguous
+  CHECK_FALSE(store.find("nope"));
+  CHECK(store.enforce_cap(1, 0) == 1);
+  CHECK(store.list().size() == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("to_text never fails on bytes that are not UTF-8") {
+  nlohmann::json j;
+  j["text"] = std::string("ok \xff\xfe bytes");
+  CHECK(report::to_text(j).find("ok") != std::string::npos);
+}
+
+TEST_CASE("the connection file is found in every spelling kernels accept") {
+  using supervisor::find_connection_file;
+  CHECK(find_connection_file({"python", "-m", "ipykernel_launcher", "-f", "/r/kernel-1.json"}) ==
+        "/r/kernel-1.json");
+  CHECK(find_connection_file({"python", "-f=/r/k.json"}) == "/r/k.json");
+  CHECK(find_connection_file({"python", "--f=/r/k.json"}) == "/r/k.json");
+  CHECK(find_connection_file({"python", "--connection-file", "/r/k.json"}) == "/r/k.json");
+  CHECK(find_connection_file({"python", "--connection-file=/r/k.json"}) == "/r/k.json");
+  CHECK_FALSE(find_connection_file({"python", "-m", "x"}));
+  CHECK_FALSE(find_connection_file({"python", "-f"}));
+  CHECK(supervisor::kernel_id_from_connection_file("/run/kernel-4f6c.json") == "4f6c");
+}
