@@ -1,0 +1,132 @@
+"""Launcher-mode benchmarks (issue: launcher), printed as ratios measured in one run.
+
+1. Death to report: a real ipykernel under the watchdog is killed (SIGSEGV from outside)
+   N times. For each death we time (a) the report appearing in the store and (b) the
+   moment jupyter_client's KernelRestarter (the thing that makes the front end say "the
+   kernel appears to have died") notices, on the same death.
+2. Start-up: kernel start to kernel_info_reply, through the watchdog and directly,
+   alternating, N times each.
+
+Usage: /usr/bin/python3 bench/launcher_bench.py --watchdog build/kernel-watchdog [--kills 20]
+"""
+import argparse
+import os
+import pathlib
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+from jupyter_client import KernelManager
+from jupyter_client.restarter import KernelRestarter
+
+
+def pct(values, p):
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
+    return values[k]
+
+
+def kernel_pid_under(launcher_pid):
+    for child in psutil.Process(launcher_pid).children(recursive=True):
+        if "ipykernel_launcher" in child.cmdline():
+            return child.pid
+    return None
+
+
+def bench_death_to_report(kills, report_dir):
+    """Each kill: a fresh KernelRestarter (jupyter_client's own class, default settings) is
+    polled on its own schedule, every time_to_dead seconds, as its periodic callback would;
+    the kill lands at a random phase of that schedule."""
+    km = KernelManager(kernel_name="python3-watched")
+    km.start_kernel()
+    report_ms, restarter_ms = [], []
+    for i in range(kills):
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        kc.stop_channels()
+        pid = kernel_pid_under(km.provisioner.process.pid)
+        restarter = KernelRestarter(kernel_manager=km)
+        noticed = {}
+        restarter.add_callback(lambda: noticed.setdefault("t", time.perf_counter()), "restart")
+        before = set(report_dir.glob("*.json"))
+        poll_start = time.perf_counter()
+        time.sleep(random.uniform(0, restarter.time_to_dead))
+        t0 = time.perf_counter()
+        os.kill(pid, signal.SIGSEGV)
+        while not (set(report_dir.glob("*.json")) - before):
+            time.sleep(0.0002)
+        report_ms.append((time.perf_counter() - t0) * 1000)
+        next_poll = poll_start + restarter.time_to_dead
+        while "t" not in noticed:
+            time.sleep(max(0.0, next_poll - time.perf_counter()))
+            restarter.poll()  # restarts the kernel once it has noticed
+            next_poll += restarter.time_to_dead
+        restarter_ms.append((noticed["t"] - t0) * 1000)
+        print(f"  kill {i + 1:2d}: report on disk {report_ms[-1]:7.2f} ms, "
+              f"restarter noticed {restarter_ms[-1]:8.1f} ms", flush=True)
+    km.shutdown_kernel(now=True)
+    return report_ms, restarter_ms
+
+
+def bench_startup(runs):
+    def start_once(name):
+        km = KernelManager(kernel_name=name)
+        t0 = time.perf_counter()
+        km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)  # sends kernel_info_request, waits for the reply
+        elapsed = time.perf_counter() - t0
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        return elapsed * 1000
+
+    watched, direct = [], []
+    start_once("python3")  # warm the page cache
+    for _ in range(runs):
+        direct.append(start_once("python3"))
+        watched.append(start_once("python3-watched"))
+    return watched, direct
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--watchdog", required=True)
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--starts", type=int, default=10)
+    args = ap.parse_args()
+    work = pathlib.Path(tempfile.mkdtemp(prefix="kwd-bench-"))
+    prefix = work / "prefix"
+    report_dir = work / "reports"
+    os.environ.update(JUPYTER_PATH=str(prefix / "share" / "jupyter"),
+                      JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+                      KERNEL_WATCHDOG_REPORT_DIR=str(report_dir),
+                      PYDEVD_DISABLE_FILE_VALIDATION="1")
+    subprocess.run([args.watchdog, "kernelspec", "wrap", "python3", "--prefix", str(prefix),
+                    "--name", "python3-watched"], check=True, capture_output=True)
+    report_dir.mkdir(mode=0o700)
+
+    print(f"Death to report, {args.kills} SIGSEGV kills of a real ipykernel under the watchdog:")
+    report_ms, restarter_ms = bench_death_to_report(args.kills, report_dir)
+    print(f"\nStart-up, {args.starts} starts each (start_kernel to kernel_info_reply):")
+    watched, direct = bench_startup(args.starts)
+
+    rm, rp = statistics.median(report_ms), pct(report_ms, 99)
+    sm, sp = statistics.median(restarter_ms), pct(restarter_ms, 99)
+    wm, dm = statistics.median(watched), statistics.median(direct)
+    print("\n== results ==")
+    print(f"report on disk after death      median {rm:8.2f} ms   p99 {rp:8.2f} ms   (target p99 <= 20 ms)")
+    print(f"jupyter_client restarter notices median {sm:8.1f} ms   p99 {sp:8.1f} ms")
+    print(f"ratio restarter/report           median {sm / rm:8.0f}x")
+    print(f"start to kernel_info_reply       watched {wm:7.1f} ms   direct {dm:7.1f} ms   "
+          f"overhead {100 * (wm - dm) / dm:+.1f} %   (target <= +2 %)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""kernelspec wrap / unwrap / list against a real Jupyter data path layout."""
+import json
+import os
+import pathlib
+
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+
+from conftest import KWD_BINARY, kwd
+
+
+@pytest.fixture
+def jpath(tmp_path, monkeypatch):
+    prefix = tmp_path / "env"
+    src = prefix / "share" / "jupyter" / "kernels" / "bare"
+    src.mkdir(parents=True)
+    (src / "kernel.json").write_text(json.dumps({
+        "argv": ["python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Bare Python", "language": "python",
+        "env": {"SOME_SETTING": "1"}, "interrupt_mode": "signal"}))
+    (src / "logo-64x64.png").write_bytes(b"\x89PNG fake logo")
+    # An interpreter beside the kernelspec's prefix is the one a bare "python3" means.
+    (prefix / "bin").mkdir()
+    fake_python = prefix / "bin" / "python3"
+    fake_python.symlink_to("/usr/bin/python3")
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "user-data"))
+    return {"prefix": prefix, "src": src, "python": fake_python, "tmp": tmp_path}
+
+
+def test_wrap_user_resolves_bare_python_and_keeps_the_rest(jpath):
+    out = kwd("kernelspec", "wrap", "bare").stdout
+    target = jpath["tmp"] / "user-data" / "kernels" / "bare-watchdog"
+    assert str(target) in out
+    spec = json.loads((target / "kernel.json").read_text())
+    assert spec["argv"][:3] == [KWD_BINARY, "run", "--"]
+    assert spec["argv"][3] == str(jpath["python"])
+    assert spec["argv"][4:] == ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    assert spec["display_name"] == "Bare Python (watchdog)"
+    assert spec["env"] == {"SOME_SETTING": "1"} and spec["interrupt_mode"] == "signal"
+    assert (target / "logo-64x64.png").read_bytes() == b"\x89PNG fake logo"
+    # jupyter_client itself sees it.
+    specs = KernelSpecManager().find_kernel_specs()
+    assert "bare-watchdog" in specs and "bare" in specs
+
+
+def test_wrap_options_list_and_unwrap(jpath):
+    kwd("kernelspec", "wrap", "bare", "--name", "watched", "--display-name", "Watched!",
+        "--prefix", jpath["tmp"] / "p2", "--run-option=--report-dir=/x/y")
+    os.environ["JUPYTER_PATH"] += os.pathsep + str(jpath["tmp"] / "p2" / "share" / "jupyter")
+    spec = json.loads((jpath["tmp"] / "p2/share/jupyter/kernels/watched/kernel.json").read_text())
+    assert spec["display_name"] == "Watched!"
+    assert spec["argv"][1:4] == ["run", "--report-dir=/x/y", "--"]
+    listing = kwd("kernelspec", "list").stdout
+    lines = {l.split()[0]: l for l in listing.splitlines() if l.strip()}
+    assert "watched" in lines["watched"].split()[1]
+    assert lines["bare"].split()[1] == "-"
+    # Wrapping a wrapped spec, and unwrapping a spec we did not make, are refused.
+    again = kwd("kernelspec", "wrap", "watched", check=False)
+    assert again.returncode == 1 and "already wrapped" in again.stderr
+    refuse = kwd("kernelspec", "unwrap", "bare", check=False)
+    assert refuse.returncode == 1 and "not removing" in refuse.stderr
+    assert (jpath["src"] / "kernel.json").exists()
+    kwd("kernelspec", "unwrap", "watched")
+    assert not (jpath["tmp"] / "p2/share/jupyter/kernels/watched").exists()
+
+
+def test_wrap_unknown_kernelspec_says_so(jpath):
+    proc = kwd("kernelspec", "wrap", "no-such-kernel", check=False)
+    assert proc.returncode == 1
+    assert "no kernelspec named 'no-such-kernel'" in proc.stderr
+    bad = kwd("kernelspec", "wrap", "bare", "--name", "../escape", check=False)
+    assert bad.returncode == 1 and "not a valid kernelspec name" in bad.stderr
