@@ -1,0 +1,87 @@
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kwd/diagnosis/report_view.hpp"
+#include "kwd/diagnosis/signature_scan.hpp"
+
+namespace kwd::diagnosis {
+
+// One fact a diagnosis rests on, and where in the report it is.
+struct Evidence {
+  std::string fact;
+  std::string pointer;
+  int line = 0;  // for texts: the 1-based line, else 0
+};
+
+// What the rules concluded, before remedies are chosen.
+struct Finding {
+  std::string cause;
+  std::string confidence;  // high | medium | low
+  std::string headline;
+  std::vector<Evidence> evidence;
+  std::vector<std::string> missing;
+};
+
+// How the kernel ended, as the report's `termination` section says.
+struct Death {
+  bool known = false;
+  bool signaled = false;
+  int signal = 0;
+  std::string signal_name;  // "SIGSEGV"; empty for an exit
+  std::optional<std::int64_t> exit_code;
+  bool core_dumped = false;
+};
+
+// How close memory came to a limit before the death.
+struct MemoryPressure {
+  std::string limit_name;  // "cgroup memory.max", "system memory", ...
+  std::int64_t limit_bytes = -1;
+  std::int64_t used_bytes = -1;  // last or peak use measured against that limit
+  std::string used_pointer;
+  std::string limit_pointer;
+  [[nodiscard]] double fraction() const {
+    return limit_bytes > 0 && used_bytes >= 0
+               ? static_cast<double>(used_bytes) / static_cast<double>(limit_bytes)
+               : -1.0;
+  }
+};
+
+// Everything the rules and the remedies read, gathered once.
+struct DiagnosisInput {
+  explicit DiagnosisInput(const nlohmann::json& report) : view(report) {}
+  ReportView view;
+  Death death;
+  std::vector<SignatureHit> hits;
+  nlohmann::json traceback;  // the python_traceback section, or null
+  std::optional<MemoryPressure> pressure;
+  std::vector<std::string> frameworks;  // lower-case names from the fingerprint
+  bool loaded(const std::string& framework) const;
+  // Environment variable as the fingerprint saw it at kernel start, if allow-listed and set.
+  [[nodiscard]] std::optional<std::string> env(const std::string& name) const;
+  // The strongest hit supporting `cause` (recent and strong first), or nullptr.
+  [[nodiscard]] const SignatureHit* best_hit(const std::string& cause) const;
+};
+
+Death read_death(const ReportView& view);
+std::optional<MemoryPressure> read_memory_pressure(const ReportView& view);
+std::vector<std::string> read_frameworks(const ReportView& view);
+
+// The rules, most specific first; the first that applies names the cause.
+Finding classify(const DiagnosisInput& input);
+
+struct Remedy {
+  std::string id;
+  std::string text;
+  std::string why;
+};
+
+// Advice for the cause, tailored to the frameworks loaded, the environment and the
+// signatures seen. Most useful first, no duplicates.
+std::vector<Remedy> choose_remedies(const Finding& finding, const DiagnosisInput& input);
+
+}  // namespace kwd::diagnosis

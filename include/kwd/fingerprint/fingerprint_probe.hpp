@@ -1,0 +1,59 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kwd/fingerprint/package_metadata.hpp"
+#include "kwd/probes/probe.hpp"
+
+namespace kwd::fingerprint {
+
+// The kernel's environment fingerprint (report section `fingerprint`): the frameworks and
+// native libraries it has loaded, with versions, its interpreter, and allow-listed
+// environment variables.
+//
+// It must be read while the kernel lives (/proc/PID/maps is gone at death), so it rides on
+// the supervisor's sample timer: every `refresh_interval` it re-reads the maps, and only
+// when the set of mapped files changed does it look anything up again.
+class FingerprintProbe final : public probes::Probe {
+ public:
+  FingerprintProbe(pid_t pid, std::chrono::milliseconds refresh_interval,
+                   std::string proc_root = "/proc");
+
+  [[nodiscard]] probes::ProbeStatus status() const override;
+  void sample(timeline::MemorySample& into) override;
+  void contribute(nlohmann::json& report) const override;
+
+  // Reads now, whatever the interval (tests, and the first tick).
+  void refresh();
+  [[nodiscard]] const nlohmann::json& fingerprint() const { return fingerprint_; }
+
+ private:
+  void read_once_facts();
+  void rebuild(const std::vector<std::string>& files);
+
+  pid_t pid_;
+  std::string proc_;
+  std::int64_t interval_ms_;
+  std::int64_t last_refresh_ms_ = -1;
+  std::size_t files_hash_ = 0;
+  int refreshes_ = 0;
+  int rebuilds_ = 0;
+  bool environment_read_ = false;
+  std::string reason_;
+  PackageIndex packages_;
+  nlohmann::json python_;
+  nlohmann::json environment_ = nlohmann::json::object();
+  nlohmann::json fingerprint_;
+};
+
+std::unique_ptr<probes::Probe> make_fingerprint_probe(pid_t pid);
+
+}  // namespace kwd::fingerprint

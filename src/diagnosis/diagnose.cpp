@@ -1,0 +1,71 @@
+#include "kwd/diagnosis/diagnose.hpp"
+
+#include "kwd/diagnosis/findings.hpp"
+#include "kwd/diagnosis/python_traceback.hpp"
+#include "kwd/diagnosis/signature_scan.hpp"
+
+namespace kwd::diagnosis {
+
+nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& table) {
+  using nlohmann::json;
+  static const json empty = json::object();
+  DiagnosisInput input(report.is_object() ? report : empty);
+  input.death = read_death(input.view);
+  input.hits = scan(table, text_sources(input.view.report()));
+  // A writer may have filled python_traceback already; else find it now.
+  if (const auto* tb = input.view.find("/python_traceback"); tb && tb->is_object())
+    input.traceback = *tb;
+  else
+    input.traceback = find_python_traceback(input.view.report());
+  input.pressure = read_memory_pressure(input.view);
+  input.frameworks = read_frameworks(input.view);
+
+  const Finding finding = classify(input);
+  const auto remedies = choose_remedies(finding, input);
+
+  json out;
+  out["cause"] = finding.cause;
+  out["headline"] = finding.headline;
+  out["confidence"] = finding.confidence;
+  auto& evidence = out["evidence"] = json::array();
+  for (const auto& e : finding.evidence) {
+    json item = {{"fact", e.fact}, {"pointer", e.pointer}};
+    if (e.line > 0) item["line"] = e.line;
+    evidence.push_back(std::move(item));
+  }
+  auto& advice = out["remedies"] = json::array();
+  for (const auto& r : remedies)
+    advice.push_back({{"id", r.id}, {"text", r.text}, {"why", r.why}});
+  out["missing"] = finding.missing;
+  auto& matched = out["signatures"] = json::array();
+  for (const auto& h : input.hits)
+    matched.push_back({{"id", h.signature->id},
+                       {"supports", h.signature->supports},
+                       {"strength", h.signature->strength},
+                       {"pointer", h.pointer},
+                       {"line", h.line},
+                       {"matches", h.matches},
+                       {"text", h.excerpt},
+                       {"source", h.signature->source}});
+  out["table"] = {{"origin", table.origin()},
+                  {"version", table.version()},
+                  {"signatures", table.signatures().size()}};
+  return out;
+}
+
+void complete_report(nlohmann::json& report) {
+  try {
+    if (!report.contains("python_traceback") || report["python_traceback"].is_null())
+      report["python_traceback"] = find_python_traceback(report);
+    report["diagnosis"] = diagnose(report);
+  } catch (const std::exception& e) {
+    report["diagnosis"] = {{"cause", "unknown"},
+                           {"headline", "Cause unknown: the diagnosis failed"},
+                           {"confidence", "low"},
+                           {"evidence", nlohmann::json::array()},
+                           {"remedies", nlohmann::json::array()},
+                           {"missing", {std::string("diagnosis: ") + e.what()}}};
+  }
+}
+
+}  // namespace kwd::diagnosis

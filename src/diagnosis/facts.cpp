@@ -1,0 +1,139 @@
+#include <algorithm>
+#include <cctype>
+
+#include "kwd/diagnosis/findings.hpp"
+
+namespace kwd::diagnosis {
+namespace {
+
+int strength_rank(const std::string& strength) {
+  if (strength == "strong") return 3;
+  if (strength == "supporting") return 2;
+  return 1;
+}
+
+// Largest value of a series in memory.samples / memory.older_samples.
+std::int64_t series_max(const ReportView& view, const std::string& series) {
+  std::int64_t best = -1;
+  for (const char* where : {"/memory/samples/", "/memory/older_samples/"})
+    for (const auto& v : view.array(std::string(where) + series))
+      if (v.is_number()) best = std::max(best, v.get<std::int64_t>());
+  if (auto peak = view.integer("/memory/peak/" + series)) best = std::max(best, *peak);
+  return best;
+}
+
+std::int64_t series_min(const ReportView& view, const std::string& series) {
+  std::int64_t best = -1;
+  for (const char* where : {"/memory/samples/", "/memory/older_samples/"})
+    for (const auto& v : view.array(std::string(where) + series))
+      if (v.is_number() && (best < 0 || v.get<std::int64_t>() < best)) best = v.get<std::int64_t>();
+  return best;
+}
+
+}  // namespace
+
+bool DiagnosisInput::loaded(const std::string& framework) const {
+  return std::find(frameworks.begin(), frameworks.end(), framework) != frameworks.end();
+}
+
+std::optional<std::string> DiagnosisInput::env(const std::string& name) const {
+  return view.text("/fingerprint/environment/" + name);
+}
+
+const SignatureHit* DiagnosisInput::best_hit(const std::string& cause) const {
+  const SignatureHit* best = nullptr;
+  auto key = [](const SignatureHit& h) {
+    return std::make_tuple(h.recent(), strength_rank(h.signature->strength),
+                           h.pointer == "/stderr_tail/text", h.line);
+  };
+  for (const auto& h : hits)
+    if (h.signature->supports == cause && (best == nullptr || key(h) > key(*best))) best = &h;
+  return best;
+}
+
+Death read_death(const ReportView& view) {
+  Death d;
+  if (!view.has("/termination")) return d;
+  d.known = true;
+  d.signaled = view.text("/termination/kind").value_or("") == "signal";
+  d.signal = static_cast<int>(view.integer("/termination/signal").value_or(0));
+  d.signal_name = view.text("/termination/signal_name").value_or("");
+  if (d.signaled && d.signal_name.empty() && d.signal > 0)
+    d.signal_name = "signal " + std::to_string(d.signal);
+  d.exit_code = view.integer("/termination/exit_code");
+  d.core_dumped = view.flag("/termination/core_dumped");
+  if (!d.signaled && !d.exit_code) d.known = false;
+  return d;
+}
+
+std::optional<MemoryPressure> read_memory_pressure(const ReportView& view) {
+  std::vector<MemoryPressure> candidates;
+  // The kernel's own cgroup limit (memory.max / memory.limit_in_bytes).
+  if (auto limit = view.integer("/cgroup/limit"); limit && *limit > 0) {
+    MemoryPressure p;
+    p.limit_name = "cgroup memory limit";
+    p.limit_bytes = *limit;
+    p.limit_pointer = "/cgroup/limit";
+    if (auto max_usage = view.integer("/cgroup/max_usage"); max_usage && *max_usage >= 0) {
+      p.used_bytes = *max_usage;
+      p.used_pointer = "/cgroup/max_usage";
+    }
+    if (const auto peak = series_max(view, "cgroup_usage"); peak > p.used_bytes) {
+      p.used_bytes = peak;
+      p.used_pointer = "/memory/samples/cgroup_usage";
+    }
+    if (p.used_bytes < 0) {
+      p.used_bytes = view.integer("/cgroup/usage").value_or(-1);
+      p.used_pointer = "/cgroup/usage";
+    }
+    candidates.push_back(p);
+  }
+  // The tightest limit the timeline knew of, against the process tree's peak RSS.
+  if (auto bytes = view.integer("/memory/limits/tightest/bytes"); bytes && *bytes > 0) {
+    MemoryPressure p;
+    p.limit_name = view.text("/memory/limits/tightest/name").value_or("memory limit");
+    p.limit_bytes = *bytes;
+    p.limit_pointer = "/memory/limits/tightest/bytes";
+    p.used_bytes = series_max(view, "rss");
+    p.used_pointer = "/memory/peak/rss";
+    candidates.push_back(p);
+  }
+  // The whole machine: how low MemAvailable went.
+  if (auto total = view.integer("/system_memory/mem_total"); total && *total > 0) {
+    std::int64_t lowest = series_min(view, "mem_available");
+    std::string pointer = "/memory/samples/mem_available";
+    if (auto last = view.integer("/system_memory/mem_available");
+        last && (lowest < 0 || *last < lowest)) {
+      lowest = *last;
+      pointer = "/system_memory/mem_available";
+    }
+    if (lowest >= 0) {
+      MemoryPressure p;
+      p.limit_name = "system memory";
+      p.limit_bytes = *total;
+      p.limit_pointer = "/system_memory/mem_total";
+      p.used_bytes = *total - lowest;
+      p.used_pointer = pointer;
+      candidates.push_back(p);
+    }
+  }
+  if (candidates.empty()) return std::nullopt;
+  return *std::max_element(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    return a.fraction() < b.fraction();
+  });
+}
+
+std::vector<std::string> read_frameworks(const ReportView& view) {
+  std::vector<std::string> names;
+  for (const char* where : {"/fingerprint/frameworks", "/fingerprint/native_libraries"})
+    for (const auto& entry : view.array(where))
+      if (entry.is_object() && entry.contains("name") && entry["name"].is_string()) {
+        std::string name = entry["name"].get<std::string>();
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        names.push_back(std::move(name));
+      }
+  return names;
+}
+
+}  // namespace kwd::diagnosis

@@ -1,0 +1,160 @@
+#include "kwd/diagnosis/python_traceback.hpp"
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <vector>
+
+namespace kwd::diagnosis {
+namespace {
+
+constexpr std::string_view kFatalMarker = "Fatal Python error: ";
+constexpr std::string_view kBlockSuffix = "(most recent call first):";
+
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == '\n') {
+      std::string_view line = text.substr(start, i - start);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (i < text.size() || !line.empty()) lines.push_back(line);
+      start = i + 1;
+    }
+  }
+  return lines;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::optional<PythonFrame> parse_frame(std::string_view line) {
+  // '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at'
+  static const std::regex frame(R"re(^\s*File "(.*)", line (\d+|\?\?\?) in (.*)$)re");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_match(line.begin(), line.end(), m, frame)) return std::nullopt;
+  PythonFrame f;
+  f.file = m[1].str();
+  const auto number = m[2].str();
+  f.line = number == "???" ? 0 : std::stoi(number);
+  f.function = std::string(trim(m[3].str()));
+  return f;
+}
+
+std::string line_of(const std::string& code, int line) {
+  if (line <= 0) return {};
+  std::istringstream in(code);
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n)
+    if (n == line) return text;
+  return {};
+}
+
+nlohmann::json traceback_json(const FaulthandlerDump& dump, const char* source,
+                              const nlohmann::json& report) {
+  std::string cell_code;
+  const nlohmann::json::json_pointer code_ptr{"/execution/cell_in_flight/code"};
+  if (report.contains(code_ptr) && report.at(code_ptr).is_string())
+    cell_code = report.at(code_ptr).get<std::string>();
+  // The cell being run executes as <module> in its own file; functions defined in earlier
+  // cells live in other files whose code we may not have.
+  std::string running_cell_file;
+  for (auto it = dump.frames.rbegin(); it != dump.frames.rend(); ++it)
+    if (is_cell_file(it->file) && it->function == "<module>") {
+      running_cell_file = it->file;
+      break;
+    }
+  auto frames = nlohmann::json::array();
+  for (const auto& f : dump.frames) {
+    nlohmann::json frame = {{"file", f.file}, {"line", f.line}, {"function", f.function}};
+    frame["in_cell"] = is_cell_file(f.file);
+    if (!cell_code.empty() && !running_cell_file.empty() && f.file == running_cell_file) {
+      frame["cell"] = "in flight";
+      if (auto text = line_of(cell_code, f.line); !text.empty()) frame["code"] = text;
+    }
+    frames.push_back(std::move(frame));
+  }
+  return {{"source", source},
+          {"fatal_error", dump.fatal_error},
+          {"thread", dump.thread},
+          {"order", "most recent call first"},
+          {"frames", std::move(frames)},
+          {"text", dump.text}};
+}
+
+}  // namespace
+
+bool is_cell_file(std::string_view file) {
+  static const std::regex cell(R"((^|/)ipykernel_[0-9]+/[0-9]+\.py$)");
+  return std::regex_search(file.begin(), file.end(), cell);
+}
+
+std::optional<FaulthandlerDump> parse_faulthandler(std::string_view text) {
+  const auto at = text.rfind(kFatalMarker);
+  if (at == std::string_view::npos) return std::nullopt;
+  // The dump starts at the beginning of the marker's line.
+  const auto line_start = text.rfind('\n', at);
+  const std::string_view dump_text =
+      text.substr(line_start == std::string_view::npos ? 0 : line_start + 1);
+  const auto lines = split_lines(dump_text);
+  if (lines.empty()) return std::nullopt;
+
+  FaulthandlerDump dump;
+  dump.fatal_error =
+      std::string(trim(lines[0].substr(lines[0].find(kFatalMarker) + kFatalMarker.size())));
+  bool in_block = false, crashing_block = false, seen_block = false;
+  std::size_t end = lines.size();
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::string_view line = lines[i];
+    const std::string_view t = trim(line);
+    if (t.ends_with(kBlockSuffix)) {
+      in_block = seen_block = true;
+      crashing_block = t.starts_with("Current thread") || t.starts_with("Stack");
+      if (crashing_block)
+        dump.thread = std::string(trim(t.substr(0, t.size() - kBlockSuffix.size())));
+      continue;
+    }
+    if (t.starts_with("Extension modules:")) {
+      end = i + 1;
+      break;
+    }
+    if (in_block) {
+      if (auto frame = parse_frame(line)) {
+        if (crashing_block) dump.frames.push_back(std::move(*frame));
+        continue;
+      }
+      if (t.empty() || t == "<no Python frame>" || t.starts_with("<truncated")) continue;
+    }
+    if (t.empty() || !seen_block) continue;  // e.g. "Python runtime state: initialized"
+    end = i;                                 // something else was written after the dump
+    break;
+  }
+  std::string whole;
+  for (std::size_t i = 0; i < end; ++i) {
+    whole.append(lines[i]);
+    whole.push_back('\n');
+  }
+  dump.text = std::move(whole);
+  return dump;
+}
+
+nlohmann::json find_python_traceback(const nlohmann::json& report) {
+  if (!report.is_object()) return nullptr;
+  const std::pair<const char*, const char*> places[] = {
+      {"/stderr_tail/text", "faulthandler, on the kernel's stderr (kept by the watchdog)"},
+      {"/execution/stream_stderr_tail", "faulthandler, in the stderr stream seen on iopub"}};
+  for (const auto& [pointer, source] : places) {
+    const nlohmann::json::json_pointer ptr{pointer};
+    if (!report.contains(ptr) || !report.at(ptr).is_string()) continue;
+    if (auto dump = parse_faulthandler(report.at(ptr).get_ref<const std::string&>()))
+      return traceback_json(*dump, source, report);
+  }
+  return nullptr;
+}
+
+}  // namespace kwd::diagnosis

@@ -1,0 +1,363 @@
+#include <algorithm>
+#include <set>
+
+#include "kwd/diagnosis/findings.hpp"
+#include "kwd/util/size_parse.hpp"
+
+namespace kwd::diagnosis {
+namespace {
+
+using nlohmann::json;
+
+std::string bytes(double b) {
+  return util::format_bytes(b);
+}
+
+class Advisor {
+ public:
+  Advisor(const Finding& finding, const DiagnosisInput& input)
+      : f_(finding), in_(input), v_(input.view) {}
+
+  std::vector<Remedy> run() {
+    const auto& c = f_.cause;
+    if (c == "oom_killed_cgroup" || c == "oom_killed_system") oom();
+    if (c == "gpu_out_of_memory") gpu_oom();
+    if (c == "gpu_driver_fault") gpu_fault();
+    if (c == "native_crash") native_crash();
+    if (c == "abort") aborted();
+    if (c == "killed") killed();
+    if (c == "exited_with_error" || c == "exited") exited();
+    if (c == "hang") hang();
+    signatures();
+    incompatibilities();
+    if (out_.empty() || c == "unknown") unknown();
+    return std::move(out_);
+  }
+
+ private:
+  const Finding& f_;
+  const DiagnosisInput& in_;
+  const ReportView& v_;
+  std::vector<Remedy> out_;
+  std::set<std::string> ids_;
+
+  void add(const std::string& id, const std::string& text, const std::string& why) {
+    if (ids_.insert(id).second) out_.push_back({id, text, why});
+  }
+
+  [[nodiscard]] bool env_is(const std::string& name,
+                            std::initializer_list<const char*> values) const {
+    const auto value = in_.env(name);
+    if (!value) return false;
+    std::string lower = *value;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return std::any_of(values.begin(), values.end(), [&](const char* v) { return lower == v; });
+  }
+
+  [[nodiscard]] bool tensorflow() const {
+    return in_.loaded("tensorflow") || hit_family("tensorflow");
+  }
+  [[nodiscard]] bool pytorch() const { return in_.loaded("torch") || hit_family("pytorch"); }
+  [[nodiscard]] bool jax() const {
+    return in_.loaded("jax") || in_.loaded("jaxlib") || hit_family("jax");
+  }
+  [[nodiscard]] bool hit_family(const std::string& family) const {
+    return std::any_of(in_.hits.begin(), in_.hits.end(),
+                       [&](const auto& h) { return h.signature->family == family; });
+  }
+  [[nodiscard]] bool hit_id(const std::string& id) const {
+    return std::any_of(in_.hits.begin(), in_.hits.end(),
+                       [&](const auto& h) { return h.signature->id == id; });
+  }
+
+  [[nodiscard]] std::string growth_note() const {
+    const auto slope = v_.number("/memory/trend/rss/slope_60s");
+    if (!slope || *slope <= 0) return "";
+    return "; RSS was growing by " + bytes(*slope) + "/s over the last minute";
+  }
+
+  void working_set(const std::string& why_prefix) {
+    std::string why = why_prefix;
+    if (auto peak = v_.integer("/memory/peak/rss"))
+      why += (why.empty() ? "" : "; ") + std::string("the kernel's processes peaked at ") +
+             bytes(static_cast<double>(*peak)) + " RSS";
+    why += growth_note();
+    add("oom.smaller_working_set",
+        "Hold less in memory at once: read and process the data in chunks (pandas chunksize, "
+        "generators, tf.data or a DataLoader), use smaller dtypes (float32, category), and del "
+        "large intermediates you no longer need.",
+        why.empty() ? "The kernel needed more memory than it could get." : why);
+  }
+
+  void framework_host_memory() {
+    if (tensorflow())
+      add("tensorflow.clear_session",
+          "Between experiments call tf.keras.backend.clear_session() and del old models; feed "
+          "training from a tf.data pipeline instead of whole NumPy arrays.",
+          "TensorFlow is loaded in the kernel; every Keras model built without clear_session() "
+          "stays referenced by the global graph state.");
+    if (pytorch())
+      add("torch.no_grad",
+          "Run evaluation under torch.no_grad() (or torch.inference_mode()) and keep results as "
+          ".item()/.cpu() values rather than tensors that carry autograd history.",
+          "PyTorch is loaded in the kernel; tensors that require grad keep every intermediate "
+          "activation alive.");
+  }
+
+  void oom() {
+    if (f_.cause == "oom_killed_cgroup") {
+      std::string limit = "its limit";
+      if (auto l = v_.integer("/cgroup/limit"); l && *l > 0) limit = bytes(static_cast<double>(*l));
+      add("oom.raise_cgroup_limit",
+          "Give the kernel more memory: raise the container/cgroup memory limit (now " + limit +
+              "), e.g. the Docker --memory / Kubernetes resources.limits.memory / systemd "
+              "MemoryMax setting, or run the notebook where more memory is available.",
+          "The cgroup's OOM killer fired: the kernel's processes together reached " + limit + ".");
+    } else {
+      std::string why =
+          "The whole machine ran out of memory, so the kernel OOM killer chose a process.";
+      if (auto avail = v_.integer("/system_memory/mem_available"))
+        why += " MemAvailable was " + bytes(static_cast<double>(*avail)) + " at the end.";
+      add("oom.free_system_memory",
+          "Shut down other kernels and memory-hungry programs, or add memory/swap; the OOM "
+          "killer picks the largest process, which is usually the notebook.",
+          why);
+    }
+    working_set("");
+    framework_host_memory();
+  }
+
+  void other_gpu_processes() {
+    const auto kernel_pid = v_.integer("/kernel/pid").value_or(-1);
+    std::string others;
+    int n = 0;
+    for (const auto& p : v_.array("/gpu/processes")) {
+      if (!p.is_object() || p.value("pid", std::int64_t{-1}) == kernel_pid) continue;
+      if (n++ < 4)
+        others += (others.empty() ? "" : ", ") + std::string("pid ") +
+                  std::to_string(p.value("pid", 0)) + " (" +
+                  bytes(static_cast<double>(p.value("used_memory", std::int64_t{0}))) + ")";
+    }
+    if (n > 0)
+      add("gpu.other_processes",
+          "Stop the other processes holding GPU memory, typically idle notebook kernels that "
+          "pre-allocated the device: " +
+              others + ".",
+          std::to_string(n) + " other process(es) had memory on the GPU when the kernel died.");
+  }
+
+  void gpu_oom() {
+    const bool mps = hit_id("pytorch.mps_out_of_memory");
+    const bool mlx = hit_family("mlx");
+    if (tensorflow() && !mps && !env_is("TF_FORCE_GPU_ALLOW_GROWTH", {"true", "1"}))
+      add("tensorflow.memory_growth",
+          "Let TensorFlow allocate GPU memory on demand: call "
+          "tf.config.experimental.set_memory_growth(gpu, True) for every GPU before any op runs, "
+          "or start the kernel with TF_FORCE_GPU_ALLOW_GROWTH=true; to share the device, cap it "
+          "with tf.config.set_logical_device_configuration(gpu, "
+          "[tf.config.LogicalDeviceConfiguration(memory_limit=...)]).",
+          "TensorFlow is loaded and TF_FORCE_GPU_ALLOW_GROWTH is not set: by default TensorFlow "
+          "maps almost all free device memory when it starts, leaving none for cuDNN, cuBLAS or "
+          "another process.");
+    if (pytorch() && !mps) {
+      add("torch.smaller_batch",
+          "Lower the batch size (or use torch.autocast mixed precision / gradient checkpointing); "
+          "torch.cuda.empty_cache() only returns cached blocks, it cannot free live tensors.",
+          "PyTorch is loaded; its CUDA allocator ran out of device memory.");
+      if (!in_.env("PYTORCH_CUDA_ALLOC_CONF"))
+        add("torch.expandable_segments",
+            "Start the kernel with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce "
+            "fragmentation of the caching allocator.",
+            "PYTORCH_CUDA_ALLOC_CONF is not set; when 'reserved but unallocated' memory is large, "
+            "fragmentation is what fails the allocation.");
+    }
+    if (jax() && !env_is("XLA_PYTHON_CLIENT_PREALLOCATE", {"false", "0"}))
+      add("jax.preallocate",
+          "Start the kernel with XLA_PYTHON_CLIENT_PREALLOCATE=false (or "
+          "XLA_PYTHON_CLIENT_MEM_FRACTION=.5) so JAX does not reserve most of the GPU up front; "
+          "it must be set before jax is imported.",
+          "JAX/jaxlib is loaded and XLA_PYTHON_CLIENT_PREALLOCATE is not false: JAX reserves 75% "
+          "of device memory at first use.");
+    if (mps)
+      add("mps.batch",
+          "Reduce the batch size or model precision on the MPS device. "
+          "PYTORCH_MPS_HIGH_WATERMARK_RATIO can raise PyTorch's cap, but 0.0 (no cap) may freeze "
+          "the whole Mac when unified memory runs out.",
+          "On Apple silicon the GPU shares memory with the CPU and every other app.");
+    if (mlx)
+      add("mlx.memory_limit",
+          "Shrink MLX's working set (smaller arrays, quantised weights) and bound its buffer cache "
+          "with mx.metal.set_cache_limit(); close other apps using unified memory.",
+          "MLX allocations failed in Metal, which aborts the process.");
+    other_gpu_processes();
+    add("gpu.smaller_model",
+        "Reduce what lives on the device at once: smaller batches or inputs, mixed precision, "
+        "and delete models/tensors from earlier cells before building new ones.",
+        "The device had no room for the next allocation.");
+  }
+
+  void gpu_fault() {
+    if (!env_is("CUDA_LAUNCH_BLOCKING", {"1"}))
+      add("cuda.launch_blocking",
+          "Restart the kernel with CUDA_LAUNCH_BLOCKING=1 in its environment and run the cell "
+          "again: the error will then name the operation that faulted.",
+          "CUDA reports kernel failures asynchronously, so the Python line in the traceback can "
+          "be a later, innocent call.");
+    for (const auto& e : v_.array("/gpu/xid_events"))
+      if (e.is_object()) {
+        const auto xid = e.value("xid", 0);
+        const bool hardware = xid == 79 || xid == 48 || xid == 74 || xid == 63 || xid == 64 ||
+                              xid == 92 || xid == 94 || xid == 95;
+        add("gpu.xid",
+            hardware ? "Xid " + std::to_string(xid) +
+                           " points at the hardware: check power, cooling, PCIe seating and ECC "
+                           "(nvidia-smi -q) before debugging the program."
+                     : "Xid " + std::to_string(xid) +
+                           " usually means a GPU kernel accessed memory out of bounds: check "
+                           "indices and custom CUDA ops; update the driver if it recurs.",
+            "The NVIDIA driver logged Xid " + std::to_string(xid) + " for the kernel.");
+        break;
+      }
+    add("cuda.restart",
+        "Restart the kernel before retrying: a CUDA context is unusable after an illegal access "
+        "or a device-side assertion.",
+        "CUDA marks the context as failed; every later call in this process fails too.");
+  }
+
+  void native_crash() {
+    const auto& tb = in_.traceback;
+    if (tb.is_object() && tb.contains("frames") && !tb["frames"].empty()) {
+      const auto& top = tb["frames"][0];
+      add("native.check_call",
+          "Look at the call " + top.value("function", std::string("?")) + "() (" +
+              top.value("file", std::string("?")) + ":" + std::to_string(top.value("line", 0)) +
+              "): check the arguments passed to native code there (array shapes, dtypes, "
+              "pointers, file handles) and the version of the library it calls into.",
+          "It is the innermost Python frame of the crashing thread, from faulthandler.");
+    } else {
+      add("native.traceback",
+          "Keep faulthandler on (the watchdog's default; do not pass --no-faulthandler) so the "
+          "next report names the Python line; or reproduce outside Jupyter with "
+          "`python -X faulthandler script.py`.",
+          "This report has no Python stack for the crash.");
+    }
+    if (!in_.frameworks.empty()) {
+      std::string names;
+      for (const auto& n : in_.frameworks)
+        if (names.find(n) == std::string::npos) names += (names.empty() ? "" : ", ") + n;
+      add("native.matching_builds",
+          "Make sure the compiled packages come from one source and were built for each other "
+          "(do not mix conda and pip builds of numpy/torch/tensorflow; reinstall after upgrading "
+          "numpy).",
+          "Native libraries loaded in the kernel: " + names + ".");
+    }
+    if (in_.death.signal_name == "SIGBUS")
+      add("native.sigbus_mmap",
+          "If the data comes from a memory-mapped file (np.memmap, HDF5, Arrow), check that the "
+          "file was not truncated or on a full/removed file system.",
+          "SIGBUS is typical for reads beyond the end of a mapped file.");
+  }
+
+  void aborted() {
+    add("abort.read_message",
+        "Read the library's message just before the abort (quoted in the evidence): it states the "
+        "failed check or the uncaught exception, which names what to fix.",
+        "SIGABRT is raised on purpose by the library that found the problem.");
+  }
+
+  void killed() {
+    if (in_.death.signal_name == "SIGKILL") {
+      add("killed.find_sender",
+          "Find who sent SIGKILL: check `journalctl -k` and `journalctl -u systemd-oomd`, "
+          "earlyoom logs, or your job scheduler's log (Slurm, Kubernetes) for a memory or time "
+          "limit.",
+          "SIGKILL cannot be caught, so only the sender's logs say why.");
+      if (in_.pressure && in_.pressure->fraction() >= 0.9) {
+        working_set("Memory was at " +
+                    std::to_string(static_cast<int>(in_.pressure->fraction() * 100)) + "% of the " +
+                    in_.pressure->limit_name + " when the kernel was killed");
+        framework_host_memory();
+      }
+    } else {
+      add("killed.sender",
+          "Something sent " + in_.death.signal_name +
+              " to the kernel process directly (a `kill`, a process manager, a time limit); "
+              "check what else manages processes on this machine.",
+          "The kernel manager was not asked to shut the kernel down.");
+    }
+  }
+
+  void exited() {
+    if (f_.cause == "exited") {
+      add("exit.exit_call",
+          "Look for exit(), quit(), sys.exit() or os._exit() in the cells that ran, or a library "
+          "that exits on its own.",
+          "The interpreter ended normally, without a crash.");
+      return;
+    }
+    const auto code = in_.death.exit_code.value_or(0);
+    if (code > 128 && code <= 128 + 64)
+      add("exit.wrapped_signal",
+          "The kernel command looks like a wrapper script: its child died of signal " +
+              std::to_string(code - 128) +
+              "; run the kernel's interpreter directly in the kernelspec so the report sees the "
+              "signal.",
+          "Exit codes above 128 are how shells report a signal.");
+    add("exit.error_before_exit",
+        "Fix the error printed before the exit (see the evidence); if the kernel never started, "
+        "run its command line from kernel.json in a terminal to see the message.",
+        "A Python kernel exits with a non-zero code when an exception reaches the top level or "
+        "sys.exit(n) is called.");
+  }
+
+  void hang() {
+    const auto pid = v_.integer("/kernel/pid");
+    const std::string p = pid ? std::to_string(*pid) : "<pid>";
+    if (v_.text("/hang/process_state").value_or("").rfind('D', 0) == 0)
+      add("hang.blocked_io",
+          "The kernel is blocked inside the operating system (state D): check the storage or "
+          "network file system it reads from; an interrupt cannot help until the I/O returns.",
+          "Uninterruptible sleep means a system call is waiting on a device or a mount.");
+    add("hang.dump_stacks",
+        "See where it is stuck with `py-spy dump --native --pid " + p + "` (or `gdb -p " + p +
+            " -batch -ex 'thread apply all bt'`), then interrupt the "
+            "kernel.",
+        "ipykernel answers heartbeats from a thread of its own, so missed beats mean the whole "
+        "process is stopped or wedged below Python.");
+  }
+
+  void signatures() {
+    for (const auto& h : in_.hits) {
+      if (h.signature->remedy.empty()) continue;
+      if (h.signature->supports != f_.cause && h.signature->supports != "context") continue;
+      add("signature." + h.signature->id, h.signature->remedy,
+          h.label + " line " + std::to_string(h.line) + " matched " + h.signature->id +
+              " (seen in public at " + h.signature->source + ").");
+    }
+  }
+
+  void incompatibilities() {
+    for (const auto& inc : v_.array("/fingerprint/incompatibilities"))
+      if (inc.is_object())
+        add("compatibility." + inc.value("id", inc.value("what", std::string("?"))),
+            "Resolve the version conflict: " + inc.value("what", std::string("?")) + ".",
+            inc.value("why", std::string()) + " (" + inc.value("source", std::string()) + ")");
+  }
+
+  void unknown() {
+    add("unknown.more_facts",
+        "Run the kernel under the watchdog with its default settings (faulthandler on, memory "
+        "probes enabled); the next report will say more. `kernel-watchdog reports show` lists "
+        "what this one lacked.",
+        "The facts in this report do not point at one cause.");
+  }
+};
+
+}  // namespace
+
+std::vector<Remedy> choose_remedies(const Finding& finding, const DiagnosisInput& input) {
+  return Advisor(finding, input).run();
+}
+
+}  // namespace kwd::diagnosis

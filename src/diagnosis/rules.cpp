@@ -1,0 +1,573 @@
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "kwd/diagnosis/findings.hpp"
+#include "kwd/util/size_parse.hpp"
+
+namespace kwd::diagnosis {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string> kNativeCrashSignals{"SIGSEGV", "SIGBUS", "SIGILL",
+                                                "SIGFPE",  "SIGSYS", "SIGTRAP"};
+
+std::string signal_meaning(const std::string& name) {
+  if (name == "SIGSEGV") return "segmentation fault: native code touched memory it does not own";
+  if (name == "SIGBUS") return "bus error: a bad memory access, often a truncated mapped file";
+  if (name == "SIGILL") return "illegal instruction: code for a CPU feature this machine lacks";
+  if (name == "SIGFPE") return "arithmetic fault, e.g. an integer division by zero";
+  if (name == "SIGSYS") return "a system call the process was not allowed to make";
+  if (name == "SIGTRAP") return "a trap/breakpoint instruction in native code";
+  if (name == "SIGABRT") return "the process aborted itself";
+  if (name == "SIGKILL") return "killed; SIGKILL cannot be caught, so the kernel could not say why";
+  return "";
+}
+
+std::string percent(double fraction) {
+  return std::to_string(static_cast<int>(fraction * 100.0 + 0.5)) + "%";
+}
+
+std::string shorten(const std::string& s, std::size_t n) {
+  return s.size() <= n ? s : s.substr(0, n) + "…";
+}
+
+class Rules {
+ public:
+  explicit Rules(const DiagnosisInput& input) : in_(input), v_(input.view) {}
+
+  Finding run() {
+    for (auto rule :
+         {&Rules::hang, &Rules::oom_kill, &Rules::killed, &Rules::gpu_fault, &Rules::gpu_oom,
+          &Rules::native_crash, &Rules::aborted, &Rules::other_signal, &Rules::exit_status})
+      if (auto f = (this->*rule)()) return finish(std::move(*f));
+    return finish(unknown());
+  }
+
+ private:
+  const DiagnosisInput& in_;
+  const ReportView& v_;
+
+  [[nodiscard]] bool sigkill() const {
+    return in_.death.signaled && in_.death.signal_name == "SIGKILL";
+  }
+
+  // " while cell [12] was running" / " while the kernel was idle" / "".
+  [[nodiscard]] std::string cell_phrase() const {
+    if (auto n = v_.integer("/execution/cell_in_flight/execution_count"))
+      return " while cell [" + std::to_string(*n) + "] was running";
+    if (v_.has("/execution/cell_in_flight")) return " while a cell was running";
+    if (v_.text("/execution/state_at_death").value_or("") == "idle")
+      return " while the kernel was idle";
+    return "";
+  }
+
+  [[nodiscard]] std::string how_it_died() const {
+    const auto& d = in_.death;
+    if (d.signaled) return "died of " + d.signal_name;
+    if (d.exit_code) return "exited with code " + std::to_string(*d.exit_code);
+    return "ended";
+  }
+
+  void termination(Finding& f) const {
+    const auto& d = in_.death;
+    if (d.signaled) {
+      std::string fact = "killed by " + d.signal_name;
+      if (const auto meaning = signal_meaning(d.signal_name); !meaning.empty())
+        fact += " (" + meaning + ")";
+      if (d.core_dumped) fact += ", core dumped";
+      f.evidence.push_back({fact, "/termination/signal_name"});
+    } else if (d.exit_code) {
+      f.evidence.push_back(
+          {"exited with code " + std::to_string(*d.exit_code), "/termination/exit_code"});
+    }
+  }
+
+  void hit(Finding& f, const SignatureHit& h) const {
+    f.evidence.push_back({h.label + " line " + std::to_string(h.line) + ": " + h.excerpt + "  [" +
+                              h.signature->id + ": " + h.signature->meaning + "]",
+                          h.pointer, h.line});
+  }
+
+  // Hits that support `cause` (or only give context), other than `except`, as evidence.
+  void more_hits(Finding& f, const std::string& cause, const SignatureHit* except) const {
+    for (const auto& h : in_.hits)
+      if (&h != except && (h.signature->supports == cause || h.signature->supports == "context"))
+        hit(f, h);
+  }
+
+  void pressure(Finding& f, double at_least) const {
+    if (!in_.pressure || in_.pressure->fraction() < at_least) return;
+    const auto& p = *in_.pressure;
+    f.evidence.push_back({"memory reached " +
+                              util::format_bytes(static_cast<double>(p.used_bytes)) + " of the " +
+                              util::format_bytes(static_cast<double>(p.limit_bytes)) + " " +
+                              p.limit_name + " (" + percent(p.fraction()) + ")",
+                          p.used_pointer});
+  }
+
+  void cell(Finding& f) const {
+    if (auto n = v_.integer("/execution/cell_in_flight/execution_count")) {
+      std::string fact = "cell [" + std::to_string(*n) + "] was running";
+      if (auto s = v_.number("/execution/cell_in_flight/running_for_s"))
+        fact += " for " + std::to_string(static_cast<long>(*s)) + " s";
+      f.evidence.push_back({fact, "/execution/cell_in_flight"});
+    }
+  }
+
+  // The frame where Python was when it died, said briefly.
+  [[nodiscard]] std::optional<std::pair<std::string, std::string>> crash_site() const {
+    if (!in_.traceback.is_object() || !in_.traceback.contains("frames")) return std::nullopt;
+    const auto& frames = in_.traceback["frames"];
+    if (!frames.is_array() || frames.empty()) return std::nullopt;
+    // The innermost frame in the notebook's own code says more than a library frame.
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const auto& fr = frames[i];
+      if (!fr.value("in_cell", false)) continue;
+      std::string where = fr.value("function", "?") + "()";
+      if (where == "<module>()") where = "top-level code";
+      where += ", line " + std::to_string(fr.value("line", 0));
+      const auto n = v_.integer("/execution/cell_in_flight/execution_count");
+      if (fr.value("cell", "") == "in flight")
+        where += n ? " of cell [" + std::to_string(*n) + "]" : " of the running cell";
+      else
+        where += " of an earlier cell";
+      return std::make_pair(where, "/python_traceback/frames/" + std::to_string(i));
+    }
+    const auto& top = frames[0];
+    std::string file = top.value("file", "?");
+    if (auto slash = file.rfind('/'); slash != std::string::npos) file = file.substr(slash + 1);
+    return std::make_pair(
+        top.value("function", "?") + "() in " + file + ":" + std::to_string(top.value("line", 0)),
+        std::string("/python_traceback/frames/0"));
+  }
+
+  void traceback(Finding& f) const {
+    if (!in_.traceback.is_object()) return;
+    const auto& frames = in_.traceback.value("frames", json::array());
+    if (frames.empty()) return;
+    const auto& top = frames[0];
+    std::string fact = "Python stack at the crash (faulthandler): " + top.value("function", "?") +
+                       "() at " + top.value("file", "?") + ":" +
+                       std::to_string(top.value("line", 0));
+    if (auto site = crash_site(); site && site->second != "/python_traceback/frames/0")
+      fact += ", called from " + site->first;
+    f.evidence.push_back({fact, "/python_traceback/frames/0"});
+  }
+
+  // --- the rules, most specific first ---
+
+  std::optional<Finding> hang() const {
+    if (v_.text("/kind").value_or("") != "hang" && !v_.has("/hang")) return std::nullopt;
+    Finding f;
+    f.cause = "hang";
+    const auto misses = v_.integer("/hang/consecutive_misses")
+                            .value_or(v_.integer("/heartbeat/consecutive_misses").value_or(0));
+    const auto needed = v_.integer("/heartbeat/misses_to_hang").value_or(0);
+    const auto timeout_ms = v_.integer("/heartbeat/timeout_ms").value_or(0);
+    f.confidence = needed > 0 && misses >= needed ? "high" : "medium";
+    std::string silent;
+    if (misses > 0) {
+      f.evidence.push_back({std::to_string(misses) + " heartbeats in a row went unanswered",
+                            v_.has("/hang/consecutive_misses") ? "/hang/consecutive_misses"
+                                                               : "/heartbeat/consecutive_misses"});
+      if (timeout_ms > 0) silent = " for " + std::to_string(misses * timeout_ms / 1000) + " s";
+    }
+    std::string state;
+    if (auto s = v_.text("/hang/process_state")) {
+      state = *s;
+      f.evidence.push_back({"kernel process state: " + *s, "/hang/process_state"});
+    }
+    int blocked = 0;
+    const auto& threads = v_.array("/hang/threads");
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+      const auto& t = threads[i];
+      if (!t.is_object() || t.value("state", "").rfind('D', 0) != 0) continue;
+      if (blocked++ < 3)
+        f.evidence.push_back({"thread " + std::to_string(t.value("tid", 0)) + " (" +
+                                  t.value("name", "?") + ") in uninterruptible sleep, waiting in " +
+                                  t.value("wchan", "?"),
+                              "/hang/threads/" + std::to_string(i)});
+    }
+    cell(f);
+    f.headline = "Kernel hung: no heartbeat reply" + silent + cell_phrase();
+    if (!state.empty()) f.headline += "; process state " + state;
+    if (!v_.has("/heartbeat")) f.missing.push_back("heartbeat: no heartbeat history in the report");
+    return f;
+  }
+
+  std::optional<Finding> oom_kill() const {
+    const bool sigkill_like =
+        sigkill() || (!in_.death.signaled && in_.death.exit_code == 137) || !in_.death.known;
+    if (!sigkill_like) return std::nullopt;
+    const bool oom_killed = v_.flag("/oom_evidence/oom_killed");
+    const auto cg_delta = std::max(v_.integer("/oom_evidence/cgroup_oom_kill_delta").value_or(0),
+                                   v_.integer("/cgroup/oom_kill_delta").value_or(0));
+    const auto kernel_pid = v_.integer("/kernel/pid");
+    bool pid_named = false;
+    for (const auto& p : v_.array("/oom_evidence/matched_pids"))
+      if (p.is_number() && kernel_pid && p.get<std::int64_t>() == *kernel_pid) pid_named = true;
+    std::optional<std::size_t> log_line;
+    bool memcg = false, global = false;
+    const auto& log = v_.array("/oom_evidence/kernel_log");
+    for (std::size_t i = 0; i < log.size(); ++i) {
+      if (!log[i].is_string()) continue;
+      const auto& line = log[i].get_ref<const std::string&>();
+      if (line.find("CONSTRAINT_MEMCG") != std::string::npos) memcg = true;
+      if (line.find("CONSTRAINT_NONE") != std::string::npos) global = true;
+      if (line.find("Killed process") != std::string::npos ||
+          line.find("oom-kill") != std::string::npos ||
+          line.find("Out of memory") != std::string::npos)
+        log_line = i;
+    }
+    if (!oom_killed && cg_delta <= 0 && !pid_named) return std::nullopt;
+
+    Finding f;
+    const bool cgroup = (cg_delta > 0 || memcg) && !global;
+    f.cause = cgroup ? "oom_killed_cgroup" : "oom_killed_system";
+    f.confidence =
+        oom_killed || pid_named || v_.flag("/cgroup/created_by_watchdog") ? "high" : "medium";
+    termination(f);
+    if (oom_killed)
+      f.evidence.push_back(
+          {"the OOM killer's record names the kernel", "/oom_evidence/oom_killed"});
+    if (cg_delta > 0) {
+      const auto before = v_.integer("/cgroup/oom_kill_before");
+      const auto after = v_.integer("/cgroup/oom_kill_after");
+      std::string fact = "cgroup oom_kill counter ";
+      fact += before && after ? std::to_string(*before) + "→" + std::to_string(*after)
+                              : "rose by " + std::to_string(cg_delta);
+      f.evidence.push_back({fact, v_.has("/cgroup/oom_kill_delta")
+                                      ? "/cgroup/oom_kill_delta"
+                                      : "/oom_evidence/cgroup_oom_kill_delta"});
+    }
+    if (log_line)
+      f.evidence.push_back({"kernel log: " + shorten(log[*log_line].get<std::string>(), 200),
+                            "/oom_evidence/kernel_log/" + std::to_string(*log_line)});
+    pressure(f, 0.0);
+    cell(f);
+    if (cgroup) {
+      std::string limit;
+      if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
+        limit = " (" + util::format_bytes(static_cast<double>(*l)) + ")";
+      f.headline = "Killed by the OOM killer: the kernel's cgroup reached its memory limit" +
+                   limit + cell_phrase();
+    } else {
+      f.headline = "Killed by the Linux OOM killer: the machine ran out of memory" + cell_phrase();
+    }
+    return f;
+  }
+
+  std::optional<Finding> killed() const {
+    if (!sigkill()) return std::nullopt;
+    Finding f;
+    f.cause = "killed";
+    termination(f);
+    const bool checked = v_.has("/oom_evidence");
+    if (checked)
+      f.evidence.push_back({"no OOM-kill record names the kernel", "/oom_evidence/oom_killed"});
+    if (auto before = v_.integer("/cgroup/oom_kill_after"))
+      f.evidence.push_back({"cgroup oom_kill counter unchanged (" + std::to_string(*before) + ")",
+                            "/cgroup/oom_kill_after"});
+    const bool near_limit = in_.pressure && in_.pressure->fraction() >= 0.9;
+    pressure(f, 0.9);
+    cell(f);
+    if (!checked) {
+      f.confidence = "low";
+      f.headline = "Killed by SIGKILL" + cell_phrase() +
+                   "; whether the OOM killer sent it could not be checked";
+      f.missing.push_back(
+          "oom_evidence: no OOM-kill record was available, so the kernel OOM killer is neither "
+          "confirmed nor ruled out");
+    } else if (near_limit) {
+      f.confidence = "medium";
+      f.headline = "Killed by SIGKILL" + cell_phrase() + " with memory at " +
+                   percent(in_.pressure->fraction()) + " of the " + in_.pressure->limit_name +
+                   "; no kernel OOM-kill record, so a user-space OOM daemon or job scheduler is "
+                   "the likely sender";
+    } else {
+      f.confidence = "high";
+      f.headline =
+          "Killed by SIGKILL from outside the kernel" + cell_phrase() + "; not the OOM killer";
+    }
+    return f;
+  }
+
+  [[nodiscard]] std::vector<std::pair<std::size_t, json>> our_xid_events() const {
+    std::set<std::int64_t> pids;
+    if (auto pid = v_.integer("/kernel/pid")) pids.insert(*pid);
+    for (const auto& m : v_.array("/process_tree/members"))
+      if (m.is_object() && m.contains("pid") && m["pid"].is_number())
+        pids.insert(m["pid"].get<std::int64_t>());
+    std::vector<std::pair<std::size_t, json>> events;
+    const auto& xids = v_.array("/gpu/xid_events");
+    for (std::size_t i = 0; i < xids.size(); ++i) {
+      const auto& e = xids[i];
+      if (!e.is_object()) continue;
+      const auto pid = e.contains("pid") && e["pid"].is_number() ? e["pid"].get<std::int64_t>() : 0;
+      if (pid == 0 || pids.contains(pid)) events.emplace_back(i, e);
+    }
+    return events;
+  }
+
+  std::optional<Finding> gpu_fault() const {
+    if (sigkill()) return std::nullopt;
+    const auto xids = our_xid_events();
+    const SignatureHit* h = in_.best_hit("gpu_driver_fault");
+    if (xids.empty() && h == nullptr) return std::nullopt;
+    Finding f;
+    f.cause = "gpu_driver_fault";
+    f.confidence =
+        !xids.empty() || (h->recent() && h->signature->strength == "strong") ? "high" : "medium";
+    std::string what;
+    for (const auto& [i, e] : xids) {
+      std::string fact = "NVIDIA Xid " + std::to_string(e.value("xid", 0)) + " on GPU " +
+                         std::to_string(e.value("device", 0));
+      if (e.contains("pid") && e["pid"].is_number() && e["pid"].get<std::int64_t>() != 0)
+        fact += " for pid " + std::to_string(e["pid"].get<std::int64_t>());
+      f.evidence.push_back({fact, "/gpu/xid_events/" + std::to_string(i)});
+      if (what.empty()) what = "NVIDIA Xid " + std::to_string(e.value("xid", 0));
+    }
+    if (h != nullptr) {
+      hit(f, *h);
+      if (what.empty()) what = shorten(h->excerpt, 90);
+    }
+    more_hits(f, "gpu_driver_fault", h);
+    termination(f);
+    traceback(f);
+    cell(f);
+    f.headline = "GPU fault (" + what + "); the kernel then " + how_it_died() + cell_phrase();
+    if (!v_.has("/gpu"))
+      f.missing.push_back("gpu: no GPU probe data (driver state, Xid events) in the report");
+    return f;
+  }
+
+  // A device whose memory was (nearly) all in use while the kernel held some of it.
+  [[nodiscard]] std::optional<Evidence> full_device() const {
+    const auto kernel_pid = v_.integer("/kernel/pid");
+    std::set<std::int64_t> our_devices;
+    for (const auto& p : v_.array("/gpu/processes"))
+      if (p.is_object() && kernel_pid && p.value("pid", std::int64_t{0}) == *kernel_pid)
+        our_devices.insert(p.value("device", std::int64_t{0}));
+    const auto& devices = v_.array("/gpu/devices");
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      const auto& d = devices[i];
+      const auto total = d.value("memory_total", std::int64_t{0});
+      const auto used = d.value("memory_used", std::int64_t{0});
+      if (total <= 0 || !our_devices.contains(d.value("index", std::int64_t{0}))) continue;
+      const double frac = static_cast<double>(used) / static_cast<double>(total);
+      if (frac >= 0.97)
+        return Evidence{"GPU " + std::to_string(d.value("index", 0)) + " (" + d.value("name", "?") +
+                            ") had " + util::format_bytes(static_cast<double>(used)) + " of " +
+                            util::format_bytes(static_cast<double>(total)) + " in use (" +
+                            percent(frac) + "), some of it the kernel's",
+                        "/gpu/devices/" + std::to_string(i)};
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Finding> gpu_oom() const {
+    if (sigkill()) return std::nullopt;
+    const SignatureHit* h = in_.best_hit("gpu_out_of_memory");
+    const auto device = full_device();
+    if (h == nullptr && !(device && in_.death.signaled)) return std::nullopt;
+    Finding f;
+    f.cause = "gpu_out_of_memory";
+    if (h != nullptr) {
+      const auto& strength = h->signature->strength;
+      f.confidence = strength == "strong" && h->recent() ? "high"
+                     : strength == "weak" && !device     ? "low"
+                                                         : "medium";
+      hit(f, *h);
+    } else {
+      f.confidence = "medium";
+    }
+    if (device) f.evidence.push_back(*device);
+    more_hits(f, "gpu_out_of_memory", h);
+    termination(f);
+    traceback(f);
+    cell(f);
+    const bool unified =
+        h != nullptr && (h->signature->family == "mps" || h->signature->family == "mlx" ||
+                         h->signature->family == "metal");
+    f.headline = std::string(unified ? "GPU (unified) memory exhausted" : "GPU out of memory");
+    if (h != nullptr) f.headline += " (" + shorten(h->excerpt, 90) + ")";
+    f.headline += "; the kernel then " + how_it_died() + cell_phrase();
+    if (!v_.has("/gpu") && !unified)
+      f.missing.push_back("gpu: no GPU probe data; device memory use at death is unknown");
+    return f;
+  }
+
+  std::optional<Finding> native_crash() const {
+    if (!in_.death.signaled || !kNativeCrashSignals.contains(in_.death.signal_name))
+      return std::nullopt;
+    Finding f;
+    f.cause = "native_crash";
+    f.confidence = "high";
+    termination(f);
+    traceback(f);
+    const SignatureHit* h = in_.best_hit("native_crash");
+    if (h != nullptr) hit(f, *h);
+    more_hits(f, "native_crash", h);
+    // A CPU-feature mismatch is an abort by message but a SIGILL by signal.
+    if (const auto* ill = in_.best_hit("abort"); ill && in_.death.signal_name == "SIGILL")
+      hit(f, *ill);
+    cell(f);
+    f.headline = "Native crash: " + in_.death.signal_name + " (" +
+                 signal_meaning(in_.death.signal_name)
+                     .substr(0, signal_meaning(in_.death.signal_name).find(':')) +
+                 ")";
+    const auto site = crash_site();
+    if (site) f.headline += " in " + site->first;
+    if (!site || site->first.find(" of cell [") == std::string::npos) f.headline += cell_phrase();
+    if (!in_.traceback.is_object())
+      f.missing.push_back(
+          "python_traceback: no faulthandler dump in the stderr tail, so the Python line that "
+          "called into native code is unknown (faulthandler off, or not a Python kernel)");
+    return f;
+  }
+
+  std::optional<Finding> aborted() const {
+    if (!in_.death.signaled || in_.death.signal_name != "SIGABRT") return std::nullopt;
+    Finding f;
+    f.cause = "abort";
+    f.confidence = "high";
+    termination(f);
+    // The library's own message says more than faulthandler's generic "Aborted".
+    const SignatureHit* reason = nullptr;
+    for (const auto& h : in_.hits)
+      if (h.signature->supports == "abort" && h.signature->id != "python.faulthandler_abort" &&
+          (reason == nullptr ||
+           std::make_tuple(h.recent(), h.line) > std::make_tuple(reason->recent(), reason->line)))
+        reason = &h;
+    if (reason == nullptr) reason = in_.best_hit("abort");
+    if (reason != nullptr) hit(f, *reason);
+    more_hits(f, "abort", reason);
+    traceback(f);
+    cell(f);
+    f.headline = "Aborted (SIGABRT)";
+    if (reason != nullptr && reason->signature->id != "python.faulthandler_abort")
+      f.headline += ": " + shorten(reason->excerpt, 110);
+    else if (auto site = crash_site(); site && site->first.find(" of cell [") != std::string::npos)
+      f.headline += " in " + site->first;
+    if (f.headline.find(" of cell [") == std::string::npos) f.headline += cell_phrase();
+    if (reason == nullptr || reason->signature->id == "python.faulthandler_abort")
+      f.missing.push_back(
+          "stderr: no recognised message from the library that aborted (see the stderr tail)");
+    if (!in_.traceback.is_object())
+      f.missing.push_back("python_traceback: no faulthandler dump in the stderr tail");
+    return f;
+  }
+
+  std::optional<Finding> other_signal() const {
+    if (!in_.death.signaled) return std::nullopt;
+    Finding f;
+    f.cause = "killed";
+    f.confidence = "high";
+    termination(f);
+    cell(f);
+    f.headline = "Killed by " + in_.death.signal_name +
+                 " sent to the kernel by another process (not by its kernel manager)" +
+                 cell_phrase();
+    return f;
+  }
+
+  // The exception that ended the interpreter, from the last traceback in the stderr tail.
+  [[nodiscard]] std::optional<Evidence> fatal_exception() const {
+    const auto text = v_.text("/stderr_tail/text");
+    if (!text) return std::nullopt;
+    const auto tb = text->rfind("Traceback (most recent call last):");
+    if (tb == std::string::npos) return std::nullopt;
+    static const std::regex exception_line(
+        R"(^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt))(: .*)?$)");
+    std::string line, found;
+    int line_no = 1 + static_cast<int>(
+                          std::count(text->begin(), text->begin() + static_cast<long>(tb), '\n'));
+    int found_line = 0, n = line_no;
+    std::size_t start = tb;
+    while (start < text->size()) {
+      const auto end = std::min(text->find('\n', start), text->size());
+      line = text->substr(start, end - start);
+      if (std::regex_match(line, exception_line)) {
+        found = line;
+        found_line = n;
+      }
+      start = end + 1;
+      ++n;
+    }
+    if (found.empty()) return std::nullopt;
+    return Evidence{"stderr line " + std::to_string(found_line) + ": " + shorten(found, 200),
+                    "/stderr_tail/text", found_line};
+  }
+
+  std::optional<Finding> exit_status() const {
+    if (in_.death.signaled || !in_.death.exit_code) return std::nullopt;
+    const auto code = *in_.death.exit_code;
+    Finding f;
+    termination(f);
+    if (code == 0) {
+      f.cause = "exited";
+      f.confidence = "high";
+      cell(f);
+      f.headline =
+          "Kernel process exited with code 0 although no shutdown was requested" + cell_phrase();
+      return f;
+    }
+    f.cause = "exited_with_error";
+    f.confidence = "high";
+    if (code > 128 && code <= 128 + 64)
+      f.evidence.push_back({"exit code " + std::to_string(code) + " = 128 + " +
+                                std::to_string(code - 128) +
+                                ": how a shell or wrapper reports a child killed by signal " +
+                                std::to_string(code - 128),
+                            "/termination/exit_code"});
+    std::string why;
+    if (auto e = fatal_exception()) {
+      f.evidence.push_back(*e);
+      why = e->fact.substr(e->fact.find(": ") + 2);
+    }
+    if (auto ename = v_.text("/execution/last_error/ename")) {
+      std::string fact = "last error reported on iopub: " + *ename;
+      if (auto evalue = v_.text("/execution/last_error/evalue"); evalue && !evalue->empty())
+        fact += ": " + shorten(*evalue, 160);
+      f.evidence.push_back({fact, "/execution/last_error"});
+    }
+    more_hits(f, "abort", nullptr);
+    cell(f);
+    f.headline = "Kernel process exited with code " + std::to_string(code);
+    if (!why.empty()) f.headline += " after " + shorten(why, 110);
+    f.headline += cell_phrase();
+    return f;
+  }
+
+  [[nodiscard]] Finding unknown() const {
+    Finding f;
+    f.cause = "unknown";
+    f.confidence = "low";
+    f.headline = "Cause unknown: the report does not say how the kernel ended";
+    f.missing.push_back("termination: no exit status or signal was recorded");
+    for (const auto& h : in_.hits)
+      hit(f, h);
+    return f;
+  }
+
+  Finding finish(Finding f) const {
+    if (!v_.has("/execution"))
+      f.missing.push_back(
+          "execution: which cell was running is unknown (no data from the iopub listener)");
+    if (!v_.has("/fingerprint"))
+      f.missing.push_back(
+          "fingerprint: the frameworks the kernel had loaded are unknown, so the advice is "
+          "generic");
+    return f;
+  }
+};
+
+}  // namespace
+
+Finding classify(const DiagnosisInput& input) {
+  return Rules(input).run();
+}
+
+}  // namespace kwd::diagnosis

@@ -1,0 +1,90 @@
+#include "kwd/diagnosis/signature_scan.hpp"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace kwd::diagnosis {
+namespace {
+
+// std::regex recurses per character: a pathological line (a progress bar without
+// newlines) must not exhaust the stack, and no signature needs more than this.
+constexpr std::size_t kMaxLineForMatching = 2000;
+constexpr std::size_t kExcerptLength = 240;
+
+std::string trimmed_excerpt(std::string_view line) {
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t'))
+    line.remove_prefix(1);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\t'))
+    line.remove_suffix(1);
+  std::string out(line.substr(0, kExcerptLength));
+  if (line.size() > kExcerptLength) out += "…";
+  return out;
+}
+
+void add_source(std::vector<TextSource>& out, const nlohmann::json& report, const char* pointer,
+                const char* label) {
+  const nlohmann::json::json_pointer ptr{pointer};
+  if (!report.contains(ptr)) return;
+  const auto& v = report.at(ptr);
+  if (v.is_string() && !v.get_ref<const std::string&>().empty())
+    out.push_back({pointer, label, v.get_ref<const std::string&>()});
+}
+
+}  // namespace
+
+std::vector<TextSource> text_sources(const nlohmann::json& report) {
+  std::vector<TextSource> out;
+  if (!report.is_object()) return out;
+  add_source(out, report, "/stderr_tail/text", "stderr");
+  add_source(out, report, "/execution/stream_stderr_tail", "iopub stderr stream");
+  add_source(out, report, "/execution/last_error/evalue", "last error");
+  const nlohmann::json::json_pointer log{"/oom_evidence/kernel_log"};
+  if (report.contains(log) && report.at(log).is_array()) {
+    const auto& lines = report.at(log);
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      if (lines[i].is_string())
+        out.push_back({"/oom_evidence/kernel_log/" + std::to_string(i), "kernel log",
+                       lines[i].get_ref<const std::string&>()});
+  }
+  return out;
+}
+
+std::vector<SignatureHit> scan(const SignatureTable& table,
+                               const std::vector<TextSource>& sources) {
+  std::vector<SignatureHit> hits;
+  for (const auto& source : sources) {
+    // Lines first, so each signature's last match is found in one pass.
+    std::vector<std::string_view> lines;
+    std::size_t start = 0;
+    const std::string_view text = source.text;
+    for (std::size_t i = 0; i <= text.size(); ++i) {
+      if (i == text.size() || text[i] == '\n' || text[i] == '\r') {
+        if (i == text.size() && start == i) break;
+        lines.push_back(text.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    std::map<const Signature*, SignatureHit> found;
+    for (std::size_t n = 0; n < lines.size(); ++n) {
+      const std::string_view line = lines[n].substr(0, kMaxLineForMatching);
+      if (line.empty()) continue;
+      for (const auto& sig : table.signatures()) {
+        if (!std::regex_search(line.begin(), line.end(), sig.regex)) continue;
+        auto& hit = found[&sig];
+        hit.signature = &sig;
+        hit.pointer = source.pointer;
+        hit.label = source.label;
+        hit.line = static_cast<int>(n) + 1;
+        hit.lines_in_source = static_cast<int>(lines.size());
+        hit.matches += 1;
+        hit.excerpt = trimmed_excerpt(lines[n]);
+      }
+    }
+    for (auto& [sig, hit] : found)
+      hits.push_back(std::move(hit));
+  }
+  return hits;
+}
+
+}  // namespace kwd::diagnosis
