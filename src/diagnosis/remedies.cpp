@@ -330,7 +330,11 @@ class Advisor {
   void signatures() {
     for (const auto& h : in_.hits) {
       if (h.signature->remedy.empty()) continue;
-      if (h.signature->supports != f_.cause && h.signature->supports != "context") continue;
+      const bool cited = std::any_of(f_.evidence.begin(), f_.evidence.end(), [&](const auto& e) {
+        return e.pointer == h.pointer && e.line == h.line;
+      });
+      if (!cited && h.signature->supports != f_.cause && h.signature->supports != "context")
+        continue;
       add("signature." + h.signature->id, h.signature->remedy,
           h.label + " line " + std::to_string(h.line) + " matched " + h.signature->id +
               " (seen in public at " + h.signature->source + ").");

@@ -208,7 +208,8 @@ class Rules {
     bool pid_named = false;
     for (const auto& p : v_.array("/oom_evidence/matched_pids"))
       if (p.is_number() && kernel_pid && p.get<std::int64_t>() == *kernel_pid) pid_named = true;
-    std::optional<std::size_t> log_line;
+    // The line saying whom it killed, and the one saying why (the constraint).
+    std::optional<std::size_t> killed_line, constraint_line;
     bool memcg = false, global = false;
     const auto& log = v_.array("/oom_evidence/kernel_log");
     for (std::size_t i = 0; i < log.size(); ++i) {
@@ -216,10 +217,8 @@ class Rules {
       const auto& line = log[i].get_ref<const std::string&>();
       if (line.find("CONSTRAINT_MEMCG") != std::string::npos) memcg = true;
       if (line.find("CONSTRAINT_NONE") != std::string::npos) global = true;
-      if (line.find("Killed process") != std::string::npos ||
-          line.find("oom-kill") != std::string::npos ||
-          line.find("Out of memory") != std::string::npos)
-        log_line = i;
+      if (line.find("constraint=") != std::string::npos) constraint_line = i;
+      if (line.find("Killed process") != std::string::npos) killed_line = i;
     }
     if (!oom_killed && cg_delta <= 0 && !pid_named) return std::nullopt;
 
@@ -242,9 +241,10 @@ class Rules {
                                       ? "/cgroup/oom_kill_delta"
                                       : "/oom_evidence/cgroup_oom_kill_delta"});
     }
-    if (log_line)
-      f.evidence.push_back({"kernel log: " + shorten(log[*log_line].get<std::string>(), 200),
-                            "/oom_evidence/kernel_log/" + std::to_string(*log_line)});
+    for (const auto& line : {killed_line, constraint_line})
+      if (line)
+        f.evidence.push_back({"kernel log: " + shorten(log[*line].get<std::string>(), 200),
+                              "/oom_evidence/kernel_log/" + std::to_string(*line)});
     pressure(f, 0.0);
     cell(f);
     if (cgroup) {

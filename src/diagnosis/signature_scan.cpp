@@ -62,6 +62,7 @@ std::vector<SignatureHit> scan(const SignatureTable& table,
       if (i == text.size() || text[i] == '\n' || text[i] == '\r') {
         if (i == text.size() && start == i) break;
         lines.push_back(text.substr(start, i - start));
+        if (i + 1 < text.size() && text[i] == '\r' && text[i + 1] == '\n') ++i;  // CRLF
         start = i + 1;
       }
     }

@@ -49,6 +49,7 @@ SignatureTable SignatureTable::parse(std::string_view json_text, std::string ori
     const std::string named = where + " (" + s.id + ")";
     s.family = required(entry, "family", named);
     s.pattern = required(entry, "pattern", named);
+    s.example = required(entry, "example", named);
     s.meaning = required(entry, "meaning", named);
     s.supports = required(entry, "supports", named);
     s.strength = required(entry, "strength", named);

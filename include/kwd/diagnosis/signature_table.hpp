@@ -18,6 +18,7 @@ struct Signature {
   std::string id;
   std::string family;   // tensorflow, pytorch, cuda, metal, glibc, python, ...
   std::string pattern;  // ECMAScript regular expression, matched against one line
+  std::string example;  // a line as printed in the public report (the tests match it)
   std::string meaning;
   std::string supports;  // a diagnosis cause, or "context"
   std::string strength;  // strong | supporting | weak

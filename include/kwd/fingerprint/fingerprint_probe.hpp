@@ -34,6 +34,8 @@ class FingerprintProbe final : public probes::Probe {
   // Reads now, whatever the interval (tests, and the first tick).
   void refresh();
   [[nodiscard]] const nlohmann::json& fingerprint() const { return fingerprint_; }
+  // How often the loaded files changed and were looked up again (each refresh reads the maps).
+  [[nodiscard]] int rebuilds() const { return rebuilds_; }
 
  private:
   void read_once_facts();

@@ -1,0 +1,151 @@
+// The classifier over recorded fact sets: every file in tests/fixtures/diagnosis is a report
+// (real ones recorded from ipykernel under the watchdog, and fact sets written with the field
+// names of docs/CONTRACT.md) with what the diagnosis must and must not say about it.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "kwd/diagnosis/diagnose.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kFixtures = fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "diagnosis";
+
+std::vector<fs::path> fixture_files() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kFixtures))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool any_contains(const json& items, const char* field, const std::string& needle) {
+  return std::any_of(items.begin(), items.end(), [&](const json& item) {
+    const std::string text = field ? item.value(field, "") : item.get<std::string>();
+    return text.find(needle) != std::string::npos;
+  });
+}
+
+const json* remedy(const json& diagnosis, const std::string& id) {
+  for (const auto& r : diagnosis["remedies"])
+    if (r["id"] == id) return &r;
+  return nullptr;
+}
+
+void check_fixture(const json& fixture) {
+  // As the supervisor does it: the traceback section first, then the diagnosis.
+  json report = fixture["report"];
+  kwd::diagnosis::complete_report(report);
+  const json& d = report["diagnosis"];
+  CHECK(d == kwd::diagnosis::diagnose(report));
+  const json& expect = fixture["expect"];
+  INFO("diagnosis: " << d.dump(1));
+
+  CHECK(d["cause"] == expect["cause"]);
+  if (expect.contains("confidence")) CHECK(d["confidence"] == expect["confidence"]);
+  // Shape every diagnosis has, whatever the facts.
+  CHECK_FALSE(d["headline"].get<std::string>().empty());
+  CHECK(d["evidence"].is_array());
+  CHECK(d["remedies"].is_array());
+  CHECK_FALSE(d["remedies"].empty());
+  CHECK(d["missing"].is_array());
+  for (const auto& e : d["evidence"]) {
+    // Every evidence item points at a fact that is really in the report.
+    const std::string pointer = e["pointer"];
+    INFO("evidence pointer " << pointer);
+    CHECK(report.contains(json::json_pointer(pointer)));
+  }
+  for (const auto& s : expect.value("headline_contains", json::array()))
+    CHECK_THAT(d["headline"].get<std::string>(), Catch::Contains(s.get<std::string>()));
+  for (const auto& s : expect.value("evidence_contains", json::array())) {
+    INFO("evidence containing: " << s);
+    CHECK(any_contains(d["evidence"], "fact", s));
+  }
+  for (const auto& p : expect.value("evidence_pointers", json::array())) {
+    INFO("evidence pointing at: " << p);
+    CHECK(std::any_of(d["evidence"].begin(), d["evidence"].end(),
+                      [&](const json& e) { return e["pointer"] == p; }));
+  }
+  for (const auto& id : expect.value("remedies", json::array())) {
+    INFO("remedy expected: " << id);
+    CHECK(remedy(d, id) != nullptr);
+  }
+  for (const auto& id : expect.value("remedies_absent", json::array())) {
+    INFO("remedy not expected: " << id);
+    CHECK(remedy(d, id) == nullptr);
+  }
+  const json why_contains = expect.value("remedy_why_contains", json::object());
+  for (const auto& [id, needle] : why_contains.items()) {
+    const auto* r = remedy(d, id);
+    REQUIRE(r != nullptr);
+    CHECK_THAT((*r)["why"].get<std::string>(), Catch::Contains(needle.get<std::string>()));
+  }
+  const json text_contains = expect.value("remedy_text_contains", json::object());
+  for (const auto& [id, needle] : text_contains.items()) {
+    const auto* r = remedy(d, id);
+    REQUIRE(r != nullptr);
+    CHECK_THAT((*r)["text"].get<std::string>(), Catch::Contains(needle.get<std::string>()));
+  }
+  for (const auto& s : expect.value("missing_contains", json::array())) {
+    INFO("missing containing: " << s);
+    CHECK(any_contains(d["missing"], nullptr, s));
+  }
+  if (expect.value("missing_empty", false)) CHECK(d["missing"].empty());
+}
+
+}  // namespace
+
+TEST_CASE("diagnosis of recorded fact sets", "[diagnosis]") {
+  const auto files = fixture_files();
+  REQUIRE(files.size() >= 30);
+  for (const auto& file : files) {
+    DYNAMIC_SECTION(file.stem().string()) {
+      std::ifstream in(file);
+      const json fixture = json::parse(in);
+      INFO(fixture.value("description", ""));
+      check_fixture(fixture);
+    }
+  }
+}
+
+TEST_CASE("every cause is reached by some fixture", "[diagnosis]") {
+  std::set<std::string> reached;
+  for (const auto& file : fixture_files()) {
+    std::ifstream in(file);
+    reached.insert(json::parse(in)["expect"]["cause"].get<std::string>());
+  }
+  for (const char* cause : kwd::diagnosis::kCauses) {
+    INFO(cause);
+    CHECK(reached.contains(cause));
+  }
+}
+
+TEST_CASE("the diagnosis is a pure function of the report", "[diagnosis]") {
+  for (const auto& file : fixture_files()) {
+    std::ifstream in(file);
+    const json report = json::parse(in)["report"];
+    CHECK(kwd::diagnosis::diagnose(report) == kwd::diagnosis::diagnose(report));
+  }
+}
+
+TEST_CASE("complete_report adds the traceback and the diagnosis, and survives garbage",
+          "[diagnosis]") {
+  json report = {{"termination", {{"kind", "signal"}, {"signal", 11}, {"signal_name", "SIGSEGV"}}},
+                 {"stderr_tail",
+                  {{"text",
+                    "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent "
+                    "call first):\n  File \"/x/lib.py\", line 9 in boom\n"}}}};
+  kwd::diagnosis::complete_report(report);
+  CHECK(report["python_traceback"]["frames"][0]["function"] == "boom");
+  CHECK(report["diagnosis"]["cause"] == "native_crash");
+
+  json garbage = {{"termination", "not an object"}, {"stderr_tail", 42}, {"execution", {1, 2}}};
+  kwd::diagnosis::complete_report(garbage);
+  CHECK(garbage["diagnosis"]["cause"] == "unknown");
+}
