@@ -12,6 +12,9 @@ Command add_run_command(CLI::App& app) {
   auto options = std::make_shared<supervisor::RunOptions>();
   auto stderr_buffer = std::make_shared<std::string>("256K");
   auto sample_hz = std::make_shared<double>(10.0);
+  auto heartbeat_s = std::make_shared<double>(1.0);
+  auto memory_limit = std::make_shared<std::string>();
+  auto gpu_hz = std::make_shared<double>(2.0);
   auto* run = app.add_subcommand(
       "run",
       "Run a kernel under watch (the kernelspec launcher).\n"
@@ -21,6 +24,11 @@ Command add_run_command(CLI::App& app) {
   run->add_flag("--forward-sigint", options->forward_sigint,
                 "Pass SIGINT on to the kernel. Only for launchers that signal our pid alone: "
                 "jupyter_client signals the whole process group, so the kernel already got it.");
+  run->add_flag("--no-faulthandler{false}", options->faulthandler,
+                "Do not turn on Python's faulthandler in the kernel. By default a private "
+                "sitecustomize shim (first on the kernel's PYTHONPATH, then removed from it) and "
+                "PYTHONFAULTHANDLER=1 make a dying Python kernel print its stack where the "
+                "crash report can keep it.");
   run->add_option(
       "--report-dir", options->report_dir,
       "Where crash reports go (default: $KERNEL_WATCHDOG_REPORT_DIR, else "
@@ -31,21 +39,62 @@ Command add_run_command(CLI::App& app) {
   run->add_option("--sample-rate", *sample_hz, "Memory samples per second")
       ->check(CLI::Range(0.1, 1000.0))
       ->capture_default_str();
+  run->add_option("--heartbeat-interval", *heartbeat_s,
+                  "Seconds between heartbeat pings; each waits at most 1 s (or the interval, "
+                  "if shorter) for its answer")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  run->add_option("--heartbeat-misses", options->listener.heartbeat.misses_to_hang,
+                  "Consecutive missed heartbeats, with the process alive, that make a hang "
+                  "(and a hang report); 0 turns hang reports off")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  run->add_option("--last-cells", options->listener.last_cells,
+                  "How many finished cells a report lists, with their memory deltas")
+      ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
+  run->add_option("--memory-limit", *memory_limit,
+                  "Run the kernel in a memory cgroup of its own with this limit on memory and "
+                  "swap (e.g. 300M, 8G), so an OOM kill takes the kernel alone and the report "
+                  "can prove it. Linux; where cgroups are not writable the kernel runs "
+                  "unlimited and the report says why.");
+  run->add_option("--nvml-library", options->nvml_library,
+                  "NVIDIA's libnvidia-ml to load (default: libnvidia-ml.so.1 from the dynamic "
+                  "linker's search path)")
+      ->envname("KERNEL_WATCHDOG_NVML");
+  run->add_option("--gpu-rate", *gpu_hz, "GPU samples per second (NVML)")
+      ->check(CLI::Range(0.1, 100.0))
+      ->capture_default_str();
   run->add_option("kernel_argv", options->kernel_argv, "The kernel's command line")->required();
 
-  return {run, [=]() -> int {
-            const auto bytes = util::parse_size(*stderr_buffer);
-            if (!bytes || *bytes < 1024) {
-              spdlog::error("--stderr-buffer: '{}' is not a size of at least 1K (e.g. 256K, 4M)",
-                            *stderr_buffer);
-              return 2;
-            }
-            options->stderr_buffer_bytes = *bytes;
-            options->sample_interval = std::chrono::milliseconds(
-                std::max<long>(1, static_cast<long>(1000.0 / *sample_hz)));
-            supervisor::Supervisor sup(*options);
-            return sup.run();
-          }};
+  return {
+      run, [=]() -> int {
+        const auto bytes = util::parse_size(*stderr_buffer);
+        if (!bytes || *bytes < 1024) {
+          spdlog::error("--stderr-buffer: '{}' is not a size of at least 1K (e.g. 256K, 4M)",
+                        *stderr_buffer);
+          return 2;
+        }
+        options->stderr_buffer_bytes = *bytes;
+        if (!memory_limit->empty()) {
+          const auto limit = util::parse_size(*memory_limit);
+          if (!limit || *limit < 1024 * 1024) {
+            spdlog::error("--memory-limit: '{}' is not a size of at least 1M (e.g. 300M, 8G)",
+                          *memory_limit);
+            return 2;
+          }
+          options->memory_limit = *limit;
+        }
+        options->gpu_interval =
+            std::chrono::milliseconds(std::max<long>(10, static_cast<long>(1000.0 / *gpu_hz)));
+        auto& heartbeat = options->listener.heartbeat;
+        heartbeat.interval = std::chrono::milliseconds(static_cast<long>(*heartbeat_s * 1000.0));
+        heartbeat.timeout = std::min(heartbeat.interval, std::chrono::milliseconds(1000));
+        options->sample_interval =
+            std::chrono::milliseconds(std::max<long>(1, static_cast<long>(1000.0 / *sample_hz)));
+        supervisor::Supervisor sup(*options);
+        return sup.run();
+      }};
 }
 
 }  // namespace kwd::cli

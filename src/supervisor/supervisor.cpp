@@ -8,12 +8,17 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "kwd/diagnosis/diagnose.hpp"
+#include "kwd/fingerprint/fingerprint_probe.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/supervisor/kernel_argv.hpp"
 #include "kwd/supervisor/mirror_exit.hpp"
+#include "kwd/timeline/trend.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/private_files.hpp"
+#include "kwd/util/self_exe.hpp"
+#include "kwd/util/size_parse.hpp"
 
 extern char** environ;
 
@@ -50,12 +55,39 @@ std::vector<std::string> Supervisor::kernel_environment() const {
   // ipykernel watches this pid and exits when it goes away: that must be us, the process
   // the kernel manager knows.
   env.push_back("JPY_PARENT_PID=" + std::to_string(::getpid()));
+  if (python_shim_) python_shim_->apply(env);
   return env;
 }
 
 void Supervisor::start_kernel() {
   SpawnRequest request;
   request.argv = options_.kernel_argv;
+  if (options_.memory_limit) {
+    std::string problem;
+    memory_limit_ = platform::make_memory_limit(*options_.memory_limit, problem);
+    if (memory_limit_) {
+      // The step that enters the cgroup is always there, so a missing kernel program is
+      // found here, to fail the same way as without a limit.
+      if (!util::find_on_path(request.argv.front()))
+        throw SpawnError("cannot start " + request.argv.front() + ": " + std::strerror(ENOENT),
+                         ENOENT);
+      request.argv = memory_limit_->wrap_argv(options_.kernel_argv);
+    } else {
+      const std::string note =
+          "--memory-limit " + util::format_bytes(static_cast<double>(*options_.memory_limit)) +
+          " not applied: " + problem + "; the kernel runs without a memory limit";
+      spdlog::error("{}", note);
+      notes_.push_back(note);
+    }
+  }
+  if (options_.faulthandler) {
+    try {
+      python_shim_ = faulthandler::PythonShim::create();
+    } catch (const std::exception& e) {  // fail open: the kernel starts without it
+      notes_.push_back(std::string("no Python traceback at a crash: ") + e.what());
+      spdlog::warn("{}", notes_.back());
+    }
+  }
   request.environment = kernel_environment();
   auto child_stderr = stderr_->take_child_end();
   request.stderr_fd = child_stderr.get();
@@ -94,12 +126,17 @@ int Supervisor::run() {
 
   probes::ProbeOptions probe_options;
   probe_options.kernel_pid = child_->pid();
+  probe_options.cgroup_path = memory_limit_ ? memory_limit_->cgroup_dir() : std::string();
+  probe_options.nvml_library = options_.nvml_library;
+  probe_options.gpu_interval = options_.gpu_interval;
   probes_ = probes::make_probes(probe_options);
+  probes_.push_back(fingerprint::make_fingerprint_probe(child_->pid()));
   for (const auto& p : probes_) {
     const auto st = p->status();
     if (!st.available) spdlog::info("probe {} unavailable: {}", st.name, st.reason);
   }
 
+  start_listening();
   loop_.watch_fd(signals_->fd(), [this] { on_signals(); });
   loop_.watch_fd(stderr_->fd(), [this] {
     if (!stderr_->pump()) loop_.unwatch_fd(stderr_->fd());
@@ -121,6 +158,22 @@ void Supervisor::on_sample_tick() {
   for (auto& p : probes_)
     p->sample(sample);
   if (sample.rss >= 0) timeline_.add(sample);
+  if (listener_) listener_->on_memory_sample(sample);
+}
+
+void Supervisor::start_listening() {
+  // Fail open: the listener never throws out of start(); whatever it cannot do, it says once
+  // and the process is watched regardless.
+  listener_ = std::make_unique<protocol::KernelListener>(
+      loop_, child_->pid(), connection_file_, options_.listener,
+      [this](const protocol::HangEvidence& hang) { on_hang(hang); });
+  listener_->start();
+}
+
+void Supervisor::on_hang(const protocol::HangEvidence& hang) {
+  // One report per episode (the listener calls once per episode); the kernel is alive and
+  // keeps being watched, and may still recover or die.
+  write_report(nullptr, hang.detected_at_ms);
 }
 
 void Supervisor::on_signals() {
@@ -153,6 +206,9 @@ void Supervisor::on_signals() {
 
 bool Supervisor::death_was_requested(const Termination& end) const {
   if (end.clean_exit()) return true;
+  // The kernel published shutdown_reply: the manager asked it to stop, whatever it exited
+  // with afterwards (atexit handlers, a killpg after the grace period...).
+  if (listener_ && listener_->shutdown_requested()) return true;
   if (!received_signals_.empty() && end.signaled) {
     // The manager shut us both down (killpg): the kernel died of what we were sent.
     for (int s : received_signals_)
@@ -164,23 +220,38 @@ bool Supervisor::death_was_requested(const Termination& end) const {
 
 void Supervisor::on_kernel_exit(const Termination& end) {
   const std::int64_t died_at_ms = util::wall_ms();
+  if (python_shim_) python_shim_->remove();
   stderr_->pump();  // whatever the kernel wrote last is already in the pipe
-  for (auto& p : probes_)
-    p->on_kernel_exit();
+  // What the kernel published last (a shutdown_reply, its last outputs) may still be on its
+  // way through libzmq's I/O thread.
+  if (listener_ && !end.clean_exit())
+    listener_->drain(std::chrono::milliseconds(20), std::chrono::milliseconds(150));
   if (death_was_requested(end)) {
     spdlog::debug("kernel {} {} (requested); no report", child_->pid(), end.describe());
+    release_memory_limit();
     return;
   }
-  write_report(end, died_at_ms);
+  const probes::KernelExit how{end.signaled, end.signal};
+  for (auto& p : probes_)
+    p->on_kernel_exit(how);
+  write_report(&end, died_at_ms);
+  release_memory_limit();
 }
 
-nlohmann::json Supervisor::build_report(const Termination& end, std::int64_t died_at_ms,
+void Supervisor::release_memory_limit() {
+  if (!memory_limit_) return;
+  if (const auto problem = memory_limit_->release(); !problem.empty())
+    spdlog::warn("kernel's memory cgroup: {}", problem);
+}
+
+nlohmann::json Supervisor::build_report(const Termination* end, std::int64_t died_at_ms,
                                         const std::string& id) {
   using nlohmann::json;
   json r;
   r["schema"] = report::kSchemaName;
   r["schema_version"] = report::kSchemaVersion;
   r["id"] = id;
+  r["kind"] = end != nullptr ? "crash" : "hang";
   r["watchdog"] = {{"version", KWD_VERSION}, {"pid", ::getpid()}, {"mode", "launcher"}};
 
   auto& kernel = r["kernel"];
@@ -189,22 +260,26 @@ nlohmann::json Supervisor::build_report(const Termination& end, std::int64_t die
   kernel["connection_file"] = connection_file_.empty() ? json(nullptr) : json(connection_file_);
   kernel["kernel_id"] = kernel_id_from_connection_file(connection_file_);
   kernel["started_at"] = util::iso8601_utc(started_at_ms_);
-  kernel["died_at"] = util::iso8601_utc(died_at_ms);
+  kernel["died_at"] = end != nullptr ? json(util::iso8601_utc(died_at_ms)) : json(nullptr);
   kernel["started_at_ms"] = started_at_ms_;
-  kernel["died_at_ms"] = died_at_ms;
+  kernel["died_at_ms"] = end != nullptr ? json(died_at_ms) : json(nullptr);
   kernel["uptime_s"] = static_cast<double>(died_at_ms - started_at_ms_) / 1000.0;
 
-  auto& term = r["termination"];
-  term["kind"] = end.signaled ? "signal" : "exit";
-  term["exit_code"] = end.signaled ? json(nullptr) : json(end.exit_code);
-  term["signal"] = end.signaled ? json(end.signal) : json(nullptr);
-  term["signal_name"] = end.signaled ? json(signal_name(end.signal)) : json(nullptr);
-  term["core_dumped"] = end.core_dumped;
-  term["description"] = end.describe();
-  term["returncode"] = end.popen_returncode();
-  auto& got = term["watchdog_received"] = json::array();
-  for (int s : received_signals_)
-    got.push_back(signal_name(s));
+  if (end != nullptr) {
+    auto& term = r["termination"];
+    term["kind"] = end->signaled ? "signal" : "exit";
+    term["exit_code"] = end->signaled ? json(nullptr) : json(end->exit_code);
+    term["signal"] = end->signaled ? json(end->signal) : json(nullptr);
+    term["signal_name"] = end->signaled ? json(signal_name(end->signal)) : json(nullptr);
+    term["core_dumped"] = end->core_dumped;
+    term["description"] = end->describe();
+    term["returncode"] = end->popen_returncode();
+    auto& got = term["watchdog_received"] = json::array();
+    for (int s : received_signals_)
+      got.push_back(signal_name(s));
+  } else {
+    r["termination"] = nullptr;  // a hang report: the kernel is still alive
+  }
 
   auto& memory = r["memory"];
   memory["interval_ms"] = options_.sample_interval.count();
@@ -215,6 +290,8 @@ nlohmann::json Supervisor::build_report(const Termination& end, std::int64_t die
   auto& peak = memory["peak"] = json::object();
   for (const auto& f : timeline::kSeriesFields)
     if (timeline_.peak().*f.member >= 0) peak[std::string(f.name)] = timeline_.peak().*f.member;
+  memory["trend"] = timeline::trends_to_json(timeline::compute_trends(timeline_));
+  memory["limits"] = timeline::limits_to_json(timeline::compute_limits(recent));
   memory["last_sample_before_death_ms"] =
       recent.empty() ? json(nullptr) : json(died_at_ms - recent.back().t_ms);
 
@@ -230,38 +307,46 @@ nlohmann::json Supervisor::build_report(const Termination& end, std::int64_t die
     probe_list.push_back({{"name", st.name}, {"available", st.available}, {"reason", st.reason}});
     p->contribute(r);
   }
+  if (listener_) listener_->contribute(r, died_at_ms, /*with_hang=*/end == nullptr);
   r["notes"] = notes_;
+  if (listener_)
+    for (const auto& note : listener_->notes())
+      r["notes"].push_back(note);
+  r["watchdog"]["faulthandler"] = python_shim_.has_value();
+  diagnosis::complete_report(r);  // last: a pure function of everything above
   return r;
 }
 
-void Supervisor::write_report(const Termination& end, std::int64_t died_at_ms) {
+void Supervisor::write_report(const Termination* end, std::int64_t died_at_ms) {
   const std::string id = report::make_report_id(
       died_at_ms, kernel_id_from_connection_file(connection_file_), child_->pid());
+  const std::string what = end != nullptr ? end->describe() : "stopped answering heartbeats";
+  const char* kind = end != nullptr ? "crash" : "hang";
   const report::ReportStore primary(report::ReportStore::resolve_dir(options_.report_dir));
   nlohmann::json document;
   try {
     document = build_report(end, died_at_ms, id);
   } catch (const std::exception& e) {
-    spdlog::error("could not assemble the crash report: {}", e.what());
+    spdlog::error("could not assemble the {} report: {}", kind, e.what());
     return;
   }
   try {
     const auto path = primary.write(id, report::to_text(document));
-    spdlog::warn("kernel {} {}; crash report: {}", child_->pid(), end.describe(), path.string());
+    spdlog::warn("kernel {} {}; {} report: {}", child_->pid(), what, kind, path.string());
     return;
   } catch (const std::exception& e) {
-    spdlog::warn("cannot write the crash report to {}: {}", primary.dir().string(), e.what());
+    spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
     notes_.push_back(std::string("report directory unusable: ") + e.what());
   }
   const report::ReportStore fallback(report::ReportStore::fallback_dir());
   try {
-    document["notes"] = notes_;
+    document["notes"].push_back(notes_.back());  // keeps the listener's notes too
     const auto path = fallback.write(id, report::to_text(document));
-    spdlog::warn("kernel {} {}; crash report (fallback location): {}", child_->pid(),
-                 end.describe(), path.string());
+    spdlog::warn("kernel {} {}; {} report (fallback location): {}", child_->pid(), what, kind,
+                 path.string());
   } catch (const std::exception& e) {
-    spdlog::error("kernel {} {}; no crash report could be written: {}", child_->pid(),
-                  end.describe(), e.what());
+    spdlog::error("kernel {} {}; no {} report could be written: {}", child_->pid(), what, kind,
+                  e.what());
   }
 }
 

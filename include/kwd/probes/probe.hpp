@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kwd/probes/kernel_processes.hpp"
 #include "kwd/timeline/memory_sample.hpp"
 
 namespace kwd::probes {
@@ -21,17 +22,28 @@ struct ProbeStatus {
   std::string reason;  // why not, or what it is reading
 };
 
+// How the kernel ended, as far as a probe needs to know: a SIGKILL makes the OOM-killer
+// probes look a little longer for their evidence.
+struct KernelExit {
+  bool signaled = false;
+  int signal = 0;
+};
+
 // One source of memory facts (a platform API, a vendor library). The sampler asks each
 // probe to fill the fields it can see; a probe never throws out of sample().
 class Probe {
  public:
   virtual ~Probe() = default;
   [[nodiscard]] virtual ProbeStatus status() const = 0;
+  // Called on every sample tick, on the event loop's thread; must not block. A probe with a
+  // costlier source reads it at its own lower rate and carries its last value forward.
   virtual void sample(timeline::MemorySample& into) = 0;
-  // Facts beyond the timeline (devices, counters, log lines) for the crash report.
+  // Facts beyond the timeline (devices, counters, log lines) for the crash report. Probes
+  // contribute in list order; a later probe may read what an earlier one wrote.
   virtual void contribute(nlohmann::json& report) const;
-  // Called once when the kernel has died, before contribute(): a last look at counters.
-  virtual void on_kernel_exit() {}
+  // Called once when the kernel has died unasked, before contribute(): a last look at
+  // counters and logs.
+  virtual void on_kernel_exit(const KernelExit& /*how*/) {}
 };
 
 struct ProbeOptions {
@@ -39,14 +51,19 @@ struct ProbeOptions {
   std::chrono::milliseconds tree_rescan_interval{1000};
   std::chrono::milliseconds slow_interval{1000};  // PSS and swap, costlier to read
   std::chrono::milliseconds gpu_interval{500};
-  std::filesystem::path nvml_library;  // empty: the default search
+  std::filesystem::path nvml_library;  // empty: the default search (libnvidia-ml.so.1)
   std::string cgroup_path;             // the kernel's own cgroup when the watchdog made one
+  std::string proc_root = "/proc";
+  // Who belongs to the kernel, shared by the probes that must attribute what they see;
+  // make_probes() creates it when left empty.
+  std::shared_ptr<KernelProcesses> processes;
 };
 
 using ProbeList = std::vector<std::unique_ptr<Probe>>;
 
 // The probes for this platform (one folder each under src/probes/) plus vendor probes.
-ProbeList make_probes(const ProbeOptions& options);
+// The process-tree probe comes first: it updates `processes` before the others read it.
+ProbeList make_probes(ProbeOptions options);
 // Implemented once per platform folder.
 ProbeList make_platform_probes(const ProbeOptions& options);
 

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "kwd/faulthandler/python_shim.hpp"
+#include "kwd/platform/memory_limit.hpp"
 #include "kwd/probes/probe.hpp"
+#include "kwd/protocol/kernel_listener.hpp"
 #include "kwd/supervisor/child_process.hpp"
 #include "kwd/supervisor/event_loop.hpp"
 #include "kwd/supervisor/run_options.hpp"
@@ -37,15 +40,19 @@ class Supervisor {
   void on_sample_tick();
   void on_kernel_exit(const Termination& end);
   [[nodiscard]] bool death_was_requested(const Termination& end) const;
-  nlohmann::json build_report(const Termination& end, std::int64_t died_at_ms,
-                              const std::string& id);
-  void write_report(const Termination& end, std::int64_t died_at_ms);
+  // `end` is null for a hang report (the kernel is alive); `at_ms` is then the detection time.
+  nlohmann::json build_report(const Termination* end, std::int64_t at_ms, const std::string& id);
+  void write_report(const Termination* end, std::int64_t at_ms);
+  void start_listening();
+  void on_hang(const protocol::HangEvidence& hang);
   [[nodiscard]] std::vector<std::string> kernel_environment() const;
+  void release_memory_limit();
 
   RunOptions options_;
   EventLoop loop_;
   std::unique_ptr<SignalPipe> signals_;
   std::unique_ptr<StderrTee> stderr_;
+  std::unique_ptr<platform::KernelMemoryLimit> memory_limit_;  // before child_: outlives it
   std::optional<ChildProcess> child_;
   probes::ProbeList probes_;
   timeline::Timeline timeline_;
@@ -56,6 +63,11 @@ class Supervisor {
   std::optional<std::int64_t> termination_requested_ms_;
   std::optional<EventLoop::TimerId> forward_timer_;
   std::vector<std::string> notes_;  // what we could not do, said in the report too
+  // sitecustomize shim that gets Python tracebacks out of a dying kernel; none with
+  // --no-faulthandler or when it could not be written.
+  std::optional<faulthandler::PythonShim> python_shim_;
+  // IOPub + heartbeat; declared after loop_ (it unregisters from the loop when destroyed).
+  std::unique_ptr<protocol::KernelListener> listener_;
 };
 
 }  // namespace kwd::supervisor

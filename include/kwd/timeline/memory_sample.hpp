@@ -25,6 +25,10 @@ struct MemorySample {
   std::int64_t gpu_device_used = kUnknown;  // all devices, all processes
   std::int64_t gpu_total = kUnknown;        // all devices
   std::int64_t unified_in_use = kUnknown;   // Apple: IOAccelerator in-use system memory
+
+  // Not series: the ceilings the limits are computed against (carried on every sample so
+  // the last one before death says what was in force).
+  std::int64_t mem_total = kUnknown;  // system MemTotal
 };
 
 struct SeriesField {

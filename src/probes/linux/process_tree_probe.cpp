@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -19,11 +20,33 @@ std::string pid_path(const std::string& proc, pid_t pid, const char* leaf) {
   return proc + "/" + std::to_string(pid) + "/" + leaf;
 }
 
+// RAII for opendir().
+struct DirCloser {
+  void operator()(DIR* d) const noexcept { ::closedir(d); }
+};
+
+// The last field of /proc/loadavg: the most recently created pid.
+pid_t newest_pid(int loadavg_fd) {
+  static thread_local std::string buf;
+  const auto text = pread_all(loadavg_fd, buf);
+  if (!text) return -1;
+  std::string_view t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' '))
+    t.remove_suffix(1);
+  const auto sp = t.rfind(' ');
+  if (sp != std::string_view::npos) t.remove_prefix(sp + 1);
+  pid_t pid = -1;
+  const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), pid);
+  return ec == std::errc() ? pid : -1;
+}
+
 }  // namespace
 
-ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options, std::string proc_root)
+ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options)
     : root_(options.kernel_pid),
-      proc_(std::move(proc_root)),
+      proc_(options.proc_root),
+      processes_(options.processes ? options.processes
+                                   : std::make_shared<KernelProcesses>(options.kernel_pid)),
       page_size_(::sysconf(_SC_PAGESIZE)),
       rescan_interval_ms_(options.tree_rescan_interval.count()),
       slow_interval_ms_(options.slow_interval.count()),
@@ -35,8 +58,12 @@ ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options, std::string proc
     return;
   }
   members_.emplace(root_, std::move(root));
-  reason_ = "procfs: RSS/threads at full rate, swap/PSS every " +
-            std::to_string(slow_interval_ms_) + " ms";
+  publish_members();
+  reason_ = "procfs: RSS/threads every sample, swap/PSS every " +
+            std::to_string(slow_interval_ms_) +
+            " ms, descendants rescanned when a process "
+            "was created (at most every " +
+            std::to_string(rescan_interval_ms_) + " ms)";
 }
 
 ProbeStatus ProcessTreeProbe::status() const {
@@ -55,67 +82,97 @@ bool ProcessTreeProbe::read_stat(pid_t pid, Member& m) {
   if (!st || st->state == 'Z' || st->state == 'X') return false;
   if (m.start_time == 0) {
     m.start_time = st->start_time;
-    m.comm = st->comm;
   } else if (m.start_time != st->start_time) {
     return false;  // the pid was reused by an unrelated process
   }
-  m.rss = st->rss_pages * page_size_;
-  m.peak_rss = std::max(m.peak_rss, m.rss);
-  m.threads = st->threads;
+  // comm changes on exec (the kernel starts as our cgroup-entering step), so it is re-read.
+  if (m.readings.comm != st->comm) m.readings.comm = st->comm;
+  m.readings.rss = st->rss_pages * page_size_;
+  m.readings.peak_rss = std::max(m.readings.peak_rss, m.readings.rss);
+  m.readings.threads = st->threads;
   return true;
 }
 
 void ProcessTreeProbe::read_slow(pid_t pid, Member& m) {
   if (const auto status = read_small_file(pid_path(proc_, pid, "status")))
-    m.swap = find_kb_field(*status, "VmSwap").value_or(0);
+    m.readings.swap = find_kb_field(*status, "VmSwap").value_or(0);
   if (const auto rollup = read_small_file(pid_path(proc_, pid, "smaps_rollup")))
-    m.pss = find_kb_field(*rollup, "Pss").value_or(-1);
+    m.readings.pss = find_kb_field(*rollup, "Pss").value_or(-1);
 }
 
 void ProcessTreeProbe::rescan_if_needed(std::int64_t now_ms) {
   if (last_rescan_ms_ >= 0 && now_ms - last_rescan_ms_ < rescan_interval_ms_) return;
-  // /proc/loadavg's last field is the most recently created pid: unchanged means no process
-  // was created anywhere since the last scan, so the tree cannot have gained a member.
-  static thread_local std::string buf;
-  std::string newest;
-  if (loadavg_fd_) {
-    if (const auto text = pread_all(loadavg_fd_.get(), buf)) {
-      const auto sp = text->rfind(' ');
-      newest = std::string(text->substr(sp == std::string_view::npos ? 0 : sp + 1));
-    }
-  }
   last_rescan_ms_ = now_ms;
-  if (!newest.empty() && newest == last_created_pid_) return;
+  // Unchanged newest pid: no process was created anywhere since the last scan, so the tree
+  // cannot have gained a member. Otherwise only pids above the previous newest are new,
+  // unless pid numbers wrapped around.
+  const pid_t newest = loadavg_fd_ ? newest_pid(loadavg_fd_.get()) : -1;
+  if (newest >= 0 && newest == last_created_pid_) return;
+  const bool wrapped = newest < last_created_pid_;
+  const pid_t created_after =
+      (newest < 0 || last_created_pid_ < 0 || wrapped) ? 0 : last_created_pid_;
   last_created_pid_ = newest;
-  rescan();
+  rescan(created_after);
 }
 
-void ProcessTreeProbe::rescan() {
+void ProcessTreeProbe::rescan(pid_t created_after) {
+  // ppid of every process created since the last scan (readdir lists thread-group leaders
+  // only, so threads never pass for children).
   std::unordered_map<pid_t, std::vector<pid_t>> children;
-  DIR* dir = ::opendir(proc_.c_str());
-  if (dir == nullptr) return;
-  while (const dirent* e = ::readdir(dir)) {
-    if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-    const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
-    const auto text = read_small_file(pid_path(proc_, pid, "stat"));
-    if (!text) continue;
-    if (const auto st = parse_proc_stat(*text)) children[st->ppid].push_back(pid);
+  {
+    std::unique_ptr<DIR, DirCloser> dir(::opendir(proc_.c_str()));
+    if (!dir) return;
+    while (const dirent* e = ::readdir(dir.get())) {
+      if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+      pid_t pid = 0;
+      const std::string_view name(e->d_name);
+      if (std::from_chars(name.data(), name.data() + name.size(), pid).ec != std::errc()) continue;
+      if (pid <= created_after || members_.contains(pid)) continue;
+      const auto text = read_small_file(pid_path(proc_, pid, "stat"));
+      if (!text) continue;
+      if (const auto st = parse_proc_stat(*text)) children[st->ppid].push_back(pid);
+    }
   }
-  ::closedir(dir);
-  std::vector<pid_t> frontier{root_};
-  std::unordered_set<pid_t> seen{root_};
+  // New members hang below current members, possibly several generations deep.
+  std::vector<pid_t> frontier;
+  for (const auto& [pid, m] : members_)
+    frontier.push_back(pid);
+  std::unordered_set<pid_t> seen(frontier.begin(), frontier.end());
+  bool changed = false;
   while (!frontier.empty()) {
     const pid_t parent = frontier.back();
     frontier.pop_back();
-    for (pid_t child : children[parent]) {
+    const auto it = children.find(parent);
+    if (it == children.end()) continue;
+    for (pid_t child : it->second) {
       if (!seen.insert(child).second) continue;
       frontier.push_back(child);
-      if (!members_.contains(child)) {
-        Member m;
-        if (read_stat(child, m)) members_.emplace(child, std::move(m));
+      Member m;
+      if (read_stat(child, m)) {
+        members_.emplace(child, std::move(m));
+        changed = true;
       }
     }
   }
+  if (changed) publish_members();
+}
+
+void ProcessTreeProbe::remember_departed(pid_t pid, const Member& m) {
+  Departed& d = departed_[departed_next_];
+  d.pid = pid;
+  d.last = m.readings;
+  d.seen_last_ms = m.seen_last_ms;
+  departed_next_ = (departed_next_ + 1) % departed_.size();
+  departed_count_ = std::min(departed_count_ + 1, departed_.size());
+  processes_->departed(pid);
+}
+
+void ProcessTreeProbe::publish_members() {
+  std::vector<pid_t> pids;
+  pids.reserve(members_.size());
+  for (const auto& [pid, m] : members_)
+    pids.push_back(pid);
+  processes_->set_members(std::move(pids));
 }
 
 void ProcessTreeProbe::sample(timeline::MemorySample& into) {
@@ -127,29 +184,48 @@ void ProcessTreeProbe::sample(timeline::MemorySample& into) {
 
   std::int64_t rss = 0, swap = 0, pss = 0, threads = 0;
   bool pss_known = true;
+  bool left = false;
   for (auto it = members_.begin(); it != members_.end();) {
     Member& m = it->second;
     if (!read_stat(it->first, m)) {
-      if (it->first != root_) departed_[it->first] = m.comm;
+      remember_departed(it->first, m);
       it = members_.erase(it);
+      left = true;
       continue;
     }
+    m.seen_last_ms = into.t_ms;
     if (slow_due) read_slow(it->first, m);
-    rss += m.rss;
-    swap += m.swap;
-    threads += m.threads;
-    if (m.pss < 0)
+    rss += m.readings.rss;
+    swap += m.readings.swap;
+    threads += m.readings.threads;
+    if (m.readings.pss < 0)
       pss_known = false;
     else
-      pss += m.pss;
+      pss += m.readings.pss;
     ++it;
   }
-  if (members_.empty()) return;  // the kernel is gone: leave the fields unknown
+  if (left) publish_members();
+  if (members_.empty()) return;  // the kernel and all its own are gone: fields stay unknown
   into.rss = rss;
   into.swap = swap;
   into.pss = pss_known ? pss : timeline::kUnknown;
   into.processes = static_cast<std::int64_t>(members_.size());
   into.threads = threads;
+}
+
+void ProcessTreeProbe::on_kernel_exit(const KernelExit& /*how*/) {
+  // read_stat() leaves the readings alone when the process is gone, so they are its last.
+  bool left = false;
+  for (auto it = members_.begin(); it != members_.end();) {
+    if (read_stat(it->first, it->second)) {
+      ++it;
+      continue;
+    }
+    remember_departed(it->first, it->second);
+    it = members_.erase(it);
+    left = true;
+  }
+  if (left) publish_members();
 }
 
 std::vector<pid_t> ProcessTreeProbe::members() const {
@@ -160,23 +236,35 @@ std::vector<pid_t> ProcessTreeProbe::members() const {
   return out;
 }
 
+std::vector<ProcessTreeProbe::Departed> ProcessTreeProbe::departed() const {
+  std::vector<Departed> out;
+  const std::size_t cap = departed_.size();
+  const std::size_t start = (departed_next_ + cap - departed_count_) % cap;
+  for (std::size_t i = 0; i < departed_count_; ++i)
+    out.push_back(departed_[(start + i) % cap]);
+  return out;
+}
+
 void ProcessTreeProbe::contribute(nlohmann::json& report) const {
+  using nlohmann::json;
+  const auto entry = [](pid_t pid, const Readings& r) {
+    json e = {{"pid", pid},     {"comm", r.comm},      {"rss", r.rss}, {"peak_rss", r.peak_rss},
+              {"swap", r.swap}, {"threads", r.threads}};
+    e["pss"] = r.pss >= 0 ? json(r.pss) : json(nullptr);
+    return e;
+  };
   auto& tree = report["process_tree"];
   tree["root_pid"] = root_;
-  auto& list = tree["members"] = nlohmann::json::array();
-  for (pid_t pid : members()) {
-    const Member& m = members_.at(pid);
-    list.push_back({{"pid", pid},
-                    {"comm", m.comm},
-                    {"rss", m.rss},
-                    {"peak_rss", m.peak_rss},
-                    {"swap", m.swap},
-                    {"threads", m.threads}});
-    if (m.pss >= 0) list.back()["pss"] = m.pss;
+  auto& list = tree["members"] = json::array();
+  for (pid_t pid : members())
+    list.push_back(entry(pid, members_.at(pid).readings));
+  auto& gone = tree["departed"] = json::array();
+  for (const auto& d : departed()) {
+    json e = entry(d.pid, d.last);
+    e["is_kernel"] = d.pid == root_;
+    e["last_seen_ms"] = d.seen_last_ms;
+    gone.push_back(std::move(e));
   }
-  auto& gone = tree["departed"] = nlohmann::json::array();
-  for (const auto& [pid, comm] : departed_)
-    gone.push_back({{"pid", pid}, {"comm", comm}});
 }
 
 }  // namespace kwd::probes::linux_proc

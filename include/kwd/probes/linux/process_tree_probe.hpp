@@ -2,11 +2,14 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "kwd/probes/kernel_processes.hpp"
 #include "kwd/probes/probe.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -16,21 +19,27 @@ namespace kwd::probes::linux_proc {
 // counts at full rate from /proc/PID/stat (kept open and re-read with pread), swap from
 // /proc/PID/status and PSS from /proc/PID/smaps_rollup at a lower rate. Descendants are
 // found by a /proc scan, done only when /proc/loadavg says a process was created since
-// the last one.
+// the last one, and then reading only the processes created since. Members that leave
+// (the kernel itself included) are kept with their last readings and peak.
 class ProcessTreeProbe final : public Probe {
  public:
-  explicit ProcessTreeProbe(const ProbeOptions& options, std::string proc_root = "/proc");
+  explicit ProcessTreeProbe(const ProbeOptions& options);
 
   [[nodiscard]] ProbeStatus status() const override;
   void sample(timeline::MemorySample& into) override;
   void contribute(nlohmann::json& report) const override;
+  // Members that are gone by now (the kernel first of all) move to `departed`.
+  void on_kernel_exit(const KernelExit& how) override;
 
   [[nodiscard]] std::vector<pid_t> members() const;
+  // Forces the next sample() to rescan /proc and read the slow fields (benchmarks).
+  void force_full_sample() {
+    last_rescan_ms_ = -1;
+    last_slow_ms_ = -1;
+    last_created_pid_ = -1;
+  }
 
- private:
-  struct Member {
-    util::UniqueFd stat_fd;
-    std::uint64_t start_time = 0;  // guards against pid reuse
+  struct Readings {
     std::string comm;
     std::int64_t rss = 0;
     std::int64_t peak_rss = 0;
@@ -38,23 +47,45 @@ class ProcessTreeProbe final : public Probe {
     std::int64_t pss = -1;
     std::int64_t threads = 0;
   };
+  struct Departed {
+    pid_t pid = 0;
+    Readings last;
+    std::int64_t seen_last_ms = 0;  // wall clock of the last successful reading
+  };
+  // The last members to leave, oldest first.
+  [[nodiscard]] std::vector<Departed> departed() const;
+
+  static constexpr std::size_t kDepartedKept = 32;
+
+ private:
+  struct Member {
+    util::UniqueFd stat_fd;
+    std::uint64_t start_time = 0;  // guards against pid reuse
+    Readings readings;
+    std::int64_t seen_last_ms = 0;
+  };
 
   void rescan_if_needed(std::int64_t now_ms);
-  void rescan();
+  void rescan(pid_t created_after);
   bool read_stat(pid_t pid, Member& m);
   void read_slow(pid_t pid, Member& m);
+  void remember_departed(pid_t pid, const Member& m);
+  void publish_members();
 
   pid_t root_;
   std::string proc_;
+  std::shared_ptr<KernelProcesses> processes_;
   std::int64_t page_size_;
   std::int64_t rescan_interval_ms_;
   std::int64_t slow_interval_ms_;
   std::int64_t last_rescan_ms_ = -1;
   std::int64_t last_slow_ms_ = -1;
-  std::string last_created_pid_;
+  pid_t last_created_pid_ = -1;
   util::UniqueFd loadavg_fd_;
   std::unordered_map<pid_t, Member> members_;
-  std::unordered_map<pid_t, std::string> departed_;  // descendants seen and gone, by comm
+  std::array<Departed, kDepartedKept> departed_{};
+  std::size_t departed_next_ = 0;
+  std::size_t departed_count_ = 0;
   bool available_ = true;
   std::string reason_;
 };

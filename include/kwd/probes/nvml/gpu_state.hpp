@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kwd/probes/nvml/nvml_library.hpp"
+
+namespace kwd::probes::nvml {
+
+// What NVML said about one device at the last GPU sample.
+struct GpuDeviceState {
+  unsigned int index = 0;
+  std::string name;
+  std::string uuid;
+  std::optional<DeviceMemory> memory;  // nullopt: NVML could not say (see problems)
+  bool processes_known = false;
+  std::vector<GpuProcess> processes;  // every compute process on the device, ours or not
+};
+
+// Everything the NVML worker publishes for the event loop.
+struct GpuState {
+  enum class Phase { starting, running, unavailable };
+  Phase phase = Phase::starting;
+  std::string reason;  // why unavailable, or what is read and how
+  std::string driver_version;
+  std::vector<GpuDeviceState> devices;
+  std::vector<std::string> problems;  // each distinct problem once, in order of appearance
+  std::int64_t sampled_at_ms = 0;     // wall clock of the last device sample
+};
+
+// An Xid (nvmlEventTypeXidCriticalError) as the worker received it. NVML does not say
+// which process caused it, so the processes on that device at that moment are kept.
+struct XidEvent {
+  std::int64_t t_ms = 0;  // wall clock when the event was delivered
+  unsigned long long xid = 0;
+  unsigned int device = 0;
+  std::vector<unsigned int> pids_on_device;
+};
+
+}  // namespace kwd::probes::nvml

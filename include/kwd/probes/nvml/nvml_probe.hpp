@@ -1,0 +1,69 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kwd/probes/kernel_processes.hpp"
+#include "kwd/probes/nvml/nvml_worker.hpp"
+#include "kwd/probes/probe.hpp"
+
+namespace kwd::probes::nvml {
+
+// NVIDIA GPUs through NVML, loaded with dlopen (no CUDA at build time). The library is
+// --nvml-library, else $KERNEL_WATCHDOG_NVML, else the dynamic linker's libnvidia-ml.so.1;
+// "no NVIDIA driver" and "no NVIDIA GPU" are normal states, reported as such. All NVML
+// calls happen on NvmlWorker's thread; on the loop this probe only copies what the worker
+// published and attributes it to the kernel's processes.
+class NvmlProbe final : public Probe {
+ public:
+  explicit NvmlProbe(const ProbeOptions& options);
+
+  [[nodiscard]] ProbeStatus status() const override;
+  void sample(timeline::MemorySample& into) override;
+  void contribute(nlohmann::json& report) const override;
+  void on_kernel_exit(const KernelExit& how) override;
+
+  // Tests and benchmarks: until the worker has loaded the library (or failed to).
+  bool wait_started(std::chrono::milliseconds timeout) { return worker_->wait_started(timeout); }
+
+  // The library a run uses: the option, else the environment, else the default search.
+  static std::filesystem::path library_path(const std::filesystem::path& option);
+
+  static constexpr std::size_t kXidKept = 64;
+  static constexpr std::size_t kProcessesKept = 64;
+
+ private:
+  struct TrackedProcess {
+    unsigned int pid = 0;
+    unsigned int device = 0;
+    std::optional<unsigned long long> used_memory;  // at the last sample it was seen
+    unsigned long long peak_used_memory = 0;
+    std::int64_t last_seen_ms = 0;
+  };
+  struct RecordedXid {
+    std::int64_t t_ms = 0;
+    unsigned long long xid = 0;
+    unsigned int device = 0;
+    std::optional<pid_t> pid;  // the kernel's process on that device, when there was one
+  };
+
+  void refresh();
+  void attribute(const XidEvent& event);
+
+  std::filesystem::path library_;  // empty: libnvidia-ml.so.1 from the linker's search
+  std::shared_ptr<KernelProcesses> processes_;
+  std::unique_ptr<NvmlWorker> worker_;
+  std::uint64_t generation_ = 0;
+  GpuState state_;
+  std::vector<XidEvent> incoming_;
+  std::vector<TrackedProcess> tracked_;  // the kernel's processes seen on a GPU
+  std::vector<RecordedXid> xids_;
+  std::uint64_t xids_dropped_ = 0;
+  std::int64_t gpu_used_ = -1, gpu_device_used_ = -1, gpu_total_ = -1;
+};
+
+}  // namespace kwd::probes::nvml

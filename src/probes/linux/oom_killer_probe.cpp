@@ -1,0 +1,142 @@
+#include "kwd/probes/linux/oom_killer_probe.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "kwd/probes/linux/cgroup_fs.hpp"
+#include "kwd/probes/linux/kernel_log.hpp"
+#include "kwd/util/clock.hpp"
+
+namespace kwd::probes::linux_proc {
+namespace {
+
+// How long to wait after a SIGKILL for the kernel's "Killed process" line.
+constexpr std::int64_t kGraceAfterKillMs = 300;
+
+}  // namespace
+
+OomKillerProbe::OomKillerProbe(const ProbeOptions& options, const std::string& kmsg_path)
+    : kmsg_(::open(kmsg_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)),
+      processes_(options.processes ? options.processes
+                                   : std::make_shared<KernelProcesses>(options.kernel_pid)) {
+  if (!kmsg_) {
+    reason_ = "cannot read " + kmsg_path + " (" + std::strerror(errno) +
+              "); OOM kills are seen only through the cgroup's counter";
+    return;
+  }
+  if (!options.cgroup_path.empty()) {
+    if (const auto cg = memory_cgroup_at(options.cgroup_path, options.proc_root))
+      exclusive_cgroup_path_ = cg->path;
+  }
+  // Only what happens from now on concerns this kernel.
+  ::lseek(kmsg_.get(), 0, SEEK_END);
+  reason_ = kmsg_path + ", read non-blocking every sample";
+}
+
+ProbeStatus OomKillerProbe::status() const {
+  return {"linux.oom_killer", kmsg_.valid(), reason_};
+}
+
+bool OomKillerProbe::ours(pid_t pid) const {
+  return processes_->belongs(pid) ||
+         std::find(adopted_.begin(), adopted_.end(), pid) != adopted_.end();
+}
+
+bool OomKillerProbe::drain() {
+  if (!kmsg_) return false;
+  bool found = false;
+  std::array<char, 8192> buf;  // a record is at most 1 KiB of text plus its dictionary
+  for (;;) {
+    const ssize_t n = ::read(kmsg_.get(), buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EPIPE) {  // the ring overwrote records before we read them
+        ++records_lost_;
+        continue;
+      }
+      break;  // EAGAIN: nothing more now
+    }
+    if (n == 0) break;
+    const auto record =
+        parse_kmsg_record(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+    if (!record) continue;
+    const auto oom = parse_oom_line(record->message);
+    if (!oom) continue;
+    if (oom->kind == OomLineKind::summary && !exclusive_cgroup_path_.empty() &&
+        adopted_.size() < kLinesKept && !ours(oom->pid) &&
+        record->message.find(",task_memcg=" + exclusive_cgroup_path_ + ",") !=
+            std::string_view::npos)
+      adopted_.push_back(oom->pid);
+    if (!ours(oom->pid)) {
+      if (oom->kind == OomLineKind::killed) ++other_kills_;
+      continue;
+    }
+    if (lines_.size() < kLinesKept) lines_.emplace_back(record->message);
+    if (oom->kind == OomLineKind::killed) {
+      if (std::find(killed_pids_.begin(), killed_pids_.end(), oom->pid) == killed_pids_.end())
+        killed_pids_.push_back(oom->pid);
+      found = true;
+    }
+  }
+  return found;
+}
+
+void OomKillerProbe::sample(timeline::MemorySample& /*into*/) {
+  drain();
+}
+
+void OomKillerProbe::on_kernel_exit(const KernelExit& how) {
+  const bool found = drain();
+  if (!kmsg_ || found || !how.signaled || how.signal != SIGKILL) return;
+  const auto root_named = [this] {
+    return std::find(killed_pids_.begin(), killed_pids_.end(), processes_->root()) !=
+           killed_pids_.end();
+  };
+  if (root_named()) return;
+  const std::int64_t deadline = util::steady_ms() + kGraceAfterKillMs;
+  for (std::int64_t now = util::steady_ms(); now < deadline; now = util::steady_ms()) {
+    pollfd p{kmsg_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(deadline - now)) <= 0) break;
+    drain();
+    if (root_named()) break;
+  }
+}
+
+void OomKillerProbe::contribute(nlohmann::json& report) const {
+  using nlohmann::json;
+  // The cgroup probe contributed before us.
+  std::int64_t delta = 0;
+  bool exclusive_cgroup = false;
+  json delta_field = nullptr;
+  if (const auto it = report.find("cgroup"); it != report.end() && it->is_object()) {
+    if (const auto d = it->find("oom_kill_delta"); d != it->end() && d->is_number_integer()) {
+      delta = d->get<std::int64_t>();
+      delta_field = delta;
+    }
+    exclusive_cgroup = it->value("created_by_watchdog", false);
+  }
+  // A counter rise is ours when the cgroup holds the kernel alone, when no log could tell
+  // otherwise, or when the log showed no kill of anything else meanwhile.
+  const bool counter_says = delta > 0 && (exclusive_cgroup || !kmsg_ || other_kills_ == 0);
+  const bool log_says = !killed_pids_.empty();
+  const bool kernel_itself =
+      std::find(killed_pids_.begin(), killed_pids_.end(), processes_->root()) != killed_pids_.end();
+  report["oom_evidence"] = {{"oom_killed", log_says || counter_says},
+                            {"cgroup_oom_kill_delta", delta_field},
+                            {"kernel_log", lines_},
+                            {"matched_pids", killed_pids_},
+                            {"kernel_pid_named", kernel_itself},
+                            {"kernel_log_readable", kmsg_.valid()},
+                            {"other_oom_kills_seen", other_kills_},
+                            {"kernel_log_records_lost", records_lost_}};
+}
+
+}  // namespace kwd::probes::linux_proc

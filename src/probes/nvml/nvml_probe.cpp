@@ -1,0 +1,152 @@
+#include "kwd/probes/nvml/nvml_probe.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+namespace kwd::probes::nvml {
+
+std::filesystem::path NvmlProbe::library_path(const std::filesystem::path& option) {
+  if (!option.empty()) return option;
+  if (const char* env = std::getenv("KERNEL_WATCHDOG_NVML"); env != nullptr && *env != '\0')
+    return env;
+  return {};
+}
+
+NvmlProbe::NvmlProbe(const ProbeOptions& options)
+    : library_(library_path(options.nvml_library)),
+      processes_(options.processes ? options.processes
+                                   : std::make_shared<KernelProcesses>(options.kernel_pid)),
+      worker_(std::make_unique<NvmlWorker>(library_, options.gpu_interval)) {
+  // Without a driver, dlopen fails in microseconds: wait that long so the start-up status is
+  // the real one. A driver that takes longer to initialise is not waited for.
+  if (worker_->wait_started(std::chrono::milliseconds(100))) refresh();
+}
+
+ProbeStatus NvmlProbe::status() const {
+  switch (state_.phase) {
+    case GpuState::Phase::running:
+      return {"nvml", true, state_.reason};
+    case GpuState::Phase::unavailable:
+      return {"nvml", false, state_.reason};
+    case GpuState::Phase::starting:
+      break;
+  }
+  return {"nvml", false, "NVML still loading (" + library_.string() + ")"};
+}
+
+void NvmlProbe::refresh() {
+  if (worker_->copy_if_newer(generation_, state_)) {
+    if (state_.phase != GpuState::Phase::running) return;
+    std::int64_t ours = 0, used = 0, total = 0;
+    bool any_processes_known = false;
+    for (const auto& dev : state_.devices) {
+      if (dev.memory) {
+        used += static_cast<std::int64_t>(dev.memory->used);
+        total += static_cast<std::int64_t>(dev.memory->total);
+      }
+      if (!dev.processes_known) continue;
+      any_processes_known = true;
+      for (const auto& p : dev.processes) {
+        if (!processes_->belongs(static_cast<pid_t>(p.pid))) continue;
+        if (p.used_memory) ours += static_cast<std::int64_t>(*p.used_memory);
+        auto it = std::find_if(tracked_.begin(), tracked_.end(), [&](const TrackedProcess& t) {
+          return t.pid == p.pid && t.device == dev.index;
+        });
+        if (it == tracked_.end()) {
+          if (tracked_.size() >= kProcessesKept) continue;
+          tracked_.push_back({p.pid, dev.index, std::nullopt, 0, 0});
+          it = tracked_.end() - 1;
+        }
+        it->used_memory = p.used_memory;
+        if (p.used_memory) it->peak_used_memory = std::max(it->peak_used_memory, *p.used_memory);
+        it->last_seen_ms = state_.sampled_at_ms;
+      }
+    }
+    const bool memory_known =
+        std::any_of(state_.devices.begin(), state_.devices.end(),
+                    [](const GpuDeviceState& d) { return d.memory.has_value(); });
+    gpu_used_ = any_processes_known ? ours : -1;
+    gpu_device_used_ = memory_known ? used : -1;
+    gpu_total_ = memory_known ? total : -1;
+  }
+  worker_->take_xid_events(incoming_);
+  for (const auto& e : incoming_)
+    attribute(e);
+  incoming_.clear();
+}
+
+void NvmlProbe::attribute(const XidEvent& event) {
+  RecordedXid rec{event.t_ms, event.xid, event.device, std::nullopt};
+  // Prefer who was on the device at the moment of the event; else the kernel's last known
+  // process on that device.
+  for (unsigned int pid : event.pids_on_device)
+    if (processes_->belongs(static_cast<pid_t>(pid))) {
+      rec.pid = static_cast<pid_t>(pid);
+      break;
+    }
+  if (!rec.pid) {
+    for (auto it = tracked_.rbegin(); it != tracked_.rend(); ++it)
+      if (it->device == event.device) {
+        rec.pid = static_cast<pid_t>(it->pid);
+        break;
+      }
+  }
+  if (xids_.size() < kXidKept)
+    xids_.push_back(rec);
+  else
+    ++xids_dropped_;
+}
+
+void NvmlProbe::sample(timeline::MemorySample& into) {
+  refresh();
+  if (gpu_used_ >= 0) into.gpu_used = gpu_used_;
+  if (gpu_device_used_ >= 0) into.gpu_device_used = gpu_device_used_;
+  if (gpu_total_ >= 0) into.gpu_total = gpu_total_;
+}
+
+void NvmlProbe::on_kernel_exit(const KernelExit& /*how*/) {
+  // The processes' last readings stay as they were; only late Xid events are collected.
+  worker_->take_xid_events(incoming_);
+  for (const auto& e : incoming_)
+    attribute(e);
+  incoming_.clear();
+}
+
+void NvmlProbe::contribute(nlohmann::json& report) const {
+  using nlohmann::json;
+  const auto st = status();
+  json gpu;
+  gpu["available"] = st.available;
+  gpu["reason"] = st.reason;
+  gpu["driver_version"] =
+      state_.driver_version.empty() ? json(nullptr) : json(state_.driver_version);
+  auto& devices = gpu["devices"] = json::array();
+  for (const auto& d : state_.devices) {
+    json dev = {{"index", d.index}, {"name", d.name}, {"uuid", d.uuid}};
+    dev["memory_total"] = d.memory ? json(d.memory->total) : json(nullptr);
+    dev["memory_used"] = d.memory ? json(d.memory->used) : json(nullptr);
+    dev["memory_free"] = d.memory ? json(d.memory->free) : json(nullptr);
+    devices.push_back(std::move(dev));
+  }
+  auto& procs = gpu["processes"] = json::array();
+  for (const auto& p : tracked_) {
+    procs.push_back({{"pid", p.pid},
+                     {"device", p.device},
+                     {"used_memory", p.used_memory ? json(*p.used_memory) : json(nullptr)},
+                     {"peak_used_memory", p.peak_used_memory},
+                     {"last_seen_ms", p.last_seen_ms}});
+  }
+  auto& xids = gpu["xid_events"] = json::array();
+  for (const auto& x : xids_) {
+    xids.push_back({{"t_ms", x.t_ms},
+                    {"xid", x.xid},
+                    {"device", x.device},
+                    {"pid", x.pid ? json(*x.pid) : json(nullptr)}});
+  }
+  gpu["problems"] = state_.problems;
+  gpu["sampled_at_ms"] = state_.sampled_at_ms > 0 ? json(state_.sampled_at_ms) : json(nullptr);
+  report["gpu"] = std::move(gpu);
+}
+
+}  // namespace kwd::probes::nvml

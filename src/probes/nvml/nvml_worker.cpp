@@ -1,0 +1,222 @@
+#include "kwd/probes/nvml/nvml_worker.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include "kwd/util/clock.hpp"
+
+namespace kwd::probes::nvml {
+namespace {
+
+// Frees an NVML event set before the library that made it is shut down.
+class EventSetOwner {
+ public:
+  EventSetOwner(const NvmlLibrary& lib, EventSet set) : lib_(lib), set_(set) {}
+  ~EventSetOwner() { lib_.free_event_set(set_); }
+  EventSetOwner(const EventSetOwner&) = delete;
+  EventSetOwner& operator=(const EventSetOwner&) = delete;
+  [[nodiscard]] EventSet get() const { return set_; }
+
+ private:
+  const NvmlLibrary& lib_;
+  EventSet set_;
+};
+
+}  // namespace
+
+NvmlWorker::NvmlWorker(std::filesystem::path library, std::chrono::milliseconds interval)
+    : library_(std::move(library)),
+      interval_(std::max(interval, std::chrono::milliseconds(10))),
+      thread_([this](const std::stop_token& stop) { run(stop); }) {}
+
+NvmlWorker::~NvmlWorker() {
+  thread_.request_stop();
+  wake_.notify_all();
+  // jthread joins on destruction.
+}
+
+bool NvmlWorker::copy_if_newer(std::uint64_t& generation, GpuState& into) {
+  std::lock_guard lock(mutex_);
+  if (generation_ == generation) return false;
+  into = published_;
+  generation = generation_;
+  return true;
+}
+
+void NvmlWorker::take_xid_events(std::vector<XidEvent>& into) {
+  std::lock_guard lock(mutex_);
+  if (xid_queue_.empty()) return;
+  std::move(xid_queue_.begin(), xid_queue_.end(), std::back_inserter(into));
+  xid_queue_.clear();
+}
+
+bool NvmlWorker::wait_started(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return wake_.wait_for(lock, timeout, [this] { return started_; });
+}
+
+void NvmlWorker::publish(const GpuState& state) {
+  {
+    std::lock_guard lock(mutex_);
+    published_ = state;
+    ++generation_;
+    if (state.phase != GpuState::Phase::starting) started_ = true;
+  }
+  wake_.notify_all();
+}
+
+void NvmlWorker::note_problem(GpuState& state, std::string problem) {
+  if (state.problems.size() >= 32) return;
+  if (std::find(state.problems.begin(), state.problems.end(), problem) == state.problems.end())
+    state.problems.push_back(std::move(problem));
+}
+
+void NvmlWorker::sample_devices(const NvmlLibrary& lib, std::vector<Device>& handles,
+                                GpuState& state, ProcessBuffer& buffer) {
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    GpuDeviceState& dev = state.devices[i];
+    const auto prefix = "device " + std::to_string(dev.index) + ": ";
+    const auto memory = lib.memory(handles[i]);
+    if (memory.ok()) {
+      dev.memory = memory.value;
+    } else {
+      dev.memory.reset();
+      note_problem(state, prefix + "memory info: " + lib.error_string(memory.code));
+    }
+    const Return rc = lib.compute_processes(handles[i], buffer, dev.processes);
+    dev.processes_known = rc == kSuccess;
+    if (rc != kSuccess) note_problem(state, prefix + "running processes: " + lib.error_string(rc));
+  }
+  state.sampled_at_ms = util::wall_ms();
+}
+
+void NvmlWorker::run(const std::stop_token& stop) {
+  GpuState state;
+  try {
+    std::string problem;
+    const auto lib = NvmlLibrary::load(library_, problem);
+    if (!lib) {
+      state.phase = GpuState::Phase::unavailable;
+      state.reason = problem;
+      publish(state);
+      return;
+    }
+    if (const auto version = lib->driver_version(); version.ok())
+      state.driver_version = version.value;
+    const auto count = lib->device_count();
+    if (!count.ok() || count.value == 0) {
+      state.phase = GpuState::Phase::unavailable;
+      state.reason = count.ok()
+                         ? "no NVIDIA GPU: NVML " + state.driver_version + " found no device"
+                         : "no NVIDIA GPU: nvmlDeviceGetCount: " + lib->error_string(count.code);
+      publish(state);
+      return;
+    }
+    std::vector<Device> handles;
+    for (unsigned int i = 0; i < count.value; ++i) {
+      const auto device = lib->device(i);
+      if (!device.ok()) {
+        // A device NVML cannot open (no permission, GPU lost) is left out; the others count.
+        note_problem(state, "device " + std::to_string(i) + ": " + lib->error_string(device.code));
+        continue;
+      }
+      GpuDeviceState dev;
+      dev.index = i;
+      if (const auto name = lib->name(device.value); name.ok()) dev.name = name.value;
+      if (const auto uuid = lib->uuid(device.value); uuid.ok()) dev.uuid = uuid.value;
+      handles.push_back(device.value);
+      state.devices.push_back(std::move(dev));
+    }
+
+    // Xid events: one set for every device that supports them.
+    std::optional<EventSetOwner> events;
+    std::string xid_note = "Xid events: ";
+    if (const auto set = lib->create_event_set(); set.ok()) {
+      events.emplace(*lib, set.value);
+      int registered = 0;
+      for (std::size_t i = 0; i < handles.size(); ++i) {
+        const Return rc = lib->register_xid_events(handles[i], set.value);
+        if (rc == kSuccess)
+          ++registered;
+        else
+          note_problem(state, "device " + std::to_string(state.devices[i].index) +
+                                  ": Xid events: " + lib->error_string(rc));
+      }
+      if (registered == 0) events.reset();
+      xid_note += registered == 0 ? "none registered"
+                                  : "waited for on " + std::to_string(registered) + " device(s)";
+    } else {
+      xid_note += "unavailable (" + lib->error_string(set.code) + ")";
+    }
+
+    ProcessBuffer buffer;
+    sample_devices(*lib, handles, state, buffer);
+    state.phase = GpuState::Phase::running;
+    const auto describe = [&] {
+      return "NVML " + (state.driver_version.empty() ? std::string("?") : state.driver_version) +
+             " via " + lib->path() + ": " + std::to_string(handles.size()) + " device(s) every " +
+             std::to_string(interval_.count()) + " ms; memory info " + lib->memory_api() +
+             ", running processes " + lib->processes_api() + "; " + xid_note;
+    };
+    state.reason = describe();
+    publish(state);
+
+    ProcessBuffer event_buffer;
+    std::vector<GpuProcess> on_device;
+    auto next_sample = util::steady_ms() + interval_.count();
+    while (!stop.stop_requested()) {
+      const auto now = util::steady_ms();
+      if (now >= next_sample) {
+        sample_devices(*lib, handles, state, buffer);
+        state.reason = describe();
+        publish(state);
+        do
+          next_sample += interval_.count();
+        while (next_sample <= now);
+        continue;
+      }
+      const auto slice =
+          static_cast<unsigned int>(std::min<std::int64_t>(next_sample - now, kWaitSliceMs));
+      if (!events) {
+        std::unique_lock lock(mutex_);
+        wake_.wait_for(lock, stop, std::chrono::milliseconds(slice), [] { return false; });
+        continue;
+      }
+      EventData data{};
+      const Return rc = lib->wait_event(events->get(), data, slice);
+      if (rc == kErrorTimeout) continue;
+      if (rc != kSuccess) {
+        note_problem(state, "nvmlEventSetWait: " + lib->error_string(rc));
+        std::unique_lock lock(mutex_);
+        wake_.wait_for(lock, stop, std::chrono::milliseconds(slice), [] { return false; });
+        continue;
+      }
+      if ((data.eventType & kEventTypeXidCriticalError) == 0) continue;
+      XidEvent xid;
+      xid.t_ms = util::wall_ms();
+      xid.xid = data.eventData;
+      const auto at = std::find(handles.begin(), handles.end(), data.device);
+      xid.device = at == handles.end()
+                       ? 0u
+                       : state.devices[static_cast<std::size_t>(at - handles.begin())].index;
+      // Who was on the device when it faulted: NVML's event does not say.
+      if (at != handles.end() && lib->compute_processes(*at, event_buffer, on_device) == kSuccess)
+        for (const auto& p : on_device)
+          xid.pids_on_device.push_back(p.pid);
+      {
+        std::lock_guard lock(mutex_);
+        if (xid_queue_.size() < kXidQueued)
+          xid_queue_.push_back(std::move(xid));
+        else
+          ++xid_dropped_;
+      }
+    }
+  } catch (const std::exception& e) {
+    // Nothing may leave the thread; the probe reports what happened.
+    state.phase = GpuState::Phase::unavailable;
+    state.reason = std::string("NVML probe stopped: ") + e.what();
+    publish(state);
+  }
+}
+
+}  // namespace kwd::probes::nvml

@@ -1,0 +1,211 @@
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "kwd/platform/linux/kernel_cgroup.hpp"
+#include "kwd/probes/linux/cgroup_fs.hpp"
+#include "kwd/probes/linux/cgroup_probe.hpp"
+#include "kwd/probes/linux/oom_killer_probe.hpp"
+#include "kwd/probes/linux/procfs.hpp"
+
+using namespace kwd::probes;
+using namespace kwd::probes::linux_proc;
+namespace cg = kwd::platform::linux_cgroup;
+
+TEST_CASE("mountinfo: the v1 memory hierarchy and the unified one") {
+  const auto m = parse_cgroup_mounts(
+      "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+      "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+      "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n");
+  REQUIRE(m.v1_memory);
+  CHECK(m.v1_memory->mount_point == "/sys/fs/cgroup/memory");
+  REQUIRE(m.v2);
+  CHECK(m.v2->mount_point == "/sys/fs/cgroup/unified");
+
+  const auto v2only = parse_cgroup_mounts(
+      "25 30 0:23 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
+      "26 30 0:24 /docker/abc /my\\040mount rw - cgroup cgroup rw,cpu,memory\n");
+  REQUIRE(v2only.v2);
+  CHECK(v2only.v2->mount_point == "/sys/fs/cgroup");
+  REQUIRE(v2only.v1_memory);
+  CHECK(v2only.v1_memory->root == "/docker/abc");
+  CHECK(v2only.v1_memory->mount_point == "/my mount");
+}
+
+TEST_CASE("/proc/PID/cgroup and the directories it names") {
+  const auto where = parse_proc_cgroup(
+      "9:name=systemd:/\n5:cpu,memory:/process_api/abc\n0::/user.slice/app:1.scope\n");
+  REQUIRE(where.v1_memory);
+  CHECK(*where.v1_memory == "/process_api/abc");
+  REQUIRE(where.v2);
+  CHECK(*where.v2 == "/user.slice/app:1.scope");
+  CHECK(cgroup_dir({"/", "/sys/fs/cgroup"}, "/a/b") == "/sys/fs/cgroup/a/b");
+  CHECK(cgroup_dir({"/", "/sys/fs/cgroup"}, "/") == "/sys/fs/cgroup");
+  CHECK(cgroup_dir({"/docker/abc", "/sys/fs/cgroup/memory"}, "/docker/abc/x") ==
+        "/sys/fs/cgroup/memory/x");
+  CHECK_FALSE(cgroup_dir({"/docker/abc", "/m"}, "/other"));
+  CHECK_FALSE(cgroup_dir({"/docker/abc", "/m"}, "/docker/abcdef"));
+}
+
+TEST_CASE("cgroup control files") {
+  const auto events =
+      parse_flat_keyed("low 0\nhigh 12\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n");
+  CHECK(events.at("high") == 12);
+  CHECK(events.at("oom_kill") == 1);
+  CHECK(parse_flat_keyed("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n").at("oom_kill") == 2);
+  CHECK_FALSE(parse_memory_limit("max\n"));
+  CHECK_FALSE(parse_memory_limit("9223372036854771712\n"));  // v1's "unlimited", 4 KiB pages
+  CHECK(parse_memory_limit("314572800\n") == 314572800);
+  CHECK(parse_number("1234\n") == 1234);
+  CHECK_FALSE(parse_number("12x"));
+}
+
+TEST_CASE("this process's memory cgroup is found") {
+  const auto mine = memory_cgroup_of(::getpid());
+  REQUIRE(mine);  // this machine: cgroup v1 memory controller at /sys/fs/cgroup/memory
+  struct stat st {};
+  CHECK(::stat(mine->dir.c_str(), &st) == 0);
+  CHECK(mine->dir.starts_with(mine->top_dir));
+  const auto again = memory_cgroup_at(mine->dir);
+  REQUIRE(again);
+  CHECK(again->path == mine->path);
+  CHECK(again->version == mine->version);
+}
+
+TEST_CASE("a kernel cgroup is made with its limit and removed with what is left in it") {
+  auto cgroup = cg::KernelCgroup::create(64u << 20);
+  struct stat st {};
+  REQUIRE(::stat(cgroup.dir().c_str(), &st) == 0);
+  const auto limit_file =
+      cgroup.dir() + (cgroup.version() == 2 ? "/memory.max" : "/memory.limit_in_bytes");
+  CHECK(parse_memory_limit(*read_small_file(limit_file)) == (64 << 20));
+
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    for (;;)
+      ::pause();
+  }
+  cgroup.add(child);
+  const auto where = read_small_file("/proc/" + std::to_string(child) + "/cgroup");
+  REQUIRE(where);
+  const auto probe_view = memory_cgroup_of(child);
+  REQUIRE(probe_view);
+  CHECK(probe_view->dir == cgroup.dir());
+
+  // remove() kills what is left (the kernel's orphans) and removes the directory.
+  const std::string dir = cgroup.dir();
+  CHECK(cgroup.remove().empty());
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  CHECK(::stat(dir.c_str(), &st) != 0);
+}
+
+TEST_CASE("stale cgroups of dead watchdogs are swept") {
+  const auto mine = memory_cgroup_of(::getpid());
+  REQUIRE(mine);
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = mine->dir + "/kernel-watchdog-" + std::to_string(dead);
+  REQUIRE(::mkdir(stale.c_str(), 0755) == 0);
+  CHECK(cg::sweep_stale_cgroups(mine->dir) >= 1);
+  struct stat st {};
+  CHECK(::stat(stale.c_str(), &st) != 0);
+}
+
+TEST_CASE(
+    "a real OOM kill in a kernel cgroup: the counter rises and the kernel log names the pid") {
+  auto cgroup = cg::KernelCgroup::create(32u << 20);
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  const pid_t victim = ::fork();
+  REQUIRE(victim >= 0);
+  if (victim == 0) {
+    char c;
+    (void)!::read(go[0], &c, 1);
+    // Touch twice the limit: the memory cgroup's OOM killer ends this process.
+    const std::size_t size = 64u << 20;
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    std::memset(p, 1, size);
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  cgroup.add(victim);
+
+  ProbeOptions options;
+  options.kernel_pid = victim;
+  options.cgroup_path = cgroup.dir();
+  options.processes = std::make_shared<KernelProcesses>(victim);
+  CgroupProbe cgroup_probe(options);
+  OomKillerProbe oom_probe(options);
+  REQUIRE(cgroup_probe.status().available);
+
+  REQUIRE(::write(go[1], "x", 1) == 1);
+  ::close(go[1]);
+  int status = 0;
+  REQUIRE(::waitpid(victim, &status, 0) == victim);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+
+  const KernelExit how{true, SIGKILL};
+  cgroup_probe.on_kernel_exit(how);
+  oom_probe.on_kernel_exit(how);
+  nlohmann::json report;
+  cgroup_probe.contribute(report);
+  oom_probe.contribute(report);
+  INFO(report.dump(2));
+  CHECK(report["cgroup"]["created_by_watchdog"] == true);
+  CHECK(report["cgroup"]["limit"] == (32 << 20));
+  CHECK(report["cgroup"]["oom_kill_delta"] == 1);
+  CHECK(report["oom_evidence"]["oom_killed"] == true);
+  CHECK(report["oom_evidence"]["cgroup_oom_kill_delta"] == 1);
+  if (oom_probe.status().available) {  // /dev/kmsg is readable here (root)
+    CHECK(report["oom_evidence"]["matched_pids"] == nlohmann::json::array({victim}));
+    CHECK(report["oom_evidence"]["kernel_pid_named"] == true);
+    bool named = false;
+    for (const auto& line : report["oom_evidence"]["kernel_log"])
+      named |= line.get<std::string>().find("Killed process " + std::to_string(victim)) !=
+               std::string::npos;
+    CHECK(named);
+  }
+  CHECK(cgroup.remove().empty());
+}
+
+TEST_CASE("a SIGKILL without memory pressure is no OOM evidence") {
+  auto cgroup = cg::KernelCgroup::create(256u << 20);
+  const pid_t victim = ::fork();
+  REQUIRE(victim >= 0);
+  if (victim == 0) {
+    for (;;)
+      ::pause();
+  }
+  cgroup.add(victim);
+  ProbeOptions options;
+  options.kernel_pid = victim;
+  options.cgroup_path = cgroup.dir();
+  options.processes = std::make_shared<KernelProcesses>(victim);
+  CgroupProbe cgroup_probe(options);
+  OomKillerProbe oom_probe(options);
+  ::kill(victim, SIGKILL);
+  ::waitpid(victim, nullptr, 0);
+  cgroup_probe.on_kernel_exit({true, SIGKILL});
+  oom_probe.on_kernel_exit({true, SIGKILL});  // waits its grace period for a line that never comes
+  nlohmann::json report;
+  cgroup_probe.contribute(report);
+  oom_probe.contribute(report);
+  CHECK(report["cgroup"]["oom_kill_delta"] == 0);
+  CHECK(report["oom_evidence"]["oom_killed"] == false);
+  CHECK(report["oom_evidence"]["kernel_log"].empty());
+  CHECK(report["oom_evidence"]["matched_pids"].empty());
+  CHECK(cgroup.remove().empty());
+}

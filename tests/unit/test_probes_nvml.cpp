@@ -1,0 +1,252 @@
+// The NVML probe against the fake libnvidia-ml.so.1 that tests/fakes builds (NVML's ABI,
+// readings scripted here), loaded through the probe's own dlopen path.
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "kwd/probes/nvml/nvml_library.hpp"
+#include "kwd/probes/nvml/nvml_probe.hpp"
+#include "kwd/util/clock.hpp"
+
+using namespace kwd::probes;
+using namespace kwd::probes::nvml;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kCurrent = fs::path(KWD_FAKE_NVML_DIR) / "current" / "libnvidia-ml.so.1";
+const fs::path kLegacy = fs::path(KWD_FAKE_NVML_DIR) / "legacy" / "libnvidia-ml.so.1";
+
+// A script file for the fake, and the call log it writes; both removed afterwards. The
+// environment is set before any NVML thread starts and left alone while one runs.
+class FakeScript {
+ public:
+  explicit FakeScript(const std::string& text) {
+    dir_ = fs::temp_directory_path() /
+           ("kwd-fake-nvml-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fs::create_directories(dir_);
+    write(text);
+    ::setenv("FAKE_NVML_SCRIPT", (dir_ / "script").c_str(), 1);
+    ::setenv("FAKE_NVML_LOG", (dir_ / "log").c_str(), 1);
+  }
+  ~FakeScript() {
+    ::unsetenv("FAKE_NVML_SCRIPT");
+    ::unsetenv("FAKE_NVML_LOG");
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // Replaces the script atomically, as the integration tests do.
+  void write(const std::string& text) const {
+    const auto tmp = dir_ / "script.tmp";
+    std::ofstream(tmp) << text;
+    fs::rename(tmp, dir_ / "script");
+  }
+  [[nodiscard]] std::string log() const {
+    std::ifstream in(dir_ / "log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  fs::path dir_;
+  static inline int counter_ = 0;
+};
+
+const std::string kTwoDevices =
+    "driver=550.54.15\n"
+    "device.0.name=NVIDIA H100 80GB HBM3\n"
+    "device.0.uuid=GPU-11111111-2222-3333-4444-555555555555\n"
+    "device.0.total=85899345920\n"
+    "device.0.used=4294967296\n"
+    "device.0.reserved=536870912\n"
+    "device.1.name=NVIDIA A100-SXM4-40GB\n"
+    "device.1.uuid=GPU-66666666-7777-8888-9999-000000000000\n"
+    "device.1.total=42949672960\n"
+    "device.1.used=1073741824\n";
+
+}  // namespace
+
+TEST_CASE("NVML: no library at all is 'no NVIDIA driver'") {
+  std::string problem;
+  const auto lib = NvmlLibrary::load("/nonexistent/libnvidia-ml.so.1", problem);
+  CHECK_FALSE(lib);
+  CHECK(problem.starts_with("no NVIDIA driver"));
+  CHECK(problem.find("/nonexistent/libnvidia-ml.so.1") != std::string::npos);
+}
+
+TEST_CASE("NVML: DRIVER_NOT_LOADED from nvmlInit is 'no NVIDIA driver'") {
+  FakeScript script("init=9\n");
+  std::string problem;
+  const auto lib = NvmlLibrary::load(kCurrent, problem);
+  CHECK_FALSE(lib);
+  CHECK(problem.find("no NVIDIA driver") == 0);
+  CHECK(problem.find("Driver Not Loaded") != std::string::npos);
+  CHECK(script.log().find("nvmlInit_v2 9") != std::string::npos);
+}
+
+TEST_CASE("NVML: a current driver answers through the v2 memory struct and _v3 processes") {
+  FakeScript script(kTwoDevices +
+                    "device.0.process=4242:3221225472\ndevice.0.filler_processes=100\n");
+  std::string problem;
+  const auto lib = NvmlLibrary::load(kCurrent, problem);
+  REQUIRE(lib);
+  CHECK(lib->driver_version().value == "550.54.15");
+  REQUIRE(lib->device_count().value == 2);
+  const auto dev0 = lib->device(0);
+  REQUIRE(dev0.ok());
+  CHECK(lib->name(dev0.value).value == "NVIDIA H100 80GB HBM3");
+  CHECK(lib->uuid(dev0.value).value == "GPU-11111111-2222-3333-4444-555555555555");
+
+  const auto mem = lib->memory(dev0.value);
+  REQUIRE(mem.ok());
+  CHECK(lib->memory_api() == "v2");
+  CHECK(mem.value.total == 85899345920ull);
+  CHECK(mem.value.used == 4294967296ull);  // v2 keeps the reserved memory apart
+  CHECK(mem.value.free == 85899345920ull - 4294967296ull - 536870912ull);
+
+  ProcessBuffer buffer;
+  std::vector<GpuProcess> processes;
+  REQUIRE(lib->compute_processes(dev0.value, buffer, processes) == kSuccess);
+  CHECK(lib->processes_api() == "v3");
+  REQUIRE(processes.size() == 101);  // more than the first buffer held
+  CHECK(processes[0].pid == 4242);
+  CHECK(processes[0].used_memory == 3221225472ull);
+  // The buffer grew after NVML said INSUFFICIENT_SIZE, then the call succeeded.
+  const auto log = script.log();
+  CHECK(log.find("nvmlDeviceGetComputeRunningProcesses_v3 7") != std::string::npos);
+  CHECK(log.find("nvmlDeviceGetComputeRunningProcesses_v3 0") != std::string::npos);
+  CHECK(log.find("nvmlDeviceGetMemoryInfo_v2 0") != std::string::npos);
+  CHECK(log.find("nvmlDeviceGetMemoryInfo_v2 25") == std::string::npos);  // version word right
+}
+
+TEST_CASE("NVML: an old driver without _v2/_v3 entry points is read through v1") {
+  FakeScript script(kTwoDevices + "device.1.process=777:na\n");
+  std::string problem;
+  const auto lib = NvmlLibrary::load(kLegacy, problem);
+  REQUIRE(lib);
+  const auto dev1 = lib->device(1);
+  REQUIRE(dev1.ok());
+  const auto mem = lib->memory(dev1.value);
+  REQUIRE(mem.ok());
+  CHECK(lib->memory_api() == "v1");
+  CHECK(mem.value.used == 1073741824ull);
+  ProcessBuffer buffer;
+  std::vector<GpuProcess> processes;
+  REQUIRE(lib->compute_processes(dev1.value, buffer, processes) == kSuccess);
+  CHECK(lib->processes_api() == "v1");
+  REQUIRE(processes.size() == 1);
+  CHECK(processes[0].pid == 777);
+  CHECK_FALSE(processes[0].used_memory);  // NVML_VALUE_NOT_AVAILABLE
+  CHECK(script.log().find("nvmlInit 0") != std::string::npos);
+}
+
+TEST_CASE("NVML: NOT_SUPPORTED answers are reported, not fatal") {
+  FakeScript script(kTwoDevices + "device.1.memory=3\ndevice.1.processes=3\n");
+  std::string problem;
+  const auto lib = NvmlLibrary::load(kCurrent, problem);
+  REQUIRE(lib);
+  const auto dev1 = lib->device(1);
+  CHECK(lib->memory(dev1.value).code == kErrorNotSupported);
+  ProcessBuffer buffer;
+  std::vector<GpuProcess> processes;
+  CHECK(lib->compute_processes(dev1.value, buffer, processes) == kErrorNotSupported);
+  CHECK(lib->error_string(kErrorNotSupported) == "Not Supported");
+  // The other device is unaffected.
+  CHECK(lib->memory(lib->device(0).value).ok());
+}
+
+TEST_CASE("NVML probe: per-device and per-process memory, Xid attributed to the kernel's pid") {
+  const pid_t me = ::getpid();
+  FakeScript script(kTwoDevices + "device.0.process=" + std::to_string(me) +
+                    ":2147483648\ndevice.0.process=999999:1000\ndevice.1.memory=3\n");
+  ProbeOptions options;
+  options.kernel_pid = me;
+  options.processes = std::make_shared<KernelProcesses>(me);
+  options.nvml_library = kCurrent;
+  options.gpu_interval = 50ms;
+  NvmlProbe probe(options);
+  REQUIRE(probe.wait_started(5s));
+
+  kwd::timeline::MemorySample s;
+  probe.sample(s);
+  REQUIRE(probe.status().available);
+  CHECK(probe.status().reason.find("memory info v2, running processes v3") != std::string::npos);
+  CHECK(s.gpu_used == 2147483648);         // ours only, not pid 999999's
+  CHECK(s.gpu_device_used == 4294967296);  // device 1 could not say
+  CHECK(s.gpu_total == 85899345920);
+
+  const auto before = kwd::util::wall_ms();
+  script.write(kTwoDevices + "device.0.process=" + std::to_string(me) +
+               ":2147483648\ndevice.1.memory=3\nxid=0:31\n");
+  nlohmann::json report;
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(10ms);
+    probe.sample(s);
+    report = nlohmann::json::object();
+    probe.contribute(report);
+    if (!report["gpu"]["xid_events"].empty()) break;
+  }
+  const auto after = kwd::util::wall_ms();
+  probe.on_kernel_exit({true, SIGKILL});
+  report = nlohmann::json::object();
+  probe.contribute(report);
+  INFO(report.dump(2));
+  const auto& gpu = report["gpu"];
+  CHECK(gpu["available"] == true);
+  CHECK(gpu["driver_version"] == "550.54.15");
+  REQUIRE(gpu["devices"].size() == 2);
+  CHECK(gpu["devices"][0]["memory_total"] == 85899345920ull);
+  CHECK(gpu["devices"][0]["memory_used"] == 4294967296ull);
+  CHECK(gpu["devices"][1]["memory_total"].is_null());
+  REQUIRE(gpu["processes"].size() == 1);
+  CHECK(gpu["processes"][0]["pid"] == me);
+  CHECK(gpu["processes"][0]["used_memory"] == 2147483648ull);
+  REQUIRE(gpu["xid_events"].size() == 1);
+  CHECK(gpu["xid_events"][0]["xid"] == 31);
+  CHECK(gpu["xid_events"][0]["device"] == 0);
+  CHECK(gpu["xid_events"][0]["pid"] == me);
+  CHECK(gpu["xid_events"][0]["t_ms"].get<std::int64_t>() >= before);
+  CHECK(gpu["xid_events"][0]["t_ms"].get<std::int64_t>() <= after);
+  bool said = false;
+  for (const auto& p : gpu["problems"])
+    said |= p.get<std::string>() == "device 1: memory info: Not Supported";
+  CHECK(said);
+}
+
+TEST_CASE("NVML probe: no driver is a normal, reported state") {
+  FakeScript script("init=9\n");
+  ProbeOptions options;
+  options.kernel_pid = ::getpid();
+  options.nvml_library = kCurrent;
+  NvmlProbe probe(options);
+  REQUIRE(probe.wait_started(5s));
+  kwd::timeline::MemorySample s;
+  probe.sample(s);
+  CHECK_FALSE(probe.status().available);
+  CHECK(probe.status().reason.find("no NVIDIA driver") == 0);
+  CHECK(s.gpu_used == kwd::timeline::kUnknown);
+  nlohmann::json report;
+  probe.contribute(report);
+  CHECK(report["gpu"]["available"] == false);
+  CHECK(report["gpu"]["devices"].empty());
+  CHECK(report["gpu"]["xid_events"].empty());
+}
+
+TEST_CASE("NVML probe: the library path comes from the option, else the environment") {
+  ::setenv("KERNEL_WATCHDOG_NVML", "/from/env/libnvidia-ml.so.1", 1);
+  CHECK(NvmlProbe::library_path("/from/option.so") == "/from/option.so");
+  CHECK(NvmlProbe::library_path("") == "/from/env/libnvidia-ml.so.1");
+  ::unsetenv("KERNEL_WATCHDOG_NVML");
+  CHECK(NvmlProbe::library_path("").empty());
+}

@@ -1,0 +1,143 @@
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kwd/probes/linux/process_tree_probe.hpp"
+#include "kwd/util/clock.hpp"
+
+using namespace kwd::probes;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::size_t kHeld = 48u << 20;
+
+// A real little tree: a child that forks a grandchild holding 48 MiB of touched memory.
+// The pipe says when the grandchild has touched it.
+struct Tree {
+  pid_t child = -1;
+  pid_t grandchild = -1;
+
+  Tree() {
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      const pid_t g = ::fork();
+      if (g == 0) {
+        void* p =
+            ::mmap(nullptr, kHeld, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        std::memset(p, 1, kHeld);
+        const pid_t me = ::getpid();
+        (void)!::write(ready[1], &me, sizeof me);
+        for (;;)
+          ::pause();
+      }
+      for (;;)
+        ::pause();
+    }
+    ::close(ready[1]);
+    REQUIRE(::read(ready[0], &grandchild, sizeof grandchild) == sizeof grandchild);
+    ::close(ready[0]);
+  }
+  ~Tree() {
+    // Never kill(-1, ...): that would signal every process we may signal.
+    if (grandchild > 0) ::kill(grandchild, SIGKILL);
+    if (child > 0) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+    }
+  }
+};
+
+kwd::timeline::MemorySample sample_now(Probe& p) {
+  kwd::timeline::MemorySample s;
+  s.t_ms = kwd::util::wall_ms();
+  p.sample(s);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the process tree counts every descendant's memory") {
+  Tree tree;
+  ProbeOptions options;
+  options.kernel_pid = tree.child;
+  options.processes = std::make_shared<KernelProcesses>(tree.child);
+  options.tree_rescan_interval = 0ms;
+  linux_proc::ProcessTreeProbe probe(options);
+  REQUIRE(probe.status().available);
+
+  const auto s = sample_now(probe);
+  const auto members = probe.members();
+  CHECK(members.size() == 2);
+  CHECK(std::find(members.begin(), members.end(), tree.grandchild) != members.end());
+  CHECK(options.processes->is_member(tree.grandchild));
+  CHECK(s.processes == 2);
+  CHECK(s.threads == 2);
+  CHECK(s.rss >= static_cast<std::int64_t>(kHeld));
+  CHECK(s.pss >= static_cast<std::int64_t>(kHeld));  // the first sample reads PSS too
+  CHECK(s.swap == 0);
+
+  nlohmann::json report;
+  probe.contribute(report);
+  CHECK(report["process_tree"]["root_pid"] == tree.child);
+  CHECK(report["process_tree"]["members"].size() == 2);
+}
+
+TEST_CASE("members that leave are kept with their last readings and peak, the kernel too") {
+  Tree tree;
+  ProbeOptions options;
+  options.kernel_pid = tree.child;
+  options.processes = std::make_shared<KernelProcesses>(tree.child);
+  options.tree_rescan_interval = 0ms;
+  linux_proc::ProcessTreeProbe probe(options);
+  sample_now(probe);
+
+  ::kill(tree.grandchild, SIGKILL);
+  // The grandchild is the child's to reap, and the child is paused: it stays a zombie, which
+  // counts as gone.
+  for (int i = 0; i < 100 && probe.members().size() > 1; ++i) {
+    std::this_thread::sleep_for(10ms);
+    sample_now(probe);
+  }
+  REQUIRE(probe.members().size() == 1);
+  auto gone = probe.departed();
+  REQUIRE(gone.size() == 1);
+  CHECK(gone[0].pid == tree.grandchild);
+  CHECK(gone[0].last.peak_rss >= static_cast<std::int64_t>(kHeld));
+  CHECK(options.processes->belongs(tree.grandchild));
+  CHECK_FALSE(options.processes->is_member(tree.grandchild));
+
+  ::kill(tree.child, SIGKILL);
+  ::waitpid(tree.child, nullptr, 0);
+  probe.on_kernel_exit({true, SIGKILL});
+  CHECK(probe.members().empty());
+  gone = probe.departed();
+  REQUIRE(gone.size() == 2);
+  CHECK(gone[1].pid == tree.child);
+  CHECK(gone[1].last.rss > 0);  // its last reading, not a zero from after death
+  nlohmann::json report;
+  probe.contribute(report);
+  CHECK(report["process_tree"]["departed"][1]["is_kernel"] == true);
+  CHECK(report["process_tree"]["departed"][0]["peak_rss"].get<std::int64_t>() >=
+        static_cast<std::int64_t>(kHeld));
+  tree.child = tree.grandchild = 0;  // both gone: the destructor leaves them alone
+}
+
+TEST_CASE("the departed list has a fixed size") {
+  KernelProcesses processes(1);
+  for (pid_t p = 100; p < 100 + static_cast<pid_t>(KernelProcesses::kDepartedKept) + 10; ++p)
+    processes.departed(p);
+  CHECK_FALSE(processes.belongs(100));
+  CHECK(processes.belongs(109 + static_cast<pid_t>(KernelProcesses::kDepartedKept)));
+  CHECK(processes.belongs(1));  // the root always belongs
+}
