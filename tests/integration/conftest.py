@@ -165,3 +165,20 @@ def start_kernel(jupyter_env):
     yield _start
     for k in started:
         k.close()
+
+
+def wrap_kernelspec(jupyter_env, name, *run_options):
+    """Another wrapped copy of Debian's python3 kernelspec in the test's Jupyter path, whose
+    argv passes `run_options` to `kernel-watchdog run` (e.g. "--memory-limit=300M")."""
+    kwd("kernelspec", "wrap", PLAIN, "--prefix", jupyter_env["prefix"], "--name", name,
+        *[f"--run-option={o}" for o in run_options])
+    return name
+
+
+def process_rss(pid):
+    """Resident set size of one process, in bytes, from /proc (what `ps` shows)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
