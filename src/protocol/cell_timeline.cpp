@@ -7,19 +7,28 @@ namespace kwd::protocol {
 CellTimeline::CellTimeline(std::size_t keep_last, std::size_t max_code_bytes)
     : keep_last_(keep_last), max_code_bytes_(max_code_bytes) {}
 
-void CellTimeline::start(std::string request_id, std::int64_t execution_count,
-                         std::string_view code, std::int64_t now_ms) {
-  // An execute_input while another cell is in flight: that one's idle was never seen.
+void CellTimeline::request_started(std::string request_id, std::int64_t now_ms) {
+  if (in_flight_ && in_flight_->request_id == request_id) return;
+  // Another cell still in flight: its idle was never seen.
   if (in_flight_) finish(now_ms, "unknown");
   Cell cell;
   cell.request_id = std::move(request_id);
-  cell.execution_count = execution_count;
-  cell.code_truncated = code.size() > max_code_bytes_;
-  cell.code.assign(code.substr(0, max_code_bytes_));
   cell.started_at_ms = now_ms;
   cell.rss_start = latest_rss_;
   cell.rss_peak = latest_rss_;
   in_flight_ = std::move(cell);
+}
+
+void CellTimeline::start(std::string request_id, std::int64_t execution_count,
+                         std::string_view code, std::int64_t now_ms) {
+  if (!in_flight_ || in_flight_->request_id != request_id || in_flight_->input_seen)
+    request_started(std::move(request_id), now_ms);  // its busy was missed
+  Cell& cell = *in_flight_;
+  cell.input_seen = true;
+  cell.execution_count = execution_count;
+  cell.code_truncated = code.size() > max_code_bytes_;
+  cell.code.assign(code.substr(0, max_code_bytes_));
+  last_count_ = std::max(last_count_, execution_count);
   ++started_;
 }
 
@@ -30,13 +39,15 @@ void CellTimeline::end(const std::string& request_id, std::int64_t now_ms) {
 void CellTimeline::finish(std::int64_t now_ms, const char* status_if_running) {
   Cell cell = std::move(*in_flight_);
   in_flight_.reset();
+  if (!cell.input_seen) return;  // a silent execution, not a cell anyone sees
   cell.ended_at_ms = now_ms;
   if (cell.status == "running") cell.status = status_if_running;
   cell.rss_end = latest_rss_;  // provisional: the next sample replaces it
   cell.awaiting_end_sample = true;
   if (keep_last_ == 0) return;
   finished_.push_back(std::move(cell));
-  while (finished_.size() > keep_last_) finished_.pop_front();
+  while (finished_.size() > keep_last_)
+    finished_.pop_front();
 }
 
 void CellTimeline::on_output(const std::string& request_id, const Message& message) {

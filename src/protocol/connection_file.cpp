@@ -22,7 +22,9 @@ using nlohmann::json;
   throw ConnectionFileError("field '" + std::string(field) + "': " + std::string(what));
 }
 
-const char* type_name(const json& v) { return v.type_name(); }
+const char* type_name(const json& v) {
+  return v.type_name();
+}
 
 // Port fields: an integer 0..65535 (0 = not chosen yet).
 int read_port(const json& doc, const char* field, bool required) {
@@ -101,7 +103,8 @@ constexpr std::size_t kMaxFileBytes = 1 << 20;
 // Reads with plain read(2) into one string, so no stream buffer keeps a copy of the key.
 std::string read_whole_file(const std::filesystem::path& path) {
   util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw ConnectionFileError(path.string() + ": cannot read (" + std::strerror(errno) + ")");
+  if (!fd)
+    throw ConnectionFileError(path.string() + ": cannot read (" + std::strerror(errno) + ")");
   std::string text;
   std::array<char, 4096> chunk{};
   for (;;) {
@@ -141,25 +144,9 @@ std::string ConnectionInfo::endpoint(int port) const {
   return "tcp://" + ip + ":" + std::to_string(port);
 }
 
-ConnectionInfo parse_connection_info(std::string_view json_text) {
-  // nlohmann's parse_error text quotes the bytes it last read, which may be the key: only
-  // the position is passed on.
-  json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    // Locate the error without keeping nlohmann's message.
-    std::size_t at = 0;
-    try {
-      (void)json::parse(json_text.begin(), json_text.end());
-    } catch (const json::parse_error& e) {
-      at = e.byte;
-    }
-    throw ConnectionFileError("not valid JSON (syntax error near byte " + std::to_string(at) +
-                              ")");
-  }
-  const WipeSecretFields wipe_on_exit{doc};
-  if (!doc.is_object())
-    throw ConnectionFileError(std::string("not a JSON object but ") + doc.type_name());
+namespace {
 
+ConnectionInfo parse_fields(const json& doc) {
   ConnectionInfo info;
   if (auto t = read_string(doc, "transport")) {
     if (*t == "tcp")
@@ -188,6 +175,42 @@ ConnectionInfo parse_connection_info(std::string_view json_text) {
     fail("signature_scheme", *problem);
   info.curve = read_curve(doc);
   return info;
+}
+
+// Error messages quote non-secret values (a transport, a scheme); should one of them hold a
+// secret anyway (a key pasted into the wrong field), it is cut out here.
+std::string redact(std::string message, const json& doc) {
+  for (const char* field : {"key", "curve_secretkey"}) {
+    const auto it = doc.find(field);
+    if (it == doc.end() || !it->is_string()) continue;
+    const auto& secret = it->get_ref<const std::string&>();
+    if (secret.empty()) continue;
+    for (auto at = message.find(secret); at != std::string::npos; at = message.find(secret, at))
+      message.replace(at, secret.size(), "<secret>");
+  }
+  return message;
+}
+
+}  // namespace
+
+ConnectionInfo parse_connection_info(std::string_view json_text) {
+  // nlohmann's parse_error text quotes the bytes it last read, which may be the key: only
+  // the position is passed on.
+  json doc;
+  try {
+    doc = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    throw ConnectionFileError("not valid JSON (syntax error near byte " + std::to_string(e.byte) +
+                              ")");
+  }
+  const WipeSecretFields wipe_on_exit{doc};
+  if (!doc.is_object())
+    throw ConnectionFileError(std::string("not a JSON object but ") + doc.type_name());
+  try {
+    return parse_fields(doc);
+  } catch (const ConnectionFileError& e) {
+    throw ConnectionFileError(redact(e.what(), doc));
+  }
 }
 
 ConnectionInfo load_connection_file(const std::filesystem::path& path) {

@@ -10,9 +10,8 @@
 namespace kwd::protocol {
 
 HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, supervisor::EventLoop& loop,
-                                   ConnectionInfo info, WireLimits limits,
-                                   HeartbeatOptions options, AliveCheck alive,
-                                   HangHandler on_hang)
+                                   ConnectionInfo info, WireLimits limits, HeartbeatOptions options,
+                                   AliveCheck alive, HangHandler on_hang)
     : context_(context),
       loop_(loop),
       info_(std::move(info)),
@@ -73,7 +72,8 @@ void HeartbeatMonitor::on_readable() {
   zmq::message_t reply;
   bool got = false;
   try {
-    while (socket_->recv(reply, zmq::recv_flags::dontwait)) got = true;
+    while (socket_->recv(reply, zmq::recv_flags::dontwait))
+      got = true;
   } catch (const zmq::error_t& e) {
     spdlog::debug("heartbeat: receive failed: {}", e.what());
   }
@@ -105,7 +105,8 @@ void HeartbeatMonitor::schedule_next_ping() {
 
 void HeartbeatMonitor::record(bool ok, double rtt_ms) {
   history_.push_back({sent_wall_ms_, ok, rtt_ms});
-  while (history_.size() > options_.history) history_.pop_front();
+  while (history_.size() > options_.history)
+    history_.pop_front();
   if (ok) {
     ++beats_total_;
     last_beat_ms_ = util::wall_ms();

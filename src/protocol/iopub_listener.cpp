@@ -7,11 +7,10 @@
 namespace kwd::protocol {
 namespace {
 
-constexpr int kMonitoredEvents = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
-                                 ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+constexpr int kMonitoredEvents =
+    ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 
 }  // namespace
 
@@ -43,7 +42,8 @@ bool IopubListener::receive_one() {
         too_many = true;
     }
     zmq::message_t& frame = frames_[std::min(n, frames_.size() - 1)];
-    const auto got = socket_.recv(frame, n == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+    const auto got =
+        socket_.recv(frame, n == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
     if (!got) return false;  // nothing waiting (only possible on the first frame)
     ++n;
     if (!frame.more()) break;
@@ -69,7 +69,8 @@ bool IopubListener::receive_one() {
 std::size_t IopubListener::receive(std::size_t budget) {
   std::size_t handled = 0;
   try {
-    while (handled < budget && receive_one()) ++handled;
+    while (handled < budget && receive_one())
+      ++handled;
   } catch (const zmq::error_t& e) {
     spdlog::debug("iopub: receive failed: {}", e.what());
   }

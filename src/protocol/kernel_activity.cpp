@@ -35,6 +35,8 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
   if (type == "status") {
     const auto state = string_field(m.content, "execution_state", 64);
     if (!state.empty()) state_ = state;
+    if (state == "busy" && m.parent_msg_type == "execute_request")
+      cells_.request_started(m.parent_msg_id, now_ms);
     // Idle after an execute_request ends that cell; idle after anything else says nothing
     // about it.
     if (state == "idle" && !m.parent_msg_id.empty()) cells_.end(m.parent_msg_id, now_ms);
@@ -44,9 +46,10 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
     std::int64_t count = -1;
     const auto it = m.content.find("execution_count");
     if (it != m.content.end() && it->is_number_integer()) count = it->get<std::int64_t>();
+    // Not a conditional expression: its common type would be a temporary std::string.
+    std::string_view text;
     const auto code = m.content.find("code");
-    const std::string_view text =
-        code != m.content.end() && code->is_string() ? code->get_ref<const std::string&>() : "";
+    if (code != m.content.end() && code->is_string()) text = code->get_ref<const std::string&>();
     cells_.start(m.parent_msg_id, count, text, now_ms);
     return;
   }
@@ -77,10 +80,12 @@ void KernelActivity::on_error(const Message& m) {
     const std::size_t first = n > kMaxTracebackLines ? n - kMaxTracebackLines : 0;
     for (std::size_t i = first; i < n; ++i)
       if ((*tb)[i].is_string())
-        e.traceback.push_back((*tb)[i].get_ref<const std::string&>().substr(0, kMaxTracebackLineBytes));
+        e.traceback.push_back(
+            (*tb)[i].get_ref<const std::string&>().substr(0, kMaxTracebackLineBytes));
   }
   const Cell* cell = cells_.in_flight();
-  if (cell != nullptr && cell->request_id == m.parent_msg_id) e.execution_count = cell->execution_count;
+  if (cell != nullptr && cell->request_id == m.parent_msg_id)
+    e.execution_count = cell->execution_count;
   for (const auto& done : cells_.finished())
     if (done.request_id == m.parent_msg_id) e.execution_count = done.execution_count;
   last_error_ = std::move(e);
@@ -94,8 +99,12 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
   out["cells_started"] = cells_.cells_started();
 
   if (const Cell* c = cells_.in_flight()) {
-    out["cell_in_flight"] = {{"execution_count", c->execution_count},
-                             {"code", c->code},
+    // Without its execute_input, the count is inferred: one more than the last one seen.
+    const std::int64_t count =
+        c->input_seen ? c->execution_count : cells_.last_execution_count() + 1;
+    out["cell_in_flight"] = {{"execution_count", count},
+                             {"execution_count_inferred", !c->input_seen},
+                             {"code", c->input_seen ? json(c->code) : json(nullptr)},
                              {"code_truncated", c->code_truncated},
                              {"started_at_ms", c->started_at_ms},
                              {"running_for_s", seconds_between(c->started_at_ms, at_ms)},
@@ -109,28 +118,31 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
   auto& last = out["last_cells"] = json::array();
   for (const Cell& c : cells_.finished()) {
     // A cell that ended after the last sample: the newest reading is the best there is.
-    const std::int64_t end = c.awaiting_end_sample && cells_.latest_rss() >= 0 ? cells_.latest_rss() : c.rss_end;
+    const std::int64_t end =
+        c.awaiting_end_sample && cells_.latest_rss() >= 0 ? cells_.latest_rss() : c.rss_end;
     const std::int64_t peak = std::max(c.rss_peak, end);
-    last.push_back({{"execution_count", c.execution_count},
-                    {"code", c.code},
-                    {"code_truncated", c.code_truncated},
-                    {"started_at_ms", c.started_at_ms},
-                    {"ended_at_ms", c.ended_at_ms},
-                    {"duration_s", seconds_between(c.started_at_ms, c.ended_at_ms)},
-                    {"rss_start", bytes_or_null(c.rss_start)},
-                    {"rss_end", bytes_or_null(end)},
-                    {"rss_peak", bytes_or_null(peak)},
-                    {"rss_delta", c.rss_start >= 0 && end >= 0 ? json(end - c.rss_start) : json(nullptr)},
-                    {"status", c.status},
-                    {"outputs", c.outputs.to_json()}});
+    last.push_back(
+        {{"execution_count", c.execution_count},
+         {"code", c.code},
+         {"code_truncated", c.code_truncated},
+         {"started_at_ms", c.started_at_ms},
+         {"ended_at_ms", c.ended_at_ms},
+         {"duration_s", seconds_between(c.started_at_ms, c.ended_at_ms)},
+         {"rss_start", bytes_or_null(c.rss_start)},
+         {"rss_end", bytes_or_null(end)},
+         {"rss_peak", bytes_or_null(peak)},
+         {"rss_delta", c.rss_start >= 0 && end >= 0 ? json(end - c.rss_start) : json(nullptr)},
+         {"status", c.status},
+         {"outputs", c.outputs.to_json()}});
   }
 
   if (last_error_) {
     const auto& e = *last_error_;
-    out["last_error"] = {{"execution_count", e.execution_count >= 0 ? json(e.execution_count) : json(nullptr)},
-                         {"ename", e.ename},
-                         {"evalue", e.evalue},
-                         {"traceback", e.traceback}};
+    out["last_error"] = {
+        {"execution_count", e.execution_count >= 0 ? json(e.execution_count) : json(nullptr)},
+        {"ename", e.ename},
+        {"evalue", e.evalue},
+        {"traceback", e.traceback}};
   } else {
     out["last_error"] = nullptr;
   }

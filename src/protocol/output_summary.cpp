@@ -13,7 +13,8 @@ void OutputSummary::add(const Message& m) {
   const auto& c = m.content;
   if (m.msg_type == "stream") {
     const auto text = c.find("text");
-    const std::size_t n = text != c.end() && text->is_string() ? text->get_ref<const std::string&>().size() : 0;
+    const std::size_t n =
+        text != c.end() && text->is_string() ? text->get_ref<const std::string&>().size() : 0;
     const auto name = c.find("name");
     if (name != c.end() && *name == "stderr")
       stderr_bytes_ += n;
@@ -45,7 +46,8 @@ void OutputSummary::add(const Message& m) {
 nlohmann::json OutputSummary::to_json() const {
   auto displays = nlohmann::json::array();
   for (const auto& d : last_)
-    displays.push_back({{"msg_type", d.msg_type}, {"bytes", d.bytes}, {"mime_types", d.mime_types}});
+    displays.push_back(
+        {{"msg_type", d.msg_type}, {"bytes", d.bytes}, {"mime_types", d.mime_types}});
   return {{"stdout_bytes", stdout_bytes_},
           {"stderr_bytes", stderr_bytes_},
           {"displays", displays_},

@@ -20,7 +20,9 @@ Secret& Secret::operator=(const Secret& other) {
   return *this;
 }
 
-Secret::Secret(Secret&& other) noexcept : bytes_(std::move(other.bytes_)) { other.wipe(); }
+Secret::Secret(Secret&& other) noexcept : bytes_(std::move(other.bytes_)) {
+  other.wipe();
+}
 
 Secret& Secret::operator=(Secret&& other) noexcept {
   if (this != &other) {
@@ -31,8 +33,12 @@ Secret& Secret::operator=(Secret&& other) noexcept {
   return *this;
 }
 
-Secret::~Secret() { wipe(); }
+Secret::~Secret() {
+  wipe();
+}
 
-void Secret::wipe() noexcept { wipe_string(bytes_); }
+void Secret::wipe() noexcept {
+  wipe_string(bytes_);
+}
 
 }  // namespace kwd::protocol

@@ -21,7 +21,9 @@ SocketMonitor::SocketMonitor(zmq::context_t& context, zmq::socket_t& watched, in
   pair_.connect(endpoint);
 }
 
-SocketMonitor::~SocketMonitor() { zmq_socket_monitor(watched_, nullptr, 0); }
+SocketMonitor::~SocketMonitor() {
+  zmq_socket_monitor(watched_, nullptr, 0);
+}
 
 std::vector<SocketEvent> SocketMonitor::drain() {
   std::vector<SocketEvent> events;

@@ -83,19 +83,32 @@ bool read_object(std::string_view frame, std::string* msg_id, std::string* msg_t
 
 std::string_view drop_reason_name(DropReason reason) {
   switch (reason) {
-    case DropReason::none: return "none";
-    case DropReason::missing_delimiter: return "missing_delimiter";
-    case DropReason::too_few_frames: return "too_few_frames";
-    case DropReason::too_many_frames: return "too_many_frames";
-    case DropReason::frame_too_large: return "frame_too_large";
-    case DropReason::message_too_large: return "message_too_large";
-    case DropReason::unsigned_message: return "unsigned";
-    case DropReason::bad_signature: return "bad_signature";
-    case DropReason::replayed_signature: return "replayed_signature";
-    case DropReason::invalid_json: return "invalid_json";
-    case DropReason::invalid_header: return "invalid_header";
-    case DropReason::connection_reset: return "connection_reset";
-    case DropReason::count_: break;
+    case DropReason::none:
+      return "none";
+    case DropReason::missing_delimiter:
+      return "missing_delimiter";
+    case DropReason::too_few_frames:
+      return "too_few_frames";
+    case DropReason::too_many_frames:
+      return "too_many_frames";
+    case DropReason::frame_too_large:
+      return "frame_too_large";
+    case DropReason::message_too_large:
+      return "message_too_large";
+    case DropReason::unsigned_message:
+      return "unsigned";
+    case DropReason::bad_signature:
+      return "bad_signature";
+    case DropReason::replayed_signature:
+      return "replayed_signature";
+    case DropReason::invalid_json:
+      return "invalid_json";
+    case DropReason::invalid_header:
+      return "invalid_header";
+    case DropReason::connection_reset:
+      return "connection_reset";
+    case DropReason::count_:
+      break;
   }
   return "unknown";
 }
@@ -113,7 +126,8 @@ DropReason MessageDecoder::decode(std::span<const std::string_view> frames, Mess
   if (total > limits_.max_message_bytes) return DropReason::message_too_large;
 
   std::size_t delimiter = 0;
-  while (delimiter < frames.size() && frames[delimiter] != kDelimiter) ++delimiter;
+  while (delimiter < frames.size() && frames[delimiter] != kDelimiter)
+    ++delimiter;
   if (delimiter == frames.size()) return DropReason::missing_delimiter;
   if (frames.size() - delimiter - 1 < 1 + kSignedFrames) return DropReason::too_few_frames;
 
@@ -153,7 +167,8 @@ DropReason MessageDecoder::decode(std::span<const std::string_view> frames, Mess
 
 std::uint64_t DropCounts::total() const noexcept {
   std::uint64_t n = 0;
-  for (auto c : counts_) n += c;
+  for (auto c : counts_)
+    n += c;
   return n;
 }
 

@@ -11,9 +11,13 @@
 
 namespace kwd::protocol {
 
-// One execution of a cell, from its execute_input to the kernel's next idle for it.
+// One execution of a cell, from the kernel going busy for its execute_request (or, if that
+// was missed, its execute_input) to the kernel's next idle for it.
 struct Cell {
   std::string request_id;  // msg_id of the execute_request (parent of everything it caused)
+  // Whether its execute_input was seen. A kernel that dies within milliseconds of starting
+  // a cell may never get it out: ipykernel publishes from a thread that needs the GIL.
+  bool input_seen = false;
   std::int64_t execution_count = -1;
   std::string code;  // at most CellTimeline's code cap
   bool code_truncated = false;
@@ -34,6 +38,10 @@ class CellTimeline {
  public:
   CellTimeline(std::size_t keep_last, std::size_t max_code_bytes);
 
+  // The kernel went busy for an execute_request: a cell may be starting (or a silent
+  // execution, which never publishes its input and is forgotten when it ends).
+  void request_started(std::string request_id, std::int64_t now_ms);
+  // Its execute_input: the code and the execution count.
   void start(std::string request_id, std::int64_t execution_count, std::string_view code,
              std::int64_t now_ms);
   // The kernel went idle after `request_id`; a no-op unless that is the cell in flight.
@@ -47,6 +55,8 @@ class CellTimeline {
   [[nodiscard]] const std::deque<Cell>& finished() const { return finished_; }
   [[nodiscard]] std::int64_t latest_rss() const { return latest_rss_; }
   [[nodiscard]] std::uint64_t cells_started() const { return started_; }
+  // The highest execution_count seen (0 before any): the next cell's is usually one more.
+  [[nodiscard]] std::int64_t last_execution_count() const { return last_count_; }
 
  private:
   void finish(std::int64_t now_ms, const char* status_if_running);
@@ -57,6 +67,7 @@ class CellTimeline {
   std::deque<Cell> finished_;
   std::int64_t latest_rss_ = timeline::kUnknown;
   std::uint64_t started_ = 0;
+  std::int64_t last_count_ = 0;
 };
 
 }  // namespace kwd::protocol

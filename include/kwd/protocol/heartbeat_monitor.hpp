@@ -4,23 +4,16 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <optional>
-
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <zmq.hpp>
 
 #include "kwd/protocol/connection_file.hpp"
+#include "kwd/protocol/listener_options.hpp"
 #include "kwd/protocol/wire.hpp"
 #include "kwd/supervisor/event_loop.hpp"
 
 namespace kwd::protocol {
-
-struct HeartbeatOptions {
-  std::chrono::milliseconds interval{1000};
-  std::chrono::milliseconds timeout{1000};
-  int misses_to_hang = 5;  // consecutive; 0: never call it a hang
-  std::size_t history = 120;
-};
 
 struct Beat {
   std::int64_t t_ms = 0;  // wall clock of the ping

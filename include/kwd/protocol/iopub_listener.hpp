@@ -5,7 +5,6 @@
 #include <optional>
 #include <string_view>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "kwd/protocol/connection_file.hpp"

@@ -6,16 +6,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "kwd/hang/thread_snapshot.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/heartbeat_monitor.hpp"
 #include "kwd/protocol/kernel_activity.hpp"
+#include "kwd/protocol/listener_options.hpp"
 #include "kwd/protocol/wire.hpp"
 #include "kwd/supervisor/event_loop.hpp"
 #include "kwd/timeline/memory_sample.hpp"
@@ -27,15 +27,6 @@ class context_t;
 namespace kwd::protocol {
 
 class IopubListener;
-
-struct ListenerOptions {
-  HeartbeatOptions heartbeat;
-  std::size_t last_cells = 10;
-  WireLimits limits;
-  // How long a missing connection file, or one whose ports are still 0, is waited for (the
-  // kernel writes it itself when it was started without one).
-  std::chrono::milliseconds connection_file_wait{60'000};
-};
 
 // A hang as detected: the heartbeat stopped while the process lives.
 struct HangEvidence {
@@ -99,6 +90,7 @@ class KernelListener {
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<IopubListener> iopub_;
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
+  bool heartbeat_failed_ = false;
 
   KernelActivity activity_;
   std::optional<HangEvidence> hang_;

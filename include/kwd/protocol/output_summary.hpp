@@ -3,10 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "kwd/protocol/wire.hpp"
 

@@ -3,40 +3,31 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "kwd/protocol/message_signer.hpp"
 #include "kwd/protocol/signature_history.hpp"
+#include "kwd/protocol/wire_limits.hpp"
 
 namespace kwd::protocol {
-
-// Caps on what one message may be. The frame cap is also handed to libzmq
-// (ZMQ_MAXMSGSIZE), which refuses a larger frame before buffering it.
-struct WireLimits {
-  std::size_t max_frame_bytes = 32u << 20;
-  std::size_t max_message_bytes = 64u << 20;
-  std::size_t max_frames = 256;  // idents + delimiter + 5 + buffers
-  std::size_t replay_window = 4096;
-};
 
 // Why a message was not believed. Every drop is counted under one of these.
 enum class DropReason : std::uint8_t {
   none = 0,
-  missing_delimiter,    // no <IDS|MSG> frame
-  too_few_frames,       // fewer than signature + header + parent + metadata + content
+  missing_delimiter,  // no <IDS|MSG> frame
+  too_few_frames,     // fewer than signature + header + parent + metadata + content
   too_many_frames,
   frame_too_large,
   message_too_large,
-  unsigned_message,     // empty signature while the connection file has a key
+  unsigned_message,  // empty signature while the connection file has a key
   bad_signature,
-  replayed_signature,   // a signature already seen: a replayed message
-  invalid_json,         // a signed frame that is not a JSON object
-  invalid_header,       // no msg_type / msg_id
-  connection_reset,     // libzmq cut the stream (e.g. a frame over the cap); its contents lost
+  replayed_signature,  // a signature already seen: a replayed message
+  invalid_json,        // a signed frame that is not a JSON object
+  invalid_header,      // no msg_type / msg_id
+  connection_reset,    // libzmq cut the stream (e.g. a frame over the cap); its contents lost
   count_
 };
 inline constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::count_);

@@ -1,12 +1,14 @@
+#include "kwd/hang/thread_snapshot.hpp"
+
 #include <signal.h>
 
 #include <cerrno>
 
-#include "kwd/hang/thread_snapshot.hpp"
-
 namespace kwd::hang {
 
-bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+bool process_alive(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno == EPERM;
+}
 
 // Thread states of another process need task_for_pid, which an unprivileged watchdog does
 // not get: the hang report says so instead.

@@ -1,3 +1,5 @@
+#include "kwd/hang/thread_snapshot.hpp"
+
 #include <dirent.h>
 
 #include <algorithm>
@@ -6,8 +8,6 @@
 #include <iterator>
 #include <memory>
 
-#include "kwd/hang/thread_snapshot.hpp"
-
 namespace kwd::hang {
 namespace {
 
@@ -15,7 +15,8 @@ std::optional<std::string> read_text(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\0')) text.pop_back();
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\0'))
+    text.pop_back();
   return text;
 }
 

@@ -1,8 +1,8 @@
+#include "kwd/protocol/port_readiness.hpp"
+
 #include <sys/stat.h>
 
 #include <string>
-
-#include "kwd/protocol/port_readiness.hpp"
 
 namespace kwd::protocol {
 
@@ -14,7 +14,7 @@ PortState port_state(pid_t /*kernel_pid*/, const ConnectionInfo& info, int port)
     struct stat st {};
     const std::string path = info.ip + "-" + std::to_string(port);
     return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? PortState::listening
-                                                                    : PortState::not_yet;
+                                                                  : PortState::not_yet;
   }
   return PortState::cannot_tell;
 }

@@ -1,10 +1,10 @@
+#include "kwd/protocol/port_readiness.hpp"
+
 #include <sys/stat.h>
 
 #include <charconv>
 #include <fstream>
 #include <string>
-
-#include "kwd/protocol/port_readiness.hpp"
 
 namespace kwd::protocol {
 namespace {
@@ -50,7 +50,7 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port) {
     struct stat st {};
     const std::string path = info.ip + "-" + std::to_string(port);
     return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? PortState::listening
-                                                                    : PortState::not_yet;
+                                                                  : PortState::not_yet;
   }
   const std::string base = "/proc/" + std::to_string(kernel_pid) + "/net/";
   bool readable = false;

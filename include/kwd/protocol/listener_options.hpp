@@ -1,0 +1,27 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+#include "kwd/protocol/wire_limits.hpp"
+
+namespace kwd::protocol {
+
+struct HeartbeatOptions {
+  std::chrono::milliseconds interval{1000};
+  std::chrono::milliseconds timeout{1000};
+  int misses_to_hang = 5;  // consecutive; 0: never call it a hang
+  std::size_t history = 120;
+};
+
+// What `kernel-watchdog run` lets a user tune about listening to the kernel.
+struct ListenerOptions {
+  HeartbeatOptions heartbeat;
+  std::size_t last_cells = 10;
+  WireLimits limits;
+  // How long a missing connection file, or one whose ports are still 0, is waited for (the
+  // kernel writes it itself when it was started without one).
+  std::chrono::milliseconds connection_file_wait{60'000};
+};
+
+}  // namespace kwd::protocol

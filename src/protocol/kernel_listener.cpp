@@ -1,0 +1,264 @@
+#include "kwd/protocol/kernel_listener.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "kwd/protocol/iopub_listener.hpp"
+#include "kwd/protocol/port_readiness.hpp"
+#include "kwd/util/clock.hpp"
+
+namespace kwd::protocol {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kFilePollInterval{100};
+constexpr milliseconds kPortPollInterval{50};
+constexpr milliseconds kSlowPortPollInterval{1000};
+constexpr std::int64_t kSlowBindAfterMs = 30'000;
+constexpr std::size_t kReceiveBudget = 256;  // per wake-up, so other fds get their turn
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::int64_t ms_since(std::int64_t steady_ns) {
+  return (util::steady_ns() - steady_ns) / 1'000'000;
+}
+
+}  // namespace
+
+KernelListener::KernelListener(supervisor::EventLoop& loop, pid_t kernel_pid,
+                               std::string connection_file, ListenerOptions options,
+                               HangHandler on_hang)
+    : loop_(loop),
+      kernel_pid_(kernel_pid),
+      path_(std::move(connection_file)),
+      options_(options),
+      on_hang_(std::move(on_hang)),
+      activity_(options.last_cells) {}
+
+KernelListener::~KernelListener() {
+  if (poll_timer_) loop_.cancel(*poll_timer_);
+  heartbeat_.reset();
+  if (iopub_) {
+    loop_.unwatch_socket(iopub_->socket_handle());
+    loop_.unwatch_socket(iopub_->monitor_handle());
+  }
+  iopub_.reset();
+  context_.reset();  // every socket is closed by now, with no linger: returns at once
+}
+
+void KernelListener::give_up(const std::string& problem) {
+  if (poll_timer_) loop_.cancel(*poll_timer_);
+  poll_timer_.reset();
+  problem_ = problem;
+  spdlog::warn("connection file unusable: {}; watching the process only (no IOPub, no heartbeat)",
+               problem);
+  notes_.push_back("connection file unusable: " + problem +
+                   "; IOPub and heartbeat were not watched");
+}
+
+void KernelListener::start() {
+  if (path_.empty()) {
+    problem_ = "no connection file on the kernel's command line";
+    spdlog::debug("{}: IOPub and heartbeat not watched", problem_);
+    return;
+  }
+  waiting_since_ns_ = util::steady_ns();
+  try_load();
+}
+
+void KernelListener::try_load() {
+  // A file that is missing, or whose ports are 0, is one the kernel has yet to write; one
+  // that exists from the start was written by the kernel manager and is final.
+  const bool waiting = poll_timer_.has_value();
+  const bool past_deadline = ms_since(waiting_since_ns_) >= options_.connection_file_wait.count();
+  std::string problem;
+  if (!file_exists(path_)) {
+    problem = path_ + ": does not exist";
+  } else {
+    try {
+      ConnectionInfo info = load_connection_file(path_);
+      if (info.ports_known()) {
+        info_ = std::move(info);
+      } else {
+        problem = path_ + ": iopub_port or hb_port is 0 (not chosen yet)";
+      }
+    } catch (const ConnectionFileError& e) {
+      problem = e.what();
+      // Half-written by a kernel that creates it itself: try again while waiting.
+      if (!waiting) {
+        give_up(problem);
+        return;
+      }
+    }
+  }
+  if (!info_) {
+    if (past_deadline) {
+      give_up(problem + " (waited " + std::to_string(options_.connection_file_wait.count() / 1000) +
+              " s)");
+      return;
+    }
+    if (!poll_timer_) poll_timer_ = loop_.every(kFilePollInterval, [this] { try_load(); });
+    problem_ = problem;
+    return;
+  }
+
+  problem_.clear();
+  if (poll_timer_) loop_.cancel(*poll_timer_);
+  poll_timer_.reset();
+  spdlog::debug("connection file read: {} transport, {}, {}signed{}", info_->transport_name(),
+                info_->signature_scheme, info_->key.empty() ? "un" : "",
+                info_->curve ? ", CurveZMQ" : "");
+  try {
+    context_ = std::make_unique<zmq::context_t>(1);
+  } catch (const zmq::error_t& e) {
+    give_up(std::string("cannot create a ZeroMQ context: ") + e.what());
+    return;
+  }
+  waiting_since_ns_ = util::steady_ns();
+  poll_timer_ = loop_.every(kPortPollInterval, [this] { poll_ports(); });
+  poll_ports();
+}
+
+void KernelListener::poll_ports() {
+  if (!info_ || !context_) return;
+  if (!iopub_ && problem_.empty() &&
+      port_state(kernel_pid_, *info_, info_->iopub_port) != PortState::not_yet)
+    connect_iopub();
+  if (!heartbeat_ && !heartbeat_failed_ && problem_.empty() &&
+      port_state(kernel_pid_, *info_, info_->hb_port) != PortState::not_yet)
+    connect_heartbeat();
+  const bool done = iopub_ && (heartbeat_ || heartbeat_failed_);
+  if (done || !problem_.empty()) {
+    if (poll_timer_) loop_.cancel(*poll_timer_);
+    poll_timer_.reset();
+    return;
+  }
+  if (!warned_slow_bind_ && ms_since(waiting_since_ns_) >= kSlowBindAfterMs) {
+    warned_slow_bind_ = true;
+    spdlog::warn("the kernel has not bound its {} port after {} s; still waiting to connect",
+                 iopub_ ? "heartbeat" : "IOPub", kSlowBindAfterMs / 1000);
+    // Keep looking, less often.
+    loop_.cancel(*poll_timer_);
+    poll_timer_ = loop_.every(kSlowPortPollInterval, [this] { poll_ports(); });
+  }
+}
+
+void KernelListener::connect_iopub() {
+  try {
+    MessageDecoder decoder(MessageSigner(info_->signature_scheme, info_->key), options_.limits);
+    iopub_ = std::make_unique<IopubListener>(
+        *context_, *info_, std::move(decoder),
+        [this](const Message& m) { activity_.on_message(m, util::wall_ms()); });
+  } catch (const std::exception& e) {
+    give_up(std::string("cannot listen on IOPub: ") + e.what());
+    return;
+  }
+  loop_.watch_socket(iopub_->socket_handle(), [this] { iopub_->receive(kReceiveBudget); });
+  loop_.watch_socket(iopub_->monitor_handle(), [this] { iopub_->on_monitor_events(); });
+  spdlog::debug("listening on IOPub at {}", info_->endpoint(info_->iopub_port));
+}
+
+void KernelListener::connect_heartbeat() {
+  try {
+    const pid_t pid = kernel_pid_;
+    heartbeat_ = std::make_unique<HeartbeatMonitor>(
+        *context_, loop_, *info_, options_.limits, options_.heartbeat,
+        [pid] { return hang::process_alive(pid); }, [this](int n) { on_hang(n); });
+    heartbeat_->start();
+  } catch (const std::exception& e) {
+    heartbeat_.reset();
+    spdlog::warn("cannot ping the kernel's heartbeat: {}; no hang detection", e.what());
+    notes_.push_back(std::string("heartbeat not watched: ") + e.what());
+    heartbeat_failed_ = true;  // IOPub goes on without it
+  }
+}
+
+void KernelListener::on_hang(int consecutive_misses) {
+  HangEvidence evidence;
+  evidence.detected_at_ms = util::wall_ms();
+  evidence.consecutive_misses = consecutive_misses;
+  evidence.process = hang::snapshot_process(kernel_pid_);
+  spdlog::warn("kernel {} has missed {} heartbeats in a row while alive ({}): hung", kernel_pid_,
+               consecutive_misses,
+               evidence.process.available ? evidence.process.process_state : "state unknown");
+  hang_ = std::move(evidence);
+  if (on_hang_) on_hang_(*hang_);
+}
+
+void KernelListener::on_memory_sample(const timeline::MemorySample& sample) {
+  activity_.on_memory_sample(sample);
+}
+
+void KernelListener::drain(milliseconds quiet, milliseconds budget) {
+  if (!iopub_) return;
+  const std::int64_t deadline = util::steady_ns() + budget.count() * 1'000'000;
+  for (;;) {
+    const std::int64_t left_ms = (deadline - util::steady_ns()) / 1'000'000;
+    if (left_ms <= 0) break;
+    zmq_pollitem_t items[2] = {{iopub_->socket_handle(), 0, ZMQ_POLLIN, 0},
+                               {iopub_->monitor_handle(), 0, ZMQ_POLLIN, 0}};
+    const long wait = static_cast<long>(std::min<std::int64_t>(left_ms, quiet.count()));
+    if (zmq_poll(items, 2, wait) <= 0) break;  // quiet (or failed): nothing more is coming
+    if (items[1].revents & ZMQ_POLLIN) iopub_->on_monitor_events();
+    if (items[0].revents & ZMQ_POLLIN) iopub_->receive(4096);
+  }
+}
+
+void KernelListener::contribute(json& report, std::int64_t at_ms, bool with_hang) const {
+  report["execution"] = activity_.to_json(at_ms);
+
+  auto& p = report["protocol"];
+  const bool ok = info_.has_value() && problem_.empty();
+  p["connection_file"] = {{"ok", ok}, {"problem", ok ? json(nullptr) : json(problem_)}};
+  p["transport"] = info_ ? json(info_->transport_name()) : json(nullptr);
+  p["signature_scheme"] = info_ ? json(info_->signature_scheme) : json(nullptr);
+  p["signed"] = info_ ? json(!info_->key.empty()) : json(nullptr);
+  p["curve"] = info_ && info_->curve.has_value();
+  p["iopub_connected"] = iopub_ && iopub_->connected();
+  p["messages_seen"] = iopub_ ? iopub_->messages_seen() : 0;
+  p["dropped"] = iopub_ ? iopub_->dropped().to_json() : json::object();
+  p["disconnects"] = iopub_ ? iopub_->disconnects() : 0;
+  p["handshake_failures"] = iopub_ ? iopub_->handshake_failures() : 0;
+
+  auto& h = report["heartbeat"];
+  const auto& ho = heartbeat_ ? heartbeat_->options() : options_.heartbeat;
+  h["interval_ms"] = ho.interval.count();
+  h["timeout_ms"] = ho.timeout.count();
+  h["misses_to_hang"] = ho.misses_to_hang;
+  h["watched"] = heartbeat_ != nullptr;
+  h["consecutive_misses"] = heartbeat_ ? heartbeat_->consecutive_misses() : 0;
+  h["misses_total"] = heartbeat_ ? heartbeat_->misses_total() : 0;
+  h["beats_total"] = heartbeat_ ? heartbeat_->beats_total() : 0;
+  const auto last = heartbeat_ ? heartbeat_->last_beat_ms() : std::nullopt;
+  h["last_beat_ms"] = last ? json(*last) : json(nullptr);
+  h["hang_episodes"] = heartbeat_ ? heartbeat_->hang_episodes() : 0;
+  auto& history = h["history"] = json::array();
+  if (heartbeat_)
+    for (const Beat& b : heartbeat_->history())
+      history.push_back(
+          {{"t_ms", b.t_ms}, {"ok", b.ok}, {"rtt_ms", b.ok ? json(b.rtt_ms) : json(nullptr)}});
+
+  if (with_hang && hang_) {
+    const auto& ev = *hang_;
+    auto threads = json::array();
+    for (const auto& t : ev.process.threads)
+      threads.push_back({{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan}});
+    report["hang"] = {
+        {"detected_at_ms", ev.detected_at_ms},
+        {"consecutive_misses", ev.consecutive_misses},
+        {"process_state", ev.process.available ? json(ev.process.process_state) : json(nullptr)},
+        {"threads", std::move(threads)},
+        {"threads_total", ev.process.threads_total},
+        {"reason", ev.process.available ? json(nullptr) : json(ev.process.reason)}};
+  }
+}
+
+}  // namespace kwd::protocol

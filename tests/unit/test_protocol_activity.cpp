@@ -1,0 +1,205 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "kwd/protocol/kernel_activity.hpp"
+
+using kwd::protocol::KernelActivity;
+using kwd::protocol::Message;
+using nlohmann::json;
+
+namespace {
+
+Message msg(const std::string& type, const std::string& parent, json content) {
+  Message m;
+  m.msg_type = type;
+  m.msg_id = type + "-" + parent;
+  m.parent_msg_id = parent;
+  m.parent_msg_type = "execute_request";
+  m.content = std::move(content);
+  m.content_bytes = m.content.dump().size();
+  return m;
+}
+
+kwd::timeline::MemorySample rss(std::int64_t t_ms, std::int64_t bytes) {
+  kwd::timeline::MemorySample s;
+  s.t_ms = t_ms;
+  s.rss = bytes;
+  return s;
+}
+
+constexpr std::int64_t MB = 1 << 20;
+
+// One cell: busy, execute_input, outputs..., idle.
+void run_cell(KernelActivity& a, const std::string& req, int count, const std::string& code,
+              std::int64_t t0, std::int64_t t1) {
+  a.on_message(msg("status", req, {{"execution_state", "busy"}}), t0);
+  a.on_message(msg("execute_input", req, {{"code", code}, {"execution_count", count}}), t0);
+  a.on_message(msg("status", req, {{"execution_state", "idle"}}), t1);
+}
+
+}  // namespace
+
+TEST_CASE("cells get their code, count, duration and memory delta") {
+  KernelActivity a(10);
+  a.on_memory_sample(rss(900, 100 * MB));
+  run_cell(a, "r1", 1, "x = 1", 1000, 1500);
+  a.on_memory_sample(rss(1550, 101 * MB));  // the first sample after cell 1 ended
+
+  a.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 2000);
+  a.on_message(msg("execute_input", "r2", {{"code", "big = alloc()"}, {"execution_count", 2}}),
+               2000);
+  a.on_memory_sample(rss(2100, 600 * MB));
+  a.on_memory_sample(rss(2200, 1200 * MB));
+  a.on_message(msg("status", "r2", {{"execution_state", "idle"}}), 2250);
+  a.on_memory_sample(rss(2300, 1150 * MB));
+
+  a.on_message(msg("status", "r3", {{"execution_state", "busy"}}), 3000);
+  a.on_message(msg("execute_input", "r3", {{"code", "crash()"}, {"execution_count", 3}}), 3000);
+
+  const json e = a.to_json(7000);
+  CHECK(e["state_at_death"] == "busy");
+  CHECK(e["shutdown_requested"] == false);
+  const auto& flight = e["cell_in_flight"];
+  REQUIRE(flight.is_object());
+  CHECK(flight["execution_count"] == 3);
+  CHECK(flight["code"] == "crash()");
+  CHECK(flight["started_at_ms"] == 3000);
+  CHECK(flight["running_for_s"] == Approx(4.0));
+  CHECK(flight["rss_at_start"] == 1150 * MB);
+
+  const auto& last = e["last_cells"];
+  REQUIRE(last.size() == 2);
+  CHECK(last[0]["execution_count"] == 1);
+  CHECK(last[0]["duration_s"] == Approx(0.5));
+  CHECK(last[0]["rss_delta"] == 1 * MB);
+  CHECK(last[0]["status"] == "ok");
+  CHECK(last[1]["execution_count"] == 2);
+  CHECK(last[1]["code"] == "big = alloc()");
+  CHECK(last[1]["rss_start"] == 101 * MB);
+  CHECK(last[1]["rss_end"] == 1150 * MB);
+  CHECK(last[1]["rss_peak"] == 1200 * MB);
+  CHECK(last[1]["rss_delta"] == 1049 * MB);
+  CHECK(last[1]["ended_at_ms"] == 2250);
+}
+
+TEST_CASE("errors mark the cell and become the last error shown") {
+  KernelActivity a(10);
+  a.on_message(msg("status", "r1", {{"execution_state", "busy"}}), 0);
+  a.on_message(msg("execute_input", "r1", {{"code", "1/0"}, {"execution_count", 7}}), 0);
+  a.on_message(msg("stream", "r1", {{"name", "stderr"}, {"text", "warning: careful\n"}}), 1);
+  a.on_message(msg("error", "r1",
+                   {{"ename", "ZeroDivisionError"},
+                    {"evalue", "division by zero"},
+                    {"traceback", {"line 1", "ZeroDivisionError: division by zero"}}}),
+               2);
+  a.on_message(msg("status", "r1", {{"execution_state", "idle"}}), 3);
+  const json e = a.to_json(10);
+  CHECK(e["state_at_death"] == "idle");
+  CHECK(e["cell_in_flight"].is_null());
+  REQUIRE(e["last_cells"].size() == 1);
+  CHECK(e["last_cells"][0]["status"] == "error");
+  CHECK(e["last_cells"][0]["outputs"]["errors"] == 1);
+  CHECK(e["last_cells"][0]["outputs"]["stderr_bytes"] == 17);
+  CHECK(e["last_error"]["execution_count"] == 7);
+  CHECK(e["last_error"]["ename"] == "ZeroDivisionError");
+  CHECK(e["last_error"]["evalue"] == "division by zero");
+  CHECK(e["last_error"]["traceback"].size() == 2);
+  CHECK(e["stream_stderr_tail"] == "warning: careful\n");
+}
+
+TEST_CASE("rich outputs are kept as sizes and MIME types only") {
+  KernelActivity a(10);
+  a.on_message(msg("execute_input", "r1", {{"code", "plot()"}, {"execution_count", 1}}), 0);
+  const std::string png(5000, 'A');
+  a.on_message(msg("display_data", "r1",
+                   {{"data", {{"image/png", png}, {"text/plain", "<Figure>"}}},
+                    {"metadata", json::object()}}),
+               1);
+  a.on_message(
+      msg("execute_result", "r1", {{"data", {{"text/plain", "42"}}}, {"execution_count", 1}}), 2);
+  a.on_message(msg("stream", "r1", {{"name", "stdout"}, {"text", "hello\n"}}), 3);
+  const json e = a.to_json(5);
+  const auto& out = e["cell_in_flight"]["outputs"];
+  CHECK(out["displays"] == 2);
+  CHECK(out["stdout_bytes"] == 6);
+  REQUIRE(out["last_displays"].size() == 2);
+  CHECK(out["last_displays"][0]["msg_type"] == "display_data");
+  CHECK(out["last_displays"][0]["bytes"].get<std::size_t>() > 5000);
+  CHECK(out["last_displays"][0]["mime_types"] == json({"image/png", "text/plain"}));
+  CHECK(e.dump().find(png) == std::string::npos);  // the data itself is never kept
+}
+
+TEST_CASE("memory stays bounded: last N cells, capped code, outputs, stderr tail") {
+  KernelActivity a(3);
+  for (int i = 1; i <= 50; ++i)
+    run_cell(a, "r" + std::to_string(i), i, "pass", i * 10, i * 10 + 5);
+  a.on_message(
+      msg("execute_input", "big", {{"code", std::string(200'000, 'x')}, {"execution_count", 51}}),
+      1000);
+  for (int i = 0; i < 100; ++i)
+    a.on_message(msg("display_data", "big", {{"data", {{"text/plain", "x"}}}}), 1001);
+  for (int i = 0; i < 1000; ++i)
+    a.on_message(msg("stream", "big", {{"name", "stderr"}, {"text", std::string(100, 'e')}}), 1002);
+  const json e = a.to_json(2000);
+  REQUIRE(e["last_cells"].size() == 3);
+  CHECK(e["last_cells"][0]["execution_count"] == 48);
+  CHECK(e["last_cells"][2]["execution_count"] == 50);
+  CHECK(e["cell_in_flight"]["code"].get<std::string>().size() == 64 * 1024);
+  CHECK(e["cell_in_flight"]["code_truncated"] == true);
+  CHECK(e["cell_in_flight"]["outputs"]["displays"] == 100);
+  CHECK(e["cell_in_flight"]["outputs"]["last_displays"].size() == 5);
+  CHECK(e["cell_in_flight"]["outputs"]["stderr_bytes"] == 100'000);
+  CHECK(e["stream_stderr_tail"].get<std::string>().size() == 8 * 1024);
+}
+
+TEST_CASE("shutdown_reply marks a requested shutdown") {
+  KernelActivity a(10);
+  CHECK_FALSE(a.shutdown_requested());
+  a.on_message(msg("shutdown_reply", "s1", {{"status", "ok"}, {"restart", false}}), 0);
+  CHECK(a.shutdown_requested());
+  CHECK(a.to_json(1)["shutdown_requested"] == true);
+}
+
+TEST_CASE("an execute_input while a cell is in flight closes that one as unknown") {
+  KernelActivity a(10);
+  a.on_message(msg("execute_input", "r1", {{"code", "a"}, {"execution_count", 1}}), 0);
+  a.on_message(msg("execute_input", "r2", {{"code", "b"}, {"execution_count", 2}}), 10);
+  // An idle for some other request ends nothing.
+  a.on_message(msg("status", "kernel-info", {{"execution_state", "idle"}}), 11);
+  const json e = a.to_json(20);
+  REQUIRE(e["last_cells"].size() == 1);
+  CHECK(e["last_cells"][0]["status"] == "unknown");
+  CHECK(e["cell_in_flight"]["execution_count"] == 2);
+}
+
+TEST_CASE("a cell that dies before its execute_input got out is still the cell in flight") {
+  KernelActivity a(10);
+  run_cell(a, "r1", 1, "a = 1", 0, 5);
+  run_cell(a, "r2", 2, "b = 2", 10, 15);
+  // Busy for the third request, then nothing: the kernel crashed before publishing its input.
+  a.on_message(msg("status", "r3", {{"execution_state", "busy"}}), 20);
+  const json e = a.to_json(100);
+  const auto& flight = e["cell_in_flight"];
+  REQUIRE(flight.is_object());
+  CHECK(flight["execution_count"] == 3);
+  CHECK(flight["execution_count_inferred"] == true);
+  CHECK(flight["code"].is_null());
+  CHECK(flight["started_at_ms"] == 20);
+  CHECK(e["last_cells"].size() == 2);
+}
+
+TEST_CASE("silent executions (busy and idle, no execute_input) leave no cell behind") {
+  KernelActivity a(10);
+  run_cell(a, "r1", 1, "a = 1", 0, 5);
+  a.on_message(msg("status", "silent", {{"execution_state", "busy"}}), 10);
+  a.on_message(msg("status", "silent", {{"execution_state", "idle"}}), 12);
+  a.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 20);
+  a.on_message(msg("execute_input", "r2", {{"code", "b = 2"}, {"execution_count", 2}}), 21);
+  const json e = a.to_json(30);
+  REQUIRE(e["last_cells"].size() == 1);
+  CHECK(e["cell_in_flight"]["execution_count"] == 2);
+  CHECK(e["cell_in_flight"]["execution_count_inferred"] == false);
+  CHECK(e["cell_in_flight"]["code"] == "b = 2");
+  CHECK(e["cell_in_flight"]["started_at_ms"] == 20);  // from its busy, not its input
+}

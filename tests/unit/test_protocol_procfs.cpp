@@ -1,0 +1,73 @@
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "kwd/hang/thread_snapshot.hpp"
+#include "kwd/protocol/port_readiness.hpp"
+#include "kwd/util/unique_fd.hpp"
+
+TEST_CASE("a thread snapshot of a live process lists its threads") {
+  std::thread sleeper([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // until it is asleep
+  const auto snap = kwd::hang::snapshot_process(::getpid());
+  sleeper.join();
+  REQUIRE(snap.available);
+  CHECK(snap.process_state == "R (running)");
+  REQUIRE(snap.threads.size() >= 2);
+  CHECK(snap.threads_total == snap.threads.size());
+  CHECK(snap.threads[0].tid == ::getpid());
+  CHECK_FALSE(snap.threads[0].name.empty());
+  bool sleeping = false;
+  for (const auto& t : snap.threads)
+    sleeping = sleeping || t.state == "S (sleeping)";
+  CHECK(sleeping);
+}
+
+TEST_CASE("stopped and dead processes are told apart") {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  REQUIRE(child > 0);
+  CHECK(kwd::hang::process_alive(child));
+  ::kill(child, SIGSTOP);
+  int status = 0;
+  ::waitpid(child, &status, WUNTRACED);
+  const auto stopped = kwd::hang::snapshot_process(child);
+  CHECK(stopped.process_state == "T (stopped)");
+  CHECK(kwd::hang::process_alive(child));  // stopped is alive: a hang, not a death
+  ::kill(child, SIGKILL);
+  // A zombie (killed, not reaped) is no longer alive.
+  siginfo_t info{};
+  ::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT);
+  CHECK_FALSE(kwd::hang::process_alive(child));
+  ::waitpid(child, &status, 0);
+  CHECK_FALSE(kwd::hang::process_alive(child));
+  CHECK_FALSE(kwd::hang::snapshot_process(child).available);
+  CHECK(kwd::hang::describe_state('D') == "D (disk sleep)");
+}
+
+TEST_CASE("a TCP port is seen listening only once it is bound and listening") {
+  kwd::util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  REQUIRE(fd);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int port = ntohs(addr.sin_port);
+  kwd::protocol::ConnectionInfo info;
+  using kwd::protocol::PortState;
+  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::not_yet);  // bound only
+  REQUIRE(::listen(fd.get(), 1) == 0);
+  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::listening);
+  CHECK(kwd::protocol::port_state(::getpid(), info, 0) == PortState::not_yet);
+  fd.reset();
+  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::not_yet);
+}
