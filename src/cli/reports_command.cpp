@@ -6,10 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include "kwd/cli/commands.hpp"
+#include "kwd/diagnosis/diagnose.hpp"
+#include "kwd/report/html_page.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/report/terminal_summary.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/default_app.hpp"
+#include "kwd/util/private_files.hpp"
 
 namespace kwd::cli {
 namespace {
@@ -46,6 +50,17 @@ Command add_reports_command(CLI::App& app) {
   show->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
       ->capture_default_str();
   show->add_flag("--json", *as_json, "Print the raw JSON document instead");
+  auto html_output = std::make_shared<std::string>("-");
+  auto* html = reports->add_subcommand(
+      "html", "The report as one self-contained HTML page: diagnosis, memory chart, every section");
+  html->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
+      ->capture_default_str();
+  html->add_option("-o,--output", *html_output, "The file to write (`-`: standard output)")
+      ->capture_default_str();
+  auto* open = reports->add_subcommand(
+      "open", "Write the report's HTML page to the user cache and open it (xdg-open / open)");
+  open->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
+      ->capture_default_str();
 
   return {reports, [=]() -> int {
             const report::ReportStore store(report::ReportStore::resolve_dir(*report_dir));
@@ -90,9 +105,44 @@ Command add_reports_command(CLI::App& app) {
               std::cout << report::to_text(*doc, 2) << "\n";
               return 0;
             }
+            // Reports written before the diagnosis existed get one now, from their own facts.
+            auto document = *doc;
+            if (!document.contains("diagnosis")) diagnosis::complete_report(document);
+            if (html->parsed() || open->parsed()) {
+              const std::string page = report::render_html(document);
+              if (html->parsed() && *html_output == "-") {
+                std::cout << page;
+                return 0;
+              }
+              if (html->parsed()) {
+                std::ofstream out(*html_output, std::ios::binary | std::ios::trunc);
+                out << page;
+                if (!out.flush()) {
+                  std::cerr << "kernel-watchdog: cannot write " << *html_output << "\n";
+                  return 1;
+                }
+                std::cerr << "Wrote " << *html_output << "\n";
+                return 0;
+              }
+              std::filesystem::path written;
+              try {
+                const auto dir = util::user_cache_dir("html");
+                util::ensure_private_dir(dir);
+                written = util::write_file_atomically(dir, found->id + ".html", page, 0600);
+              } catch (const std::exception& e) {
+                std::cerr << "kernel-watchdog: " << e.what() << "\n";
+                return 1;
+              }
+              if (const auto problem = util::open_with_default_app(written); !problem.empty()) {
+                std::cerr << "kernel-watchdog: " << problem << "\n";
+                return 1;
+              }
+              std::cout << "Opened " << written.string() << "\n";
+              return 0;
+            }
             report::SummaryStyle style;
             style.color = ::isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
-            std::cout << report::render_summary(*doc, style);
+            std::cout << report::render_summary(document, style);
             std::cout << "\nReport: " << found->path.string() << "\n";
             return 0;
           }};

@@ -24,11 +24,12 @@ Command add_run_command(CLI::App& app) {
   run->add_flag("--forward-sigint", options->forward_sigint,
                 "Pass SIGINT on to the kernel. Only for launchers that signal our pid alone: "
                 "jupyter_client signals the whole process group, so the kernel already got it.");
-  run->add_flag("--no-faulthandler{false}", options->faulthandler,
-                "Do not turn on Python's faulthandler in the kernel. By default a private "
-                "sitecustomize shim (first on the kernel's PYTHONPATH, then removed from it) and "
-                "PYTHONFAULTHANDLER=1 make a dying Python kernel print its stack where the "
-                "crash report can keep it.");
+  run->add_flag_callback(
+      "--no-faulthandler", [options] { options->faulthandler = false; },
+      "Do not turn on Python's faulthandler in the kernel. By default a private "
+      "sitecustomize shim (first on the kernel's PYTHONPATH, then removed from it) and "
+      "PYTHONFAULTHANDLER=1 make a dying Python kernel print its stack where the "
+      "crash report can keep it.");
   run->add_option(
       "--report-dir", options->report_dir,
       "Where crash reports go (default: $KERNEL_WATCHDOG_REPORT_DIR, else "

@@ -314,7 +314,14 @@ class Advisor {
   void hang() {
     const auto pid = v_.integer("/kernel/pid");
     const std::string p = pid ? std::to_string(*pid) : "<pid>";
-    if (v_.text("/hang/process_state").value_or("").rfind('D', 0) == 0)
+    const auto state = v_.text("/hang/process_state").value_or("");
+    if (state.rfind('T', 0) == 0 || state.rfind('t', 0) == 0)
+      add("hang.stopped",
+          "The kernel process is stopped (SIGSTOP, job control or a debugger holding it): send it "
+          "SIGCONT (`kill -CONT " +
+              p + "`) or detach the debugger.",
+          "Its state is " + state + ": it runs no code at all until continued.");
+    if (state.rfind('D', 0) == 0)
       add("hang.blocked_io",
           "The kernel is blocked inside the operating system (state D): check the storage or "
           "network file system it reads from; an interrupt cannot help until the I/O returns.",

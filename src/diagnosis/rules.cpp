@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdio>
 #include <regex>
 #include <set>
 
@@ -110,8 +111,11 @@ class Rules {
   void cell(Finding& f) const {
     if (auto n = v_.integer("/execution/cell_in_flight/execution_count")) {
       std::string fact = "cell [" + std::to_string(*n) + "] was running";
-      if (auto s = v_.number("/execution/cell_in_flight/running_for_s"))
-        fact += " for " + std::to_string(static_cast<long>(*s)) + " s";
+      if (auto s = v_.number("/execution/cell_in_flight/running_for_s")) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, *s < 10 ? "%.1f" : "%.0f", *s);
+        fact += std::string(" for ") + buf + " s";
+      }
       f.evidence.push_back({fact, "/execution/cell_in_flight"});
     }
   }

@@ -1,0 +1,56 @@
+#include "kwd/util/default_app.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kwd/util/self_exe.hpp"
+
+extern char** environ;
+
+namespace kwd::util {
+
+std::string open_with_default_app(const std::filesystem::path& file) {
+#ifdef __APPLE__
+  const std::string opener = "open";
+#else
+  const std::string opener = "xdg-open";
+#endif
+  const auto program = find_on_path(opener);
+  if (!program) return opener + " was not found on PATH; open " + file.string() + " yourself";
+  std::vector<std::string> args{program->string(), file.string()};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (const int err = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+      err != 0)
+    return "cannot run " + args[0] + ": " + std::strerror(err);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return "cannot wait for " + args[0] + ": " + std::strerror(errno);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  return args[0] + " failed (" +
+         (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                            : "signal " + std::to_string(WTERMSIG(status))) +
+         "); the page is " + file.string();
+}
+
+std::filesystem::path user_cache_dir(const std::string& what) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && *xdg == '/') return std::filesystem::path(xdg) / "kernel-watchdog" / what;
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home == '/')
+    return std::filesystem::path(home) / ".cache" / "kernel-watchdog" / what;
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string base = tmp != nullptr && *tmp == '/' ? tmp : "/tmp";
+  return std::filesystem::path(base) / ("kernel-watchdog-" + std::to_string(::geteuid())) / what;
+}
+
+}  // namespace kwd::util

@@ -1,0 +1,114 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "kwd/diagnosis/diagnose.hpp"
+#include "kwd/report/html_page.hpp"
+#include "kwd/report/terminal_summary.hpp"
+
+using nlohmann::json;
+using namespace kwd::report;
+
+namespace {
+
+// A real report (ipykernel segfault in cell [2]) from the diagnosis fixtures, completed as
+// the supervisor completes it.
+json recorded_segfault() {
+  std::ifstream in(std::filesystem::path(KWD_SOURCE_DIR) /
+                   "tests/fixtures/diagnosis/recorded_segfault.json");
+  json report = json::parse(in)["report"];
+  kwd::diagnosis::complete_report(report);
+  return report;
+}
+
+std::size_t count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("reports show: the answer first, evidence, the crashing line, advice", "[render]") {
+  const json report = recorded_segfault();
+  const std::string out = render_summary(report, SummaryStyle{false, 100});
+  std::istringstream lines(out);
+  std::string first, second;
+  std::getline(lines, first);
+  std::getline(lines, second);
+  CHECK_THAT(first, Catch::StartsWith("Kernel crash report"));
+  CHECK(second == report["diagnosis"]["headline"].get<std::string>());
+  CHECK_THAT(out, Catch::Contains("cause native_crash · confidence high"));
+  CHECK_THAT(out, Catch::Contains("\nEvidence\n"));
+  CHECK_THAT(out, Catch::Contains("> 3 |     return ctypes.string_at(0)"));
+  CHECK_THAT(out, Catch::Contains("\nWhat to do\n"));
+  CHECK_THAT(out, Catch::Contains("  1. Look at the call string_at()"));
+  CHECK_THAT(out, Catch::Contains("Environment  python 3.11 · numpy 1.24.2"));
+  CHECK(out.find("\x1b[") == std::string::npos);
+  CHECK(count(out, "\n") <= 60);
+  for (const auto& line : std::vector<std::string>{first, second})
+    CHECK(line.size() <= 100);
+
+  const std::string coloured = render_summary(report, SummaryStyle{true, 100});
+  CHECK_THAT(coloured,
+             Catch::Contains("\x1b[1;31m" + report["diagnosis"]["headline"].get<std::string>()));
+}
+
+TEST_CASE("reports show without a diagnosis or a cell still answers", "[render]") {
+  const json bare = {{"id", "x"}, {"termination", {{"description", "killed by SIGKILL"}}}};
+  const std::string out = render_summary(bare, SummaryStyle{});
+  CHECK_THAT(out, Catch::Contains("Kernel killed by SIGKILL"));
+}
+
+TEST_CASE("the HTML page is self-contained, escaped, and shows every section", "[render]") {
+  json report = recorded_segfault();
+  report["stderr_tail"]["text"] =
+      report["stderr_tail"]["text"].get<std::string>() + "<script>alert(1)</script>\n";
+  report["custom_section"] = {{"from", "a newer writer"}};
+  const std::string html = render_html(report);
+  CHECK_THAT(html, Catch::Contains("Content-Security-Policy"));
+  CHECK_THAT(html, Catch::Contains("default-src 'none'"));
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK_THAT(html, Catch::Contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+  CHECK_FALSE(std::regex_search(html, std::regex(R"(\s(src|srcset|href)\s*=)")));
+  for (const auto& [key, _] : report.items()) {
+    if (key == "id" || key == "schema" || key == "schema_version" || key == "kind" ||
+        key == "diagnosis")
+      continue;
+    const std::string id = key == "stderr_tail" ? "stderr" : key;
+    INFO(key);
+    CHECK_THAT(html, Catch::Contains("id=\"" + id + "\""));
+  }
+  CHECK_THAT(html, Catch::Contains("a newer writer"));
+  CHECK_THAT(html, Catch::Contains("crashed here"));
+}
+
+TEST_CASE("the memory chart draws the series, the limit, the cells and the death", "[render]") {
+  const json report = recorded_segfault();
+  const std::string svg = render_memory_chart(report, 800, 300);
+  std::smatch m;
+  REQUIRE(std::regex_search(svg, m, std::regex(R"re(<path class="series rss" d="(M [^"]+)")re")));
+  CHECK(count(m[1].str(), " L ") >= 4);
+  CHECK_THAT(svg, Catch::Contains("died of SIGSEGV"));
+  CHECK(count(svg, "<g class=\"cell\">") == 2);  // cell [1] and cell [2] in flight
+
+  json limited = report;
+  limited["memory"]["limits"]["tightest"] = {{"name", "cgroup"}, {"bytes", 300 * 1024 * 1024}};
+  CHECK_THAT(render_memory_chart(limited, 800, 300), Catch::Contains("series limit"));
+
+  const std::string nothing = render_memory_chart(json::object(), 800, 300);
+  CHECK_THAT(nothing, Catch::Contains("no memory samples"));
+  CHECK(nothing.find("<path") == std::string::npos);
+}
+
+TEST_CASE("escape_html covers markup, quotes and control characters", "[render]") {
+  CHECK(escape_html("<a href=\"x\">'&'</a>") ==
+        "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+  CHECK(escape_html(std::string("a\x01"
+                                "b\n\tc")) ==
+        "a\xEF\xBF\xBD"
+        "b\n\tc");
+}
