@@ -35,9 +35,10 @@ std::string_view trim(std::string_view s) {
 
 std::optional<PythonFrame> parse_frame(std::string_view line) {
   // '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at'
-  static const std::regex frame(R"re(^\s*File "(.*)", line (\d+|\?\?\?) in (.*)$)re");
+  // Searched, not matched: another thread's output may have landed in front of it.
+  static const std::regex frame(R"re(File "(.*)", line (\d+|\?\?\?) in (.*)$)re");
   std::match_results<std::string_view::const_iterator> m;
-  if (!std::regex_match(line.begin(), line.end(), m, frame)) return std::nullopt;
+  if (!std::regex_search(line.begin(), line.end(), m, frame)) return std::nullopt;
   PythonFrame f;
   f.file = m[1].str();
   const auto number = m[2].str();
@@ -97,42 +98,48 @@ bool is_cell_file(std::string_view file) {
 std::optional<FaulthandlerDump> parse_faulthandler(std::string_view text) {
   const auto at = text.rfind(kFatalMarker);
   if (at == std::string_view::npos) return std::nullopt;
-  // The dump starts at the beginning of the marker's line.
-  const auto line_start = text.rfind('\n', at);
-  const std::string_view dump_text =
-      text.substr(line_start == std::string_view::npos ? 0 : line_start + 1);
-  const auto lines = split_lines(dump_text);
+  const auto lines = split_lines(text.substr(at));
   if (lines.empty()) return std::nullopt;
 
+  // A dying ipykernel's other threads still write: ipykernel forwards what native code wrote
+  // to fd 2 ("terminate called...", "what(): ...") into the same pipe while faulthandler
+  // writes its dump, so foreign lines, and even foreign text in the middle of a line, are
+  // expected inside the dump. Nothing but "Extension modules:" or the end of the text ends it.
+  static const std::regex fatal_name(
+      "(Segmentation fault|Aborted|Bus error|Floating[- ]point exception|Illegal instruction)");
   FaulthandlerDump dump;
-  dump.fatal_error =
-      std::string(trim(lines[0].substr(lines[0].find(kFatalMarker) + kFatalMarker.size())));
-  bool in_block = false, crashing_block = false, seen_block = false;
+  std::smatch m;
+  const std::string first(lines[0].substr(kFatalMarker.size()));
+  if (std::regex_search(first, m, fatal_name)) dump.fatal_error = m[1].str();
+  bool crashing_block = false;
   std::size_t end = lines.size();
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const std::string_view line = lines[i];
     const std::string_view t = trim(line);
-    if (t.ends_with(kBlockSuffix)) {
-      in_block = seen_block = true;
-      crashing_block = t.starts_with("Current thread") || t.starts_with("Stack");
-      if (crashing_block)
-        dump.thread = std::string(trim(t.substr(0, t.size() - kBlockSuffix.size())));
-      continue;
-    }
     if (t.starts_with("Extension modules:")) {
       end = i + 1;
       break;
     }
-    if (in_block) {
-      if (auto frame = parse_frame(line)) {
-        if (crashing_block) dump.frames.push_back(std::move(*frame));
+    if (dump.fatal_error.empty()) {
+      const std::string s(t);
+      if (std::regex_match(s, m, fatal_name)) {
+        dump.fatal_error = m[1].str();
         continue;
       }
-      if (t.empty() || t == "<no Python frame>" || t.starts_with("<truncated")) continue;
     }
-    if (t.empty() || !seen_block) continue;  // e.g. "Python runtime state: initialized"
-    end = i;                                 // something else was written after the dump
-    break;
+    if (t.ends_with(kBlockSuffix)) {
+      const auto current = t.find("Current thread 0x");
+      const auto stack = t.find("Stack (");
+      crashing_block = current != std::string_view::npos || stack != std::string_view::npos;
+      if (crashing_block) {
+        const auto from = current != std::string_view::npos ? current : stack;
+        dump.thread = std::string(trim(t.substr(from, t.size() - kBlockSuffix.size() - from)));
+        dump.frames.clear();  // a second "current" block (a nested dump) replaces the first
+      }
+      continue;
+    }
+    if (crashing_block)
+      if (auto frame = parse_frame(line)) dump.frames.push_back(std::move(*frame));
   }
   std::string whole;
   for (std::size_t i = 0; i < end; ++i) {

@@ -335,7 +335,7 @@ class Rules {
     }
     if (h != nullptr) {
       hit(f, *h);
-      if (what.empty()) what = shorten(h->excerpt, 90);
+      if (what.empty()) what = shorten(h->from_match, 90);
     }
     more_hits(f, "gpu_driver_fault", h);
     termination(f);
@@ -396,7 +396,7 @@ class Rules {
         h != nullptr && (h->signature->family == "mps" || h->signature->family == "mlx" ||
                          h->signature->family == "metal");
     f.headline = std::string(unified ? "GPU (unified) memory exhausted" : "GPU out of memory");
-    if (h != nullptr) f.headline += " (" + shorten(h->excerpt, 90) + ")";
+    if (h != nullptr) f.headline += " (" + shorten(h->from_match, 90) + ")";
     f.headline += "; the kernel then " + how_it_died() + cell_phrase();
     if (!v_.has("/gpu") && !unified)
       f.missing.push_back("gpu: no GPU probe data; device memory use at death is unknown");
@@ -452,7 +452,7 @@ class Rules {
     cell(f);
     f.headline = "Aborted (SIGABRT)";
     if (reason != nullptr && reason->signature->id != "python.faulthandler_abort")
-      f.headline += ": " + shorten(reason->excerpt, 110);
+      f.headline += ": " + shorten(reason->from_match, 110);
     else if (auto site = crash_site(); site && site->first.find(" of cell [") != std::string::npos)
       f.headline += " in " + site->first;
     if (f.headline.find(" of cell [") == std::string::npos) f.headline += cell_phrase();

@@ -71,7 +71,8 @@ std::vector<SignatureHit> scan(const SignatureTable& table,
       const std::string_view line = lines[n].substr(0, kMaxLineForMatching);
       if (line.empty()) continue;
       for (const auto& sig : table.signatures()) {
-        if (!std::regex_search(line.begin(), line.end(), sig.regex)) continue;
+        std::match_results<std::string_view::const_iterator> m;
+        if (!std::regex_search(line.begin(), line.end(), m, sig.regex)) continue;
         auto& hit = found[&sig];
         hit.signature = &sig;
         hit.pointer = source.pointer;
@@ -80,6 +81,7 @@ std::vector<SignatureHit> scan(const SignatureTable& table,
         hit.lines_in_source = static_cast<int>(lines.size());
         hit.matches += 1;
         hit.excerpt = trimmed_excerpt(lines[n]);
+        hit.from_match = trimmed_excerpt(lines[n].substr(static_cast<std::size_t>(m.position(0))));
       }
     }
     for (auto& [sig, hit] : found)

@@ -97,3 +97,31 @@ TEST_CASE("ipykernel cell files are recognised", "[diagnosis][traceback]") {
   CHECK_FALSE(is_cell_file("/usr/lib/python3.11/ctypes/__init__.py"));
   CHECK_FALSE(is_cell_file("/tmp/ipykernel_10701/helper_module.py"));
 }
+
+TEST_CASE("a dump interleaved with what other threads forwarded is still read",
+          "[diagnosis][traceback]") {
+  // As recorded from ipykernel 6.17 dying of an uncaught C++ exception: ipykernel's pipe
+  // thread forwards libstdc++'s message while faulthandler writes, and the two mix.
+  const std::string text =
+      "terminate called after throwing an instance of 'std::runtime_errorFatal Python error: '\n"
+      "  what():  boom from C++\n"
+      "Aborted\n\n"
+      "Thread 0x00007fc5dbfff6c0 (most recent call first):\n"
+      "  File \"/usr/lib/python3/dist-packages/ipykernel/parentpoller.py\", line 37 in run\n"
+      "\n"
+      "Current thread 0x00007f47dd059040 (most recent call first):\n"
+      "  File \"/tmp/ipykernel_1283/4070685020.py\", line 2 in <module>\n"
+      "  what():  boom from C++\n"
+      "xyz  File \"/usr/lib/python3/dist-packages/IPython/core/interactiveshell.py\", line 3378 "
+      "in run_code\n"
+      "\n"
+      "Extension modules: zmq.backend.cython.context (total: 1)\n";
+  const auto dump = parse_faulthandler(text);
+  REQUIRE(dump);
+  CHECK(dump->fatal_error == "Aborted");
+  CHECK(dump->thread == "Current thread 0x00007f47dd059040");
+  REQUIRE(dump->frames.size() == 2);
+  CHECK(dump->frames[0].file == "/tmp/ipykernel_1283/4070685020.py");
+  CHECK(dump->frames[0].line == 2);
+  CHECK(dump->frames[1].function == "run_code");
+}

@@ -25,6 +25,9 @@ struct SignatureHit {
   int lines_in_source = 0;
   int matches = 0;      // how many lines of that source matched
   std::string excerpt;  // the matching line, trimmed and shortened
+  // The line from where the pattern matched: what a headline quotes (free of log prefixes,
+  // and of another thread's output that landed in front of it).
+  std::string from_match;
 
   // Written close to the end: near the death rather than hours before it.
   [[nodiscard]] bool recent() const { return lines_in_source - line < 60; }
