@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "kwd/probes/linux/process_tree_probe.hpp"
+#include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 
 using namespace kwd::probes;
@@ -140,4 +141,11 @@ TEST_CASE("the departed list has a fixed size") {
   CHECK_FALSE(processes.belongs(100));
   CHECK(processes.belongs(109 + static_cast<pid_t>(KernelProcesses::kDepartedKept)));
   CHECK(processes.belongs(1));  // the root always belongs
+}
+
+TEST_CASE("statm's resident pages, and a process that has released its memory") {
+  CHECK(linux_proc::parse_statm_resident("61234 2560 1200 300 0 4000 0\n") == 2560);
+  CHECK(linux_proc::parse_statm_resident("0 0 0 0 0 0 0\n") == 0);
+  CHECK_FALSE(linux_proc::parse_statm_resident("garbage"));
+  CHECK_FALSE(linux_proc::parse_statm_resident("12 x 3"));
 }

@@ -11,9 +11,14 @@
 namespace kwd::probes::linux_proc {
 namespace {
 
-std::optional<std::int64_t> read_number(const std::string& path) {
-  const auto text = read_small_file(path);
-  return text ? parse_number(*text) : std::nullopt;
+util::UniqueFd open_read(const std::string& path) {
+  return util::UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+}
+
+std::optional<std::string_view> reread(const util::UniqueFd& fd) {
+  static thread_local std::string buf;
+  if (!fd) return std::nullopt;
+  return pread_all(fd.get(), buf);
 }
 
 std::string parent_of(const std::string& dir) {
@@ -55,8 +60,19 @@ CgroupProbe::CgroupProbe(const ProbeOptions& options)
       if (top && *unified != top->mount_point) pressure_file_ = *unified + "/memory.pressure";
     }
   }
-  if (!pressure_file_.empty() && ::access(pressure_file_.c_str(), R_OK) != 0)
-    pressure_file_.clear();
+  if (!pressure_file_.empty()) {
+    pressure_fd_ = open_read(pressure_file_);
+    if (!pressure_fd_) pressure_file_.clear();
+  }
+  const bool v2 = cgroup_->version == 2;
+  for (std::string dir = cgroup_->dir;; dir = parent_of(dir)) {
+    if (auto fd = open_read(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes")))
+      limit_files_.push_back({dir, std::move(fd)});
+    if (dir == cgroup_->top_dir || dir.size() <= cgroup_->top_dir.size()) break;
+  }
+  events_fd_ = open_read(cgroup_->dir + (v2 ? "/memory.events" : "/memory.oom_control"));
+  if (!v2) failcnt_fd_ = open_read(cgroup_->dir + "/memory.failcnt");
+  peak_fd_ = open_read(cgroup_->dir + (v2 ? "/memory.peak" : "/memory.max_usage_in_bytes"));
   oom_kill_before_ = read_oom_kill();
   read_slow();
   reason_ = "cgroup v" + std::to_string(cgroup_->version) + " " + cgroup_->dir +
@@ -89,41 +105,30 @@ std::optional<std::int64_t> CgroupProbe::oom_kill_count() const {
 
 void CgroupProbe::read_slow() {
   if (!cgroup_) return;
-  const bool v2 = cgroup_->version == 2;
   // The limit in force is the tightest along the path: a parent's limit caps its children.
   limit_.reset();
   limit_set_at_.clear();
-  for (std::string dir = cgroup_->dir;; dir = parent_of(dir)) {
-    const auto text = read_small_file(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
-    if (text) {
-      if (const auto limit = parse_memory_limit(*text); limit && (!limit_ || *limit < *limit_)) {
-        limit_ = limit;
-        limit_set_at_ = dir;
-      }
+  for (const auto& file : limit_files_) {
+    const auto text = reread(file.fd);
+    if (!text) continue;
+    if (const auto limit = parse_memory_limit(*text); limit && (!limit_ || *limit < *limit_)) {
+      limit_ = limit;
+      limit_set_at_ = file.dir;
     }
-    if (dir == cgroup_->top_dir || dir.size() <= cgroup_->top_dir.size()) break;
   }
-  max_usage_ = read_number(cgroup_->dir + (v2 ? "/memory.peak" : "/memory.max_usage_in_bytes"));
-  if (v2) {
-    if (const auto text = read_small_file(cgroup_->dir + "/memory.events"))
-      events_ = parse_flat_keyed(*text);
-  } else {
-    events_.clear();
-    if (const auto text = read_small_file(cgroup_->dir + "/memory.oom_control"))
-      events_ = parse_flat_keyed(*text);
-    events_.erase("oom_kill_disable");
-    if (const auto failcnt = read_number(cgroup_->dir + "/memory.failcnt"))
-      events_["failcnt"] = *failcnt;
+  if (const auto text = reread(peak_fd_)) max_usage_ = parse_number(*text);
+  if (const auto text = reread(events_fd_)) {
+    events_ = parse_flat_keyed(*text);
+    events_.erase("oom_kill_disable");  // v1 memory.oom_control: a setting, not an event
   }
-  if (!pressure_file_.empty()) {
-    if (const auto text = read_small_file(pressure_file_)) pressure_ = parse_pressure(*text);
-  }
+  if (const auto text = reread(failcnt_fd_))
+    if (const auto failcnt = parse_number(*text)) events_["failcnt"] = *failcnt;
+  if (const auto text = reread(pressure_fd_)) pressure_ = parse_pressure(*text);
 }
 
 void CgroupProbe::sample(timeline::MemorySample& into) {
   if (!cgroup_) return;
-  static thread_local std::string buf;
-  if (const auto text = pread_all(usage_fd_.get(), buf))
+  if (const auto text = reread(usage_fd_))
     if (const auto v = parse_number(*text)) usage_ = *v;
   const std::int64_t now = util::steady_ms();
   if (last_slow_ms_ < 0 || now - last_slow_ms_ >= interval_ms_) {

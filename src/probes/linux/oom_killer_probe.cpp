@@ -26,7 +26,8 @@ constexpr std::int64_t kGraceAfterKillMs = 300;
 OomKillerProbe::OomKillerProbe(const ProbeOptions& options, const std::string& kmsg_path)
     : kmsg_(::open(kmsg_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)),
       processes_(options.processes ? options.processes
-                                   : std::make_shared<KernelProcesses>(options.kernel_pid)) {
+                                   : std::make_shared<KernelProcesses>(options.kernel_pid)),
+      interval_ms_(options.slow_interval.count()) {
   if (!kmsg_) {
     reason_ = "cannot read " + kmsg_path + " (" + std::strerror(errno) +
               "); OOM kills are seen only through the cgroup's counter";
@@ -38,7 +39,8 @@ OomKillerProbe::OomKillerProbe(const ProbeOptions& options, const std::string& k
   }
   // Only what happens from now on concerns this kernel.
   ::lseek(kmsg_.get(), 0, SEEK_END);
-  reason_ = kmsg_path + ", read non-blocking every sample";
+  reason_ = kmsg_path + ", read non-blocking every " + std::to_string(interval_ms_) +
+            " ms and when the kernel dies";
 }
 
 ProbeStatus OomKillerProbe::status() const {
@@ -90,6 +92,11 @@ bool OomKillerProbe::drain() {
 }
 
 void OomKillerProbe::sample(timeline::MemorySample& /*into*/) {
+  // The kernel's ring holds far more than a second of messages, and what matters is read
+  // again at the kernel's death: once a second is enough.
+  const std::int64_t now = util::steady_ms();
+  if (last_drain_ms_ >= 0 && now - last_drain_ms_ < interval_ms_) return;
+  last_drain_ms_ = now;
   drain();
 }
 

@@ -67,6 +67,16 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text) {
   return st;
 }
 
+std::optional<std::int64_t> parse_statm_resident(std::string_view text) {
+  const auto first = text.find(' ');
+  if (first == std::string_view::npos) return std::nullopt;
+  auto rest = text.substr(first + 1);
+  rest = rest.substr(0, rest.find_first_of(" \n"));
+  std::int64_t pages = 0;
+  if (!to_number(rest, pages)) return std::nullopt;
+  return pages;
+}
+
 std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_view key) {
   std::size_t pos = 0;
   while (pos < text.size()) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kwd/probes/linux/cgroup_fs.hpp"
 #include "kwd/probes/linux/pressure.hpp"
@@ -36,7 +37,17 @@ class CgroupProbe final : public Probe {
   std::optional<MemoryCgroup> cgroup_;
   bool created_by_watchdog_ = false;
   std::string pressure_file_;  // empty: none separate from the system's
+  // Kept open and re-read with pread: opening cgroupfs files costs more than reading them.
   util::UniqueFd usage_fd_;
+  struct LimitFile {
+    std::string dir;
+    util::UniqueFd fd;
+  };
+  std::vector<LimitFile> limit_files_;  // the cgroup's and every ancestor's, up to the top
+  util::UniqueFd events_fd_;            // v2 memory.events, v1 memory.oom_control
+  util::UniqueFd failcnt_fd_;           // v1 memory.failcnt
+  util::UniqueFd peak_fd_;              // v2 memory.peak, v1 memory.max_usage_in_bytes
+  util::UniqueFd pressure_fd_;
   std::int64_t interval_ms_;
   std::int64_t last_slow_ms_ = -1;
 

@@ -19,9 +19,9 @@ namespace kwd::probes::linux_proc {
 // probe, listed before this one, puts in the report's `cgroup` section).
 //
 // /dev/kmsg is opened non-blocking and positioned at its end, so only what the kernel logs
-// from now on is read: every sample drains what arrived, a read() that returns EAGAIN
-// when nothing did. After a SIGKILL it waits briefly for the line, which the kernel
-// prints just after sending the signal.
+// from now on is read: once a second what arrived is drained (a read() that returns EAGAIN
+// when nothing did), and everything when the kernel dies. After a SIGKILL it waits briefly for the
+// line, which the kernel prints just after sending the signal.
 class OomKillerProbe final : public Probe {
  public:
   explicit OomKillerProbe(const ProbeOptions& options, const std::string& kmsg_path = "/dev/kmsg");
@@ -51,6 +51,8 @@ class OomKillerProbe final : public Probe {
   std::vector<pid_t> killed_pids_;  // from "Killed process" lines naming the tree
   std::int64_t other_kills_ = 0;    // kills of processes outside the tree, seen meanwhile
   std::int64_t records_lost_ = 0;   // overwritten before we read them
+  std::int64_t interval_ms_;
+  std::int64_t last_drain_ms_ = -1;
   std::string reason_;
 };
 

@@ -15,12 +15,14 @@
 
 namespace kwd::probes::linux_proc {
 
-// The kernel and every descendant (multiprocessing workers, data loaders): RSS and thread
-// counts at full rate from /proc/PID/stat (kept open and re-read with pread), swap from
-// /proc/PID/status and PSS from /proc/PID/smaps_rollup at a lower rate. Descendants are
-// found by a /proc scan, done only when /proc/loadavg says a process was created since
-// the last one, and then reading only the processes created since. Members that leave
-// (the kernel itself included) are kept with their last readings and peak.
+// The kernel and every descendant (multiprocessing workers, data loaders): RSS at full rate
+// from /proc/PID/statm (kept open and re-read with pread: the cheapest procfs file that has
+// it), thread counts and state from /proc/PID/stat and swap from /proc/PID/status at the
+// slow rate, and PSS from /proc/PID/smaps_rollup at a rate that keeps its cost (it walks
+// the page tables) under 0.05% of a core, and once for each new member as it is found. Descendants
+// are found by a /proc scan, done only when /proc/loadavg says a process was created since the last
+// one, and then reading only the processes created since. Members that leave (the kernel itself
+// included) are kept with their last readings and peak.
 class ProcessTreeProbe final : public Probe {
  public:
   explicit ProcessTreeProbe(const ProbeOptions& options);
@@ -36,6 +38,8 @@ class ProcessTreeProbe final : public Probe {
   void force_full_sample() {
     last_rescan_ms_ = -1;
     last_slow_ms_ = -1;
+    last_pss_ms_ = -1;
+    next_pss_after_ms_ = 0;
     last_created_pid_ = -1;
   }
 
@@ -60,6 +64,7 @@ class ProcessTreeProbe final : public Probe {
  private:
   struct Member {
     util::UniqueFd stat_fd;
+    util::UniqueFd statm_fd;
     std::uint64_t start_time = 0;  // guards against pid reuse
     Readings readings;
     std::int64_t seen_last_ms = 0;
@@ -68,7 +73,9 @@ class ProcessTreeProbe final : public Probe {
   void rescan_if_needed(std::int64_t now_ms);
   void rescan(pid_t created_after);
   bool read_stat(pid_t pid, Member& m);
-  void read_slow(pid_t pid, Member& m);
+  bool read_statm(pid_t pid, Member& m);
+  void read_swap(pid_t pid, Member& m);
+  void read_pss(pid_t pid, Member& m);
   void remember_departed(pid_t pid, const Member& m);
   void publish_members();
 
@@ -80,6 +87,9 @@ class ProcessTreeProbe final : public Probe {
   std::int64_t slow_interval_ms_;
   std::int64_t last_rescan_ms_ = -1;
   std::int64_t last_slow_ms_ = -1;
+  std::int64_t last_pss_ms_ = -1;
+  std::int64_t next_pss_after_ms_ = 0;  // slow_interval_ms_, or longer when costly
+  static constexpr std::int64_t kSlowBudgetInverse = 2000;  // 1/2000 of a core: 0.05%
   pid_t last_created_pid_ = -1;
   util::UniqueFd loadavg_fd_;
   std::unordered_map<pid_t, Member> members_;

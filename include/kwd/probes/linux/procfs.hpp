@@ -21,6 +21,8 @@ struct ProcStat {
 };
 
 std::optional<ProcStat> parse_proc_stat(std::string_view text);
+// The resident pages of /proc/PID/statm ("size resident shared text lib data dt").
+std::optional<std::int64_t> parse_statm_resident(std::string_view text);
 
 // Value in bytes of a "Key:   1234 kB" line in /proc/PID/status, /proc/meminfo, smaps_rollup.
 std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_view key);

@@ -1,0 +1,233 @@
+"""Memory-probe benchmarks (issue: memory), measured side by side in one run.
+
+1. Sample cost. A real ipykernel with 4 multiprocessing workers (64 MiB each). The
+   watchdog's probes (kwd-sample-bench: make_probes, exactly as `run` makes them) sample
+   the tree; next to them, a psutil sampler of the same tree, the way jupyter-resource-usage
+   does it (Process.memory_info() over [root] + children(recursive=True)). Printed: the
+   median cost of each and their ratio, for the watchdog's steady 10 Hz tick, for its
+   amortised tick (one second = 9 steady ticks + 1 with the slow readings, which come at
+   1 Hz), and for a forced full sample (tree rescanned from /proc, PSS and swap of every
+   member: the worst case, which happens at most once a second).
+2. Idle cost. `kernel-watchdog run` with a real ipykernel, idle, default rates, for
+   --idle-seconds (60): its CPU time as a share of one core, and its RSS.
+3. --flat-seconds N (600 for the issue's 10-minute session; 0 skips it): the watchdog's RSS
+   through a busy session (short-lived subprocesses, memory up and down, output), as the
+   integration test checks over a shorter window.
+
+Usage: /usr/bin/python3 bench/memory_bench.py --build-dir build-mem [--idle-seconds 60]
+                                                 [--flat-seconds 600]
+"""
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+from jupyter_client import KernelManager
+
+MiB = 1024 * 1024
+
+
+def run_cell(kc, code, timeout=120):
+    msg_id = kc.execute(code)
+    result = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "execute_result":
+            result = msg["content"]["data"]["text/plain"]
+        if msg["msg_type"] == "error":
+            raise RuntimeError("\n".join(msg["content"]["traceback"]))
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return result
+    raise RuntimeError("cell timed out")
+
+
+def start(kernel_name):
+    km = KernelManager(kernel_name=kernel_name)
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=60)
+    return km, kc
+
+
+def kernel_pid_under(pid):
+    for child in psutil.Process(pid).children(recursive=True):
+        if "ipykernel_launcher" in child.cmdline():
+            return child.pid
+    return pid
+
+
+def psutil_sample(root):
+    total = root.memory_info().rss
+    for child in root.children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def cpu_ns(pid):
+    """CPU time of every thread of `pid` so far, in ns (schedstat: finer than clock ticks)."""
+    total = 0
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
+def rss(pid):
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def bench_sample_cost(sample_bench, iterations):
+    km, kc = start("python3")
+    try:
+        child_pids = run_cell(kc, (
+            "import multiprocessing as mp, numpy as np, os, time\n"
+            "def hold(q):\n"
+            "    a = np.ones(64 * 1024 * 1024 // 8)\n"
+            "    q.put(os.getpid())\n"
+            "    time.sleep(3600)\n"
+            "q = mp.Queue()\n"
+            "workers = [mp.Process(target=hold, args=(q,)) for _ in range(4)]\n"
+            "for w in workers: w.start()\n"
+            "sorted(q.get(timeout=60) for _ in workers)\n"))
+        root_pid = km.provisioner.process.pid
+        root = psutil.Process(root_pid)
+        tree = [root_pid] + [c.pid for c in root.children(recursive=True)]
+        time.sleep(1)
+
+        costs = []
+        for _ in range(iterations):
+            t = time.perf_counter()
+            psutil_sample(root)
+            costs.append((time.perf_counter() - t) * 1e6)
+        psutil_us = statistics.median(costs)
+
+        out = subprocess.run([sample_bench, str(root_pid), str(iterations)], check=True,
+                             capture_output=True, text=True).stdout
+        kwd = json.loads(out)
+        amortised = (9 * kwd["steady_median_us"] + kwd["full_median_us"]) / 10
+        print(f"sample cost, kernel + 4 workers ({len(tree)} processes; workers {child_pids}), "
+              f"median of {iterations}:")
+        print(f"  psutil sampler (memory_info over children(recursive=True)): {psutil_us:8.1f} us")
+        print(f"  watchdog steady tick (10 Hz):                               "
+              f"{kwd['steady_median_us']:8.1f} us   psutil/watchdog = "
+              f"{psutil_us / kwd['steady_median_us']:.0f}x")
+        print(f"  watchdog amortised tick (slow readings at 1 Hz):            {amortised:8.1f} us"
+              f"   psutil/watchdog = {psutil_us / amortised:.1f}x")
+        print(f"  watchdog forced full sample (rescan + PSS/swap of all):     "
+              f"{kwd['full_median_us']:8.1f} us   psutil/watchdog = "
+              f"{psutil_us / kwd['full_median_us']:.2f}x  (psutil reads no PSS)")
+        print(f"  (the watchdog covered {kwd['processes']} processes)")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def wrapped_kernelspec(watchdog, prefix):
+    subprocess.run([watchdog, "kernelspec", "wrap", "python3", "--prefix", str(prefix),
+                    "--name", "python3-bench"], check=True, capture_output=True)
+    os.environ["JUPYTER_PATH"] = str(prefix / "share" / "jupyter")
+    return "python3-bench"
+
+
+def bench_idle(watchdog, prefix, seconds):
+    km, kc = start(wrapped_kernelspec(watchdog, prefix))
+    try:
+        launcher = km.provisioner.process.pid
+        run_cell(kc, "import numpy as np")
+        time.sleep(5)  # start-up settles
+        cpu0, t0 = cpu_ns(launcher), time.monotonic()
+        time.sleep(seconds)
+        cpu1, t1 = cpu_ns(launcher), time.monotonic()
+        share = (cpu1 - cpu0) / ((t1 - t0) * 1e9) * 100
+        print(f"idle kernel under the watchdog for {t1 - t0:.0f} s at default rates "
+              f"(10 Hz memory, 2 Hz GPU):")
+        print(f"  watchdog CPU: {(cpu1 - cpu0) / 1e6:.1f} ms = {share:.4f} % of one core "
+              f"(target < 0.1 %)")
+        print(f"  watchdog RSS: {rss(launcher) / MiB:.2f} MiB (target < 8 MiB)")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def bench_flat(watchdog, prefix, seconds):
+    km, kc = start(wrapped_kernelspec(watchdog, prefix))
+    try:
+        launcher = km.provisioner.process.pid
+        run_cell(kc, "import numpy as np, subprocess, sys, time")
+        time.sleep(3)
+        baseline = rss(launcher)
+        msg_id = kc.execute(
+            f"deadline = time.time() + {seconds}\n"
+            "n = 0\n"
+            "while time.time() < deadline:\n"
+            "    subprocess.run(['true'])\n"
+            "    block = np.ones((n % 8 + 1) * 4 * 1024 * 1024 // 8)\n"
+            "    print('cell output', n)\n"
+            "    print('cell stderr', n, file=sys.stderr)\n"
+            "    del block\n"
+            "    n += 1\n"
+            "    time.sleep(0.05)\n"
+            "n\n")
+        readings = []
+        start_t = time.monotonic()
+        while True:
+            readings.append((time.monotonic() - start_t, rss(launcher)))
+            try:
+                reply = kc.get_shell_msg(timeout=1.0)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    break
+            except Exception:
+                pass
+        peak = max(v for _, v in readings)
+        print(f"busy session of {seconds:.0f} s under the watchdog:")
+        print(f"  watchdog RSS: baseline {baseline / MiB:.2f} MiB, peak {peak / MiB:.2f} MiB, "
+              f"end {readings[-1][1] / MiB:.2f} MiB; growth {(peak - baseline) / MiB:.3f} MiB "
+              f"(target <= 1 MiB)")
+        for minute in range(1, int(seconds // 60) + 1):
+            at = [v for t, v in readings if t <= minute * 60]
+            if at:
+                print(f"    after {minute:2d} min: {at[-1] / MiB:.2f} MiB")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--build-dir", default="build")
+    ap.add_argument("--iterations", type=int, default=1000)
+    ap.add_argument("--idle-seconds", type=float, default=60)
+    ap.add_argument("--flat-seconds", type=float, default=0)
+    args = ap.parse_args()
+    build = pathlib.Path(args.build_dir).resolve()
+    watchdog = str(build / "kernel-watchdog")
+    sample_bench = str(build / "bench" / "kwd-sample-bench")
+    with tempfile.TemporaryDirectory(prefix="kwd-memory-bench-") as tmp:
+        tmp = pathlib.Path(tmp)
+        os.environ["KERNEL_WATCHDOG_REPORT_DIR"] = str(tmp / "reports")
+        os.environ["JUPYTER_RUNTIME_DIR"] = str(tmp / "runtime")
+        bench_sample_cost(sample_bench, args.iterations)
+        if args.idle_seconds > 0:
+            bench_idle(watchdog, tmp / "prefix", args.idle_seconds)
+        if args.flat_seconds > 0:
+            bench_flat(watchdog, tmp / "prefix", args.flat_seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
