@@ -9,6 +9,9 @@ CellTimeline::CellTimeline(std::size_t keep_last, std::size_t max_code_bytes)
 
 void CellTimeline::request_started(std::string request_id, std::int64_t now_ms) {
   if (in_flight_ && in_flight_->request_id == request_id) return;
+  // A cell still waiting for its end sample ended before this one began: the newest reading
+  // is its end, and a later one would charge it with this cell's memory.
+  settle_awaiting();
   // Another cell still in flight: its idle was never seen.
   if (in_flight_) finish(now_ms, "unknown");
   Cell cell;
@@ -68,9 +71,14 @@ void CellTimeline::on_memory_sample(const timeline::MemorySample& sample) {
   if (sample.rss < 0) return;
   latest_rss_ = sample.rss;
   if (in_flight_) in_flight_->rss_peak = std::max(in_flight_->rss_peak, sample.rss);
+  settle_awaiting();
+}
+
+void CellTimeline::settle_awaiting() {
+  if (latest_rss_ < 0) return;
   for (auto it = finished_.rbegin(); it != finished_.rend() && it->awaiting_end_sample; ++it) {
-    it->rss_end = sample.rss;
-    it->rss_peak = std::max(it->rss_peak, sample.rss);
+    it->rss_end = latest_rss_;
+    it->rss_peak = std::max(it->rss_peak, latest_rss_);
     it->awaiting_end_sample = false;
   }
 }

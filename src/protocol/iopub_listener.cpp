@@ -77,6 +77,16 @@ std::size_t IopubListener::receive(std::size_t budget) {
   return handled;
 }
 
+void IopubListener::reconnect() {
+  try {
+    socket_.disconnect(endpoint_);
+  } catch (const zmq::error_t&) {
+    // libzmq may have dropped the endpoint already; connecting again is what matters.
+  }
+  socket_.connect(endpoint_);
+  ++reconnects_;
+}
+
 void IopubListener::on_monitor_events() {
   for (const SocketEvent& e : monitor_->drain()) {
     switch (e.event) {

@@ -16,11 +16,13 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kFilePollInterval{100};
+constexpr milliseconds kFilePollInterval{200};
 constexpr milliseconds kPortPollInterval{50};
 constexpr milliseconds kSlowPortPollInterval{1000};
 constexpr std::int64_t kSlowBindAfterMs = 30'000;
-constexpr std::size_t kReceiveBudget = 256;  // per wake-up, so other fds get their turn
+constexpr milliseconds kReconnectCheck{500};  // libzmq's own reconnect takes ~100 ms
+constexpr std::size_t kReceiveBudget = 256;
+constexpr std::int64_t kMinEdgeSampleGapNs = 5'000'000;  // per wake-up, so other fds get their turn
 
 bool file_exists(const std::string& path) {
   struct stat st {};
@@ -35,16 +37,18 @@ std::int64_t ms_since(std::int64_t steady_ns) {
 
 KernelListener::KernelListener(supervisor::EventLoop& loop, pid_t kernel_pid,
                                std::string connection_file, ListenerOptions options,
-                               HangHandler on_hang)
+                               HangHandler on_hang, SampleNow sample_now)
     : loop_(loop),
       kernel_pid_(kernel_pid),
       path_(std::move(connection_file)),
       options_(options),
       on_hang_(std::move(on_hang)),
+      sample_now_(std::move(sample_now)),
       activity_(options.last_cells) {}
 
 KernelListener::~KernelListener() {
   if (poll_timer_) loop_.cancel(*poll_timer_);
+  if (reconnect_timer_) loop_.cancel(*reconnect_timer_);
   heartbeat_.reset();
   if (iopub_) {
     loop_.unwatch_socket(iopub_->socket_handle());
@@ -54,14 +58,18 @@ KernelListener::~KernelListener() {
   context_.reset();  // every socket is closed by now, with no linger: returns at once
 }
 
+void KernelListener::warn_once(const std::string& problem) {
+  if (warned_) return;
+  warned_ = true;
+  spdlog::warn("connection file unusable: {}; watching the process only (no IOPub, no heartbeat)",
+               problem);
+}
+
 void KernelListener::give_up(const std::string& problem) {
   if (poll_timer_) loop_.cancel(*poll_timer_);
   poll_timer_.reset();
   problem_ = problem;
-  spdlog::warn("connection file unusable: {}; watching the process only (no IOPub, no heartbeat)",
-               problem);
-  notes_.push_back("connection file unusable: " + problem +
-                   "; IOPub and heartbeat were not watched");
+  warn_once(problem);
 }
 
 void KernelListener::start() {
@@ -75,13 +83,13 @@ void KernelListener::start() {
 }
 
 void KernelListener::try_load() {
-  // A file that is missing, or whose ports are 0, is one the kernel has yet to write; one
-  // that exists from the start was written by the kernel manager and is final.
-  const bool waiting = poll_timer_.has_value();
+  const bool first_attempt = !poll_timer_.has_value();
   const bool past_deadline = ms_since(waiting_since_ns_) >= options_.connection_file_wait.count();
   std::string problem;
+  bool kernel_may_write_it = false;  // missing, or ports not chosen: normal while it starts
   if (!file_exists(path_)) {
     problem = path_ + ": does not exist";
+    kernel_may_write_it = true;
   } else {
     try {
       ConnectionInfo info = load_connection_file(path_);
@@ -89,27 +97,33 @@ void KernelListener::try_load() {
         info_ = std::move(info);
       } else {
         problem = path_ + ": iopub_port or hb_port is 0 (not chosen yet)";
+        kernel_may_write_it = true;
       }
     } catch (const ConnectionFileError& e) {
       problem = e.what();
-      // Half-written by a kernel that creates it itself: try again while waiting.
-      if (!waiting) {
-        give_up(problem);
-        return;
-      }
     }
   }
   if (!info_) {
+    problem_ = problem;
+    // A broken file is said at once; a missing one, or one without ports, is what a kernel
+    // that picks its own ports starts from, and is only a problem if it stays that way.
+    if (first_attempt && !kernel_may_write_it) warn_once(problem);
     if (past_deadline) {
       give_up(problem + " (waited " + std::to_string(options_.connection_file_wait.count() / 1000) +
               " s)");
       return;
     }
+    // ipykernel rewrites the file once it has bound its ports (filling in missing ones), so
+    // it is read again until then.
     if (!poll_timer_) poll_timer_ = loop_.every(kFilePollInterval, [this] { try_load(); });
-    problem_ = problem;
     return;
   }
 
+  if (warned_) {
+    spdlog::info("connection file {} is usable now (it was not: {}); listening to the kernel",
+                 path_, problem_);
+    recovered_problem_ = problem_;
+  }
   problem_.clear();
   if (poll_timer_) loop_.cancel(*poll_timer_);
   poll_timer_.reset();
@@ -119,12 +133,25 @@ void KernelListener::try_load() {
   try {
     context_ = std::make_unique<zmq::context_t>(1);
   } catch (const zmq::error_t& e) {
+    info_.reset();
     give_up(std::string("cannot create a ZeroMQ context: ") + e.what());
     return;
   }
   waiting_since_ns_ = util::steady_ns();
   poll_timer_ = loop_.every(kPortPollInterval, [this] { poll_ports(); });
   poll_ports();
+}
+
+std::vector<std::string> KernelListener::notes() const {
+  std::vector<std::string> notes;
+  if (!problem_.empty() && !path_.empty())
+    notes.push_back("connection file unusable: " + problem_ +
+                    "; IOPub and heartbeat were not watched");
+  if (!recovered_problem_.empty())
+    notes.push_back("connection file was unusable at first (" + recovered_problem_ +
+                    "); listened to the kernel once it was rewritten");
+  if (!heartbeat_problem_.empty()) notes.push_back("heartbeat not watched: " + heartbeat_problem_);
+  return notes;
 }
 
 void KernelListener::poll_ports() {
@@ -154,16 +181,51 @@ void KernelListener::poll_ports() {
 void KernelListener::connect_iopub() {
   try {
     MessageDecoder decoder(MessageSigner(info_->signature_scheme, info_->key), options_.limits);
-    iopub_ = std::make_unique<IopubListener>(
-        *context_, *info_, std::move(decoder),
-        [this](const Message& m) { activity_.on_message(m, util::wall_ms()); });
+    iopub_ = std::make_unique<IopubListener>(*context_, *info_, std::move(decoder),
+                                             [this](const Message& m) { on_message(m); });
   } catch (const std::exception& e) {
     give_up(std::string("cannot listen on IOPub: ") + e.what());
     return;
   }
   loop_.watch_socket(iopub_->socket_handle(), [this] { iopub_->receive(kReceiveBudget); });
-  loop_.watch_socket(iopub_->monitor_handle(), [this] { iopub_->on_monitor_events(); });
+  loop_.watch_socket(iopub_->monitor_handle(), [this] { on_iopub_events(); });
   spdlog::debug("listening on IOPub at {}", info_->endpoint(info_->iopub_port));
+}
+
+void KernelListener::on_message(const Message& m) {
+  // busy/idle around an execute_request are a cell's edges: sample before the cell's RSS
+  // at start (or end) is taken. A flood of tiny executions is sampled at most every 5 ms.
+  if (sample_now_ && m.msg_type == "status" && m.parent_msg_type == "execute_request") {
+    const std::int64_t now = util::steady_ns();
+    if (now - last_edge_sample_ns_ >= kMinEdgeSampleGapNs) {
+      last_edge_sample_ns_ = now;
+      sample_now_();
+    }
+  }
+  activity_.on_message(m, util::wall_ms());
+}
+
+void KernelListener::on_iopub_events() {
+  iopub_->on_monitor_events();
+  if (iopub_->connection_lost() && !reconnect_timer_)
+    reconnect_timer_ = loop_.after(kReconnectCheck, [this] { check_iopub_connection(); });
+}
+
+void KernelListener::check_iopub_connection() {
+  reconnect_timer_.reset();
+  if (!iopub_ || !iopub_->connection_lost()) return;  // libzmq reconnected by itself
+  // Only towards a port that is listening again (see port_readiness.hpp for why); a kernel
+  // that is going away will be reaped before it matters.
+  if (port_state(kernel_pid_, *info_, info_->iopub_port) != PortState::not_yet) {
+    spdlog::info("iopub: connection lost and not restored by libzmq; reconnecting");
+    try {
+      iopub_->reconnect();
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("iopub: cannot reconnect: {}", e.what());
+      return;
+    }
+  }
+  reconnect_timer_ = loop_.after(kReconnectCheck, [this] { check_iopub_connection(); });
 }
 
 void KernelListener::connect_heartbeat() {
@@ -176,7 +238,7 @@ void KernelListener::connect_heartbeat() {
   } catch (const std::exception& e) {
     heartbeat_.reset();
     spdlog::warn("cannot ping the kernel's heartbeat: {}; no hang detection", e.what());
-    notes_.push_back(std::string("heartbeat not watched: ") + e.what());
+    heartbeat_problem_ = e.what();
     heartbeat_failed_ = true;  // IOPub goes on without it
   }
 }
@@ -227,6 +289,7 @@ void KernelListener::contribute(json& report, std::int64_t at_ms, bool with_hang
   p["dropped"] = iopub_ ? iopub_->dropped().to_json() : json::object();
   p["disconnects"] = iopub_ ? iopub_->disconnects() : 0;
   p["handshake_failures"] = iopub_ ? iopub_->handshake_failures() : 0;
+  p["reconnects"] = iopub_ ? iopub_->reconnects() : 0;
 
   auto& h = report["heartbeat"];
   const auto& ho = heartbeat_ ? heartbeat_->options() : options_.heartbeat;

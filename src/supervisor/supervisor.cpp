@@ -166,7 +166,7 @@ void Supervisor::start_listening() {
   // and the process is watched regardless.
   listener_ = std::make_unique<protocol::KernelListener>(
       loop_, child_->pid(), connection_file_, options_.listener,
-      [this](const protocol::HangEvidence& hang) { on_hang(hang); });
+      [this](const protocol::HangEvidence& hang) { on_hang(hang); }, [this] { on_sample_tick(); });
   listener_->start();
 }
 

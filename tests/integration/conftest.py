@@ -60,12 +60,19 @@ def validate_report(doc):
 class Watched:
     """A kernel started through jupyter_client with a (possibly wrapped) kernelspec."""
 
-    def __init__(self, kernel_name, env, start_kwargs=None):
-        self.km = KernelManager(kernel_name=kernel_name)
+    def __init__(self, kernel_name, env, start_kwargs=None, manager_kwargs=None):
+        self.km = KernelManager(kernel_name=kernel_name, **(manager_kwargs or {}))
         self.km.start_kernel(env=env, **(start_kwargs or {}))
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
+        # wait_for_ready re-sends kernel_info_request every second until one is answered; on a
+        # slow start the extra replies arrive later and would pass for the next request's.
+        while True:
+            try:
+                self.kc.get_shell_msg(timeout=0.3)
+            except queue.Empty:
+                break
 
     @property
     def launcher_pid(self):
@@ -101,8 +108,11 @@ class Watched:
             outputs.append(msg)
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 break
-        reply = self.kc.get_shell_msg(timeout=timeout)
-        return reply["content"], outputs
+        # Skip replies to other requests (wait_for_ready can leave a kernel_info_reply behind).
+        while True:
+            reply = self.kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply["content"], outputs
 
     def execute_until_death(self, code, timeout=60):
         """Sends a cell that kills the kernel and waits until the manager sees it dead.
@@ -152,13 +162,14 @@ def jupyter_env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def start_kernel(jupyter_env):
-    """start_kernel(name=WRAPPED, env_overrides=None) -> Watched; shut down at teardown."""
+    """start_kernel(name=WRAPPED, env_overrides=None, manager_kwargs=None, **start_kwargs)
+    -> Watched; shut down at teardown. manager_kwargs go to KernelManager (transport="ipc")."""
     started = []
 
-    def _start(name=WRAPPED, env_overrides=None, **start_kwargs):
+    def _start(name=WRAPPED, env_overrides=None, manager_kwargs=None, **start_kwargs):
         env = dict(jupyter_env["env"])
         env.update(env_overrides or {})
-        k = Watched(name, env, start_kwargs)
+        k = Watched(name, env, start_kwargs, manager_kwargs)
         started.append(k)
         return k
 

@@ -203,3 +203,20 @@ TEST_CASE("silent executions (busy and idle, no execute_input) leave no cell beh
   CHECK(e["cell_in_flight"]["code"] == "b = 2");
   CHECK(e["cell_in_flight"]["started_at_ms"] == 20);  // from its busy, not its input
 }
+
+TEST_CASE("a cell's end is settled when the next one starts, before its memory comes in") {
+  KernelActivity a(10);
+  a.on_memory_sample(rss(0, 100 * MB));
+  run_cell(a, "r1", 1, "a = 1", 10, 20);  // no sample between its end and the next start
+  a.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 21);
+  a.on_message(msg("execute_input", "r2", {{"code", "big = alloc()"}, {"execution_count", 2}}), 21);
+  a.on_memory_sample(rss(100, 900 * MB));  // during cell 2
+  a.on_message(msg("status", "r2", {{"execution_state", "idle"}}), 150);
+  a.on_memory_sample(rss(200, 1000 * MB));
+  const json e = a.to_json(300);
+  REQUIRE(e["last_cells"].size() == 2);
+  CHECK(e["last_cells"][0]["rss_delta"] == 0);
+  CHECK(e["last_cells"][0]["rss_peak"] == 100 * MB);
+  CHECK(e["last_cells"][1]["rss_start"] == 100 * MB);
+  CHECK(e["last_cells"][1]["rss_delta"] == 900 * MB);
+}

@@ -60,6 +60,7 @@ class CellTimeline {
 
  private:
   void finish(std::int64_t now_ms, const char* status_if_running);
+  void settle_awaiting();
 
   std::size_t keep_last_;
   std::size_t max_code_bytes_;

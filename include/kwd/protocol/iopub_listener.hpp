@@ -15,8 +15,8 @@ namespace kwd::protocol {
 
 // The watchdog's seat on the kernel's IOPub: a SUB socket subscribed to everything. Every
 // message goes through the decoder (signature first); what is believed goes to the
-// handler, the rest is counted by reason. Reconnection is libzmq's (the SUB re-subscribes
-// by itself); the socket monitor tells us when it happened and when a handshake failed.
+// handler, the rest is counted by reason. The socket monitor says when the connection was
+// made, lost, or refused at the handshake.
 class IopubListener {
  public:
   using Handler = std::function<void(const Message&)>;
@@ -33,6 +33,11 @@ class IopubListener {
   std::size_t receive(std::size_t budget);
   // Reads the monitor's events: connects, disconnects, handshake failures.
   void on_monitor_events();
+  // The connection was lost and not made again. libzmq reconnects by itself after a network
+  // error, but not after a protocol error (a frame over ZMQ_MAXMSGSIZE, broken framing):
+  // that session is closed for good, and only reconnect() brings IOPub back.
+  [[nodiscard]] bool connection_lost() const noexcept { return lost_connection_; }
+  void reconnect();
 
   [[nodiscard]] std::uint64_t messages_seen() const noexcept { return seen_; }
   [[nodiscard]] const DropCounts& dropped() const noexcept { return dropped_; }
@@ -40,6 +45,7 @@ class IopubListener {
   [[nodiscard]] std::uint64_t connects() const noexcept { return connects_; }
   [[nodiscard]] std::uint64_t disconnects() const noexcept { return disconnects_; }
   [[nodiscard]] std::uint64_t handshake_failures() const noexcept { return handshake_failures_; }
+  [[nodiscard]] std::uint64_t reconnects() const noexcept { return reconnects_; }
 
  private:
   bool receive_one();
@@ -62,6 +68,7 @@ class IopubListener {
   std::uint64_t connects_ = 0;
   std::uint64_t disconnects_ = 0;
   std::uint64_t handshake_failures_ = 0;
+  std::uint64_t reconnects_ = 0;
 };
 
 }  // namespace kwd::protocol

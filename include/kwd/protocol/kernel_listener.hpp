@@ -42,10 +42,14 @@ struct HangEvidence {
 class KernelListener {
  public:
   using HangHandler = std::function<void(const HangEvidence&)>;
+  // Takes a memory sample now (and hands it to on_memory_sample()): called when a cell
+  // starts and ends, so that its memory delta is measured at its edges, not up to one
+  // sampling interval away (where it would be charged to its neighbour).
+  using SampleNow = std::function<void()>;
 
   // `connection_file` may be empty (a command line without one): nothing is listened to.
   KernelListener(supervisor::EventLoop& loop, pid_t kernel_pid, std::string connection_file,
-                 ListenerOptions options, HangHandler on_hang);
+                 ListenerOptions options, HangHandler on_hang, SampleNow sample_now = {});
   ~KernelListener();
   KernelListener(const KernelListener&) = delete;
   KernelListener& operator=(const KernelListener&) = delete;
@@ -61,7 +65,7 @@ class KernelListener {
   [[nodiscard]] const KernelActivity& activity() const { return activity_; }
   [[nodiscard]] const std::optional<HangEvidence>& current_hang() const { return hang_; }
   // What could not be done, for the report's notes.
-  [[nodiscard]] const std::vector<std::string>& notes() const { return notes_; }
+  [[nodiscard]] std::vector<std::string> notes() const;
 
   // Adds `execution`, `protocol` and `heartbeat` (and `hang` when `with_hang` and a hang
   // is current) to a report being assembled at `at_ms`.
@@ -72,20 +76,30 @@ class KernelListener {
   void poll_ports();
   void connect_iopub();
   void connect_heartbeat();
+  void on_iopub_events();
+  void check_iopub_connection();
   void give_up(const std::string& problem);
+  void warn_once(const std::string& problem);
   void on_hang(int consecutive_misses);
+  void on_message(const Message& message);
 
   supervisor::EventLoop& loop_;
   pid_t kernel_pid_;
   std::string path_;
   ListenerOptions options_;
   HangHandler on_hang_;
+  SampleNow sample_now_;
+  std::int64_t last_edge_sample_ns_ = 0;
 
   std::optional<ConnectionInfo> info_;
-  std::string problem_;  // why the connection file is not used ("" when it is)
+  std::string problem_;            // why the connection file is not used ("" when it is)
+  std::string recovered_problem_;  // what was wrong with it before the kernel rewrote it
+  std::string heartbeat_problem_;
+  bool warned_ = false;
   std::int64_t waiting_since_ns_ = 0;
   bool warned_slow_bind_ = false;
   std::optional<supervisor::EventLoop::TimerId> poll_timer_;
+  std::optional<supervisor::EventLoop::TimerId> reconnect_timer_;
 
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<IopubListener> iopub_;
@@ -94,7 +108,6 @@ class KernelListener {
 
   KernelActivity activity_;
   std::optional<HangEvidence> hang_;
-  std::vector<std::string> notes_;
 };
 
 }  // namespace kwd::protocol
