@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -82,32 +83,59 @@ std::optional<std::pair<fs::path, std::string>> PackageIndex::split_site(const s
   return std::nullopt;
 }
 
-const std::vector<Distribution>& PackageIndex::distributions_in(const fs::path& site) {
+std::optional<std::pair<std::string, std::string>> parse_metadata_dir_name(const std::string& dir) {
+  std::string stem;
+  for (const char* suffix : {".dist-info", ".egg-info"})
+    if (dir.size() > std::strlen(suffix) && dir.ends_with(suffix))
+      stem = dir.substr(0, dir.size() - std::strlen(suffix));
+  if (stem.empty()) return std::nullopt;
+  // name-version[-pyX.Y]: names never contain '-' here (wheels escape it to '_'), versions
+  // start with a digit.
+  const auto dash = stem.find('-');
+  if (dash == std::string::npos) return std::make_pair(stem, std::string());
+  std::string version = stem.substr(dash + 1);
+  if (auto py = version.find("-py"); py != std::string::npos) version.resize(py);
+  if (version.empty() || !std::isdigit(static_cast<unsigned char>(version[0]))) version.clear();
+  return std::make_pair(stem.substr(0, dash), version);
+}
+
+std::vector<PackageIndex::Entry>& PackageIndex::entries_in(const fs::path& site) {
   if (auto it = sites_.find(site); it != sites_.end()) return it->second;
-  std::vector<Distribution> found;
+  std::vector<Entry> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(site, ec)) {
-    const std::string name = entry.path().filename().string();
-    const bool dist_info = name.ends_with(".dist-info");
-    const bool egg_info = name.ends_with(".egg-info");
-    if (!dist_info && !egg_info) continue;
-    fs::path metadata;
-    if (entry.is_directory(ec))
-      metadata = entry.path() / (dist_info ? "METADATA" : "PKG-INFO");
-    else if (egg_info)
-      metadata = entry.path();  // an egg-info file is the PKG-INFO itself
-    else
-      continue;
-    const auto header = parse_metadata_header(read_head(metadata));
-    if (!header) continue;
+    const auto parsed = parse_metadata_dir_name(entry.path().filename().string());
+    if (!parsed) continue;
+    found.push_back({entry.path(), normalise(parsed->first), std::nullopt, false, {}});
+  }
+  return sites_.emplace(site, std::move(found)).first->second;
+}
+
+const std::optional<Distribution>& PackageIndex::details(Entry& e) {
+  if (e.details) return e.details;
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(e.dir, ec);
+  const bool dist_info = e.dir.filename().string().ends_with(".dist-info");
+  // An egg-info that is a file is the PKG-INFO itself.
+  const fs::path metadata = is_dir ? e.dir / (dist_info ? "METADATA" : "PKG-INFO") : e.dir;
+  if (const auto header = parse_metadata_header(read_head(metadata))) {
     Distribution d;
     d.name = header->first;
     d.version = header->second;
-    d.metadata_dir = entry.path();
-    if (entry.is_directory(ec)) d.top_level = lines_of(read_head(entry.path() / "top_level.txt"));
-    found.push_back(std::move(d));
+    d.metadata_dir = e.dir;
+    d.top_level = top_level(e);
+    e.details = std::move(d);
   }
-  return sites_.emplace(site, std::move(found)).first->second;
+  return e.details;
+}
+
+const std::vector<std::string>& PackageIndex::top_level(Entry& e) {
+  if (!e.top_level_read) {
+    e.top_level_read = true;
+    std::error_code ec;
+    if (fs::is_directory(e.dir, ec)) e.top_level = lines_of(read_head(e.dir / "top_level.txt"));
+  }
+  return e.top_level;
 }
 
 std::optional<Distribution> PackageIndex::owner_of(const std::string& file) {
@@ -119,22 +147,28 @@ std::optional<Distribution> PackageIndex::owner_of(const std::string& file) {
     std::string top_module = top;
     if (auto dot = top_module.find('.'); dot != std::string::npos)
       top_module = top_module.substr(0, dot);  // "_cffi_backend.cpython-311-....so"
-    std::vector<const Distribution*> candidates;
-    for (const auto& d : distributions_in(site)) {
-      const bool claims =
-          std::find(d.top_level.begin(), d.top_level.end(), top_module) != d.top_level.end() ||
-          normalise(d.name) == normalise(top_module);
-      if (claims) candidates.push_back(&d);
-    }
+    auto& entries = entries_in(site);
+    std::vector<Entry*> candidates;
+    // Cheap first: a distribution named like the package ("numpy" installs numpy/).
+    for (auto& e : entries)
+      if (e.normalised_name == normalise(top_module)) candidates.push_back(&e);
+    // Else (sklearn from scikit-learn, zmq from pyzmq, nvidia/ from many wheels): the
+    // top_level.txt files, small and read once per distribution.
+    if (candidates.empty())
+      for (auto& e : entries) {
+        const auto& names = top_level(e);
+        if (std::find(names.begin(), names.end(), top_module) != names.end() &&
+            std::find(candidates.begin(), candidates.end(), &e) == candidates.end())
+          candidates.push_back(&e);
+      }
     if (candidates.size() == 1) {
-      owner = *candidates.front();
+      owner = details(*candidates.front());
     } else if (candidates.size() > 1) {
-      // A shared namespace ("nvidia" holds every nvidia-*-cu12 wheel): the one whose RECORD
-      // lists the file installed it.
-      for (const auto* d : candidates) {
-        const auto record = read_all(d->metadata_dir / "RECORD");
+      // A shared namespace: the one whose RECORD lists the file installed it.
+      for (auto* e : candidates) {
+        const auto record = read_all(e->dir / "RECORD");
         if (record.find(relative + ",") != std::string::npos) {
-          owner = *d;
+          owner = details(*e);
           break;
         }
       }
@@ -147,8 +181,8 @@ std::optional<Distribution> PackageIndex::owner_of(const std::string& file) {
 std::optional<Distribution> PackageIndex::find(const std::string& beside, const std::string& name) {
   const auto split = split_site(beside);
   if (!split) return std::nullopt;
-  for (const auto& d : distributions_in(split->first))
-    if (normalise(d.name) == normalise(name)) return d;
+  for (auto& e : entries_in(split->first))
+    if (e.normalised_name == normalise(name)) return details(e);
   return std::nullopt;
 }
 

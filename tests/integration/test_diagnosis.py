@@ -423,3 +423,30 @@ def test_reports_open_hands_the_page_to_the_desktop_opener(kernel, jupyter_env, 
     env["PATH"] = "/nonexistent"
     failed = kwd("reports", "open", "latest", env=env, check=False)
     assert failed.returncode == 1 and "xdg-open" in failed.stderr
+
+
+def test_the_documented_schema_rejects_what_it_should(kernel, jupyter_env):
+    """load_reports validates every report against docs/report.schema.json; the schema must
+    be able to say no."""
+    import copy
+    import jsonschema
+    from conftest import validate_report
+    k = kernel()
+    k.execute_until_death("import os; os._exit(4)")
+    report = only_report(jupyter_env)  # validated on load
+    broken = [
+        lambda r: r.pop("diagnosis"),
+        lambda r: r["diagnosis"].update(cause="bad luck"),
+        lambda r: r["diagnosis"].update(confidence="certain"),
+        lambda r: r["diagnosis"]["evidence"].append({"fact": "x", "pointer": "no-slash"}),
+        lambda r: r["fingerprint"].update(environment={"TF_X": 1}),
+        lambda r: r["termination"].update(kind="vanished"),
+        lambda r: r["execution"].pop("cell_in_flight"),
+        lambda r: r["heartbeat"].pop("history"),
+        lambda r: r["memory"]["samples"].update(rss=["many"]),
+    ]
+    for i, breaker in enumerate(broken):
+        doc = copy.deepcopy(report)
+        breaker(doc)
+        with pytest.raises(jsonschema.ValidationError):
+            validate_report(doc)

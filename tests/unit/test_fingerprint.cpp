@@ -246,3 +246,14 @@ TEST_CASE("a process whose maps cannot be read gives an honest empty fingerprint
   CHECK(report["fingerprint"]["available"] == false);
   CHECK_THAT(report["fingerprint"]["reason"].get<std::string>(), Catch::Contains("maps"));
 }
+
+TEST_CASE("metadata directory names give name and version without reading files", "[fingerprint]") {
+  using P = std::pair<std::string, std::string>;
+  CHECK(parse_metadata_dir_name("tensorflow_metal-1.1.0.dist-info") ==
+        P{"tensorflow_metal", "1.1.0"});
+  CHECK(parse_metadata_dir_name("numpy-1.24.2.egg-info") == P{"numpy", "1.24.2"});
+  CHECK(parse_metadata_dir_name("cupshelpers-1.0-py3.10.egg-info") == P{"cupshelpers", "1.0"});
+  CHECK(parse_metadata_dir_name("cryptography.egg-info") == P{"cryptography", ""});
+  CHECK_FALSE(parse_metadata_dir_name("numpy"));
+  CHECK_FALSE(parse_metadata_dir_name(".dist-info"));
+}

@@ -16,9 +16,15 @@ struct Distribution {
   std::vector<std::string> top_level;  // import names it installs (top_level.txt)
 };
 
+// What a *.dist-info / *.egg-info directory name says ("tensorflow_metal-1.1.0.dist-info",
+// "numpy-1.24.2.egg-info", "cryptography.egg-info"): the name, and the version if present.
+std::optional<std::pair<std::string, std::string>> parse_metadata_dir_name(const std::string& name);
+
 // Finds which installed distribution a loaded file belongs to, by looking at the metadata
-// next to it in its site-packages / dist-packages directory. Directory listings and answers
-// are cached: the same files are asked about on every refresh.
+// next to it in its site-packages / dist-packages directory. It runs on the supervisor's event
+// loop, so it reads as little as it can: a site directory is listed once, a distribution's
+// files are read only when its directory name (or, failing that, its top_level.txt) makes it
+// a candidate, and every answer is cached.
 class PackageIndex {
  public:
   // The distribution that installed `file`, if `file` lies in a site directory and one of
@@ -34,8 +40,17 @@ class PackageIndex {
   static std::string normalise(std::string name);
 
  private:
-  const std::vector<Distribution>& distributions_in(const std::filesystem::path& site);
-  std::map<std::filesystem::path, std::vector<Distribution>> sites_;
+  struct Entry {
+    std::filesystem::path dir;
+    std::string normalised_name;          // from the directory name
+    std::optional<Distribution> details;  // read when first needed
+    bool top_level_read = false;
+    std::vector<std::string> top_level;
+  };
+  std::vector<Entry>& entries_in(const std::filesystem::path& site);
+  static const std::optional<Distribution>& details(Entry& e);
+  static const std::vector<std::string>& top_level(Entry& e);
+  std::map<std::filesystem::path, std::vector<Entry>> sites_;
   std::map<std::string, std::optional<Distribution>> owners_;
 };
 
