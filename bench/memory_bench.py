@@ -4,10 +4,9 @@
    watchdog's probes (kwd-sample-bench: make_probes, exactly as `run` makes them) sample
    the tree; next to them, a psutil sampler of the same tree, the way jupyter-resource-usage
    does it (Process.memory_info() over [root] + children(recursive=True)). Printed: the
-   median cost of each and their ratio, for the watchdog's steady 10 Hz tick, for its
-   amortised tick (one second = 9 steady ticks + 1 with the slow readings, which come at
-   1 Hz), and for a forced full sample (tree rescanned from /proc, PSS and swap of every
-   member: the worst case, which happens at most once a second).
+   median cost of each and their ratio, for the watchdog's steady tick, for its average
+   tick over 10 s at 10 Hz with every slow reading at its own rate (tree rescans, swap,
+   PSS, cgroup limits, meminfo), and a forced full sample (the worst case).
 2. Idle cost. `kernel-watchdog run` with a real ipykernel, idle, default rates, for
    --idle-seconds (60): its CPU time as a share of one core, and its RSS.
 3. --flat-seconds N (600 for the issue's 10-minute session; 0 skips it): the watchdog's RSS
@@ -116,22 +115,25 @@ def bench_sample_cost(sample_bench, iterations):
             costs.append((time.perf_counter() - t) * 1e6)
         psutil_us = statistics.median(costs)
 
-        out = subprocess.run([sample_bench, str(root_pid), str(iterations)], check=True,
+        out = subprocess.run([sample_bench, str(root_pid), str(iterations), "10"], check=True,
                              capture_output=True, text=True).stdout
         kwd = json.loads(out)
-        amortised = (9 * kwd["steady_median_us"] + kwd["full_median_us"]) / 10
-        print(f"sample cost, kernel + 4 workers ({len(tree)} processes; workers {child_pids}), "
-              f"median of {iterations}:")
-        print(f"  psutil sampler (memory_info over children(recursive=True)): {psutil_us:8.1f} us")
-        print(f"  watchdog steady tick (10 Hz):                               "
+        tick = kwd["realtime_cpu_per_tick_us"]
+        print(f"sample cost, kernel + 4 workers ({len(tree)} processes; workers {child_pids}):")
+        print(f"  psutil sampler, one sample (memory_info over children(recursive=True)), "
+              f"median of {iterations}: {psutil_us:8.1f} us")
+        print(f"  watchdog, one tick at steady state (RSS of all, cgroup usage), median:      "
               f"{kwd['steady_median_us']:8.1f} us   psutil/watchdog = "
               f"{psutil_us / kwd['steady_median_us']:.0f}x")
-        print(f"  watchdog amortised tick (slow readings at 1 Hz):            {amortised:8.1f} us"
-              f"   psutil/watchdog = {psutil_us / amortised:.1f}x")
-        print(f"  watchdog forced full sample (rescan + PSS/swap of all):     "
-              f"{kwd['full_median_us']:8.1f} us   psutil/watchdog = "
-              f"{psutil_us / kwd['full_median_us']:.2f}x  (psutil reads no PSS)")
-        print(f"  (the watchdog covered {kwd['processes']} processes)")
+        print(f"  watchdog, average tick over {kwd['realtime_seconds']:.0f} s at 10 Hz, slow readings at "
+              f"their own rates: {tick:8.1f} us   psutil/watchdog = {psutil_us / tick:.0f}x")
+        print(f"  watchdog, forced full sample (rescan of /proc, PSS+swap of all), median:    "
+              f"{kwd['full_median_us']:8.1f} us   (psutil reads no PSS; at most once a second)")
+        print(f"  steady tick by probe (us): {kwd['steady_by_probe_us']}")
+        print(f"  average tick by probe (us): {kwd['realtime_per_tick_by_probe_us']}")
+        print(f"  the watchdog covered {kwd['processes']} processes; at 10 Hz it spends "
+              f"{kwd['realtime_cpu_per_second_us'] / 1e4:.3f} % of one core on them, psutil would "
+              f"spend {psutil_us * 10 / 1e4:.3f} %")
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

@@ -1,17 +1,23 @@
 // Times the watchdog's memory sample of a live process tree: the probes the watchdog runs
 // (make_probes, as `run` makes them), called the way the sample tick calls them.
 //
-//   kwd-sample-bench PID [ITERATIONS]
+//   kwd-sample-bench PID [ITERATIONS [REALTIME_SECONDS]]
 //
 // Prints one JSON object: the median and p90 cost in microseconds of a steady-state tick
 // (what happens 10 times a second: RSS of every member, cgroup usage, the kernel log
 // drained) and of a full sample (tree rescanned from /proc, PSS and swap of every member,
 // cgroup limits and events, meminfo and PSI re-read), plus how many processes it covered.
+// Then it samples at the watchdog's default 10 Hz for REALTIME_SECONDS (default 10) with
+// every probe at its own rate, as `run` does, and reports the CPU time that took per tick
+// and per second: what watching this tree really costs.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kwd/probes/linux/process_tree_probe.hpp"
@@ -39,6 +45,7 @@ int main(int argc, char** argv) {
   }
   const pid_t pid = static_cast<pid_t>(std::atoi(argv[1]));
   const int iterations = argc > 2 ? std::atoi(argv[2]) : 2000;
+  const double realtime_s = argc > 3 ? std::atof(argv[3]) : 10.0;
 
   kwd::probes::ProbeOptions options;
   options.kernel_pid = pid;
@@ -88,12 +95,46 @@ int main(int argc, char** argv) {
                   probes[k]->status().name.c_str(), stats(per_probe[k]).median_us);
     breakdown += item;
   }
+  // Real time, default rates: the CPU this thread spends in the probes, tick after tick.
+  const auto thread_cpu_ns = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+  };
+  auto fresh = kwd::probes::make_probes(options);
+  const int ticks = static_cast<int>(realtime_s * 10);
+  double realtime_cpu_ns = 0;
+  std::vector<double> realtime_by_probe(fresh.size(), 0.0);
+  for (int i = 0; i < ticks; ++i) {
+    kwd::timeline::MemorySample sample;
+    sample.t_ms = kwd::util::wall_ms();
+    for (std::size_t k = 0; k < fresh.size(); ++k) {
+      const double before = thread_cpu_ns();
+      fresh[k]->sample(sample);
+      const double spent = thread_cpu_ns() - before;
+      realtime_by_probe[k] += spent;
+      realtime_cpu_ns += spent;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string realtime_breakdown;
+  for (std::size_t k = 0; k < fresh.size(); ++k) {
+    char item[128];
+    std::snprintf(item, sizeof item, "%s\"%s\": %.1f", realtime_breakdown.empty() ? "" : ", ",
+                  fresh[k]->status().name.c_str(), realtime_by_probe[k] / ticks / 1000.0);
+    realtime_breakdown += item;
+  }
+  const double per_tick_us = realtime_cpu_ns / ticks / 1000.0;
+  const double per_second_us = per_tick_us * 10.0;
+
   const auto s = stats(steady), f = stats(full);
   std::printf(
       "{\"processes\": %zu, \"iterations\": %d, \"steady_median_us\": %.2f, "
       "\"steady_p90_us\": %.2f, \"full_median_us\": %.2f, \"full_p90_us\": %.2f, "
-      "\"steady_by_probe_us\": {%s}}\n",
+      "\"steady_by_probe_us\": {%s}, \"realtime_seconds\": %.0f, "
+      "\"realtime_cpu_per_tick_us\": %.2f, \"realtime_cpu_per_second_us\": %.1f, "
+      "\"realtime_per_tick_by_probe_us\": {%s}}\n",
       tree->members().size(), iterations, s.median_us, s.p90_us, f.median_us, f.p90_us,
-      breakdown.c_str());
+      breakdown.c_str(), realtime_s, per_tick_us, per_second_us, realtime_breakdown.c_str());
   return 0;
 }

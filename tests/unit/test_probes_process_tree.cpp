@@ -149,3 +149,47 @@ TEST_CASE("statm's resident pages, and a process that has released its memory") 
   CHECK_FALSE(linux_proc::parse_statm_resident("garbage"));
   CHECK_FALSE(linux_proc::parse_statm_resident("12 x 3"));
 }
+
+TEST_CASE("children born after the first scan are found by pid, and threads are not children") {
+  int go[2], ready[2];
+  REQUIRE(::pipe(go) == 0);
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    char c;
+    (void)!::read(go[0], &c, 1);
+    // Three threads (their tids are pids too, and their stat names our parent) and then a
+    // grandchild, all after the probe's first scan.
+    for (int i = 0; i < 3; ++i)
+      std::thread([] { ::pause(); }).detach();
+    const pid_t g = ::fork();
+    if (g == 0) {
+      for (;;)
+        ::pause();
+    }
+    (void)!::write(ready[1], &g, sizeof g);
+    for (;;)
+      ::pause();
+  }
+  ProbeOptions options;
+  options.kernel_pid = child;
+  options.processes = std::make_shared<KernelProcesses>(child);
+  options.tree_rescan_interval = 0ms;
+  linux_proc::ProcessTreeProbe probe(options);
+  sample_now(probe);
+  REQUIRE(probe.members() == std::vector<pid_t>{child});
+
+  REQUIRE(::write(go[1], "x", 1) == 1);
+  pid_t grandchild = -1;
+  REQUIRE(::read(ready[0], &grandchild, sizeof grandchild) == sizeof grandchild);
+  const auto s = sample_now(probe);
+  CHECK(probe.members() ==
+        std::vector<pid_t>{std::min(child, grandchild), std::max(child, grandchild)});
+  CHECK(s.processes == 2);
+  ::kill(grandchild, SIGKILL);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  for (int fd : {go[0], go[1], ready[0], ready[1]})
+    ::close(fd);
+}

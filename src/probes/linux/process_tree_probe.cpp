@@ -60,7 +60,7 @@ ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options)
   members_.emplace(root_, std::move(root));
   publish_members();
   reason_ = "procfs: RSS every sample, threads/swap every " + std::to_string(slow_interval_ms_) +
-            " ms, PSS as often as that while it costs under 0.05% of a core, descendants "
+            " ms, PSS as often as that while it costs under 0.02% of a core, descendants "
             "rescanned when a process "
             "was created (at most every " +
             std::to_string(rescan_interval_ms_) + " ms)";
@@ -120,6 +120,7 @@ void ProcessTreeProbe::read_swap(pid_t pid, Member& m) {
 void ProcessTreeProbe::read_pss(pid_t pid, Member& m) {
   if (const auto rollup = read_small_file(pid_path(proc_, pid, "smaps_rollup")))
     m.readings.pss = find_kb_field(*rollup, "Pss").value_or(-1);
+  ++m.pss_reads;
 }
 
 void ProcessTreeProbe::rescan_if_needed(std::int64_t now_ms) {
@@ -134,14 +135,34 @@ void ProcessTreeProbe::rescan_if_needed(std::int64_t now_ms) {
   const pid_t created_after =
       (newest < 0 || last_created_pid_ < 0 || wrapped) ? 0 : last_created_pid_;
   last_created_pid_ = newest;
-  rescan(created_after);
+  rescan(created_after, newest);
 }
 
-void ProcessTreeProbe::rescan(pid_t created_after) {
-  // ppid of every process created since the last scan (readdir lists thread-group leaders
-  // only, so threads never pass for children).
+bool ProcessTreeProbe::is_process(pid_t pid) const {
+  const auto status = read_small_file(pid_path(proc_, pid, "status"));
+  return status && find_kb_field(*status, "Tgid") == pid;
+}
+
+void ProcessTreeProbe::rescan(pid_t created_after, pid_t newest) {
+  // ppid of every process created since the last scan.
   std::unordered_map<pid_t, std::vector<pid_t>> children;
-  {
+  if (created_after > 0 && newest > created_after && newest - created_after <= kRangeWalkMax) {
+    // A few pids were handed out: look at those alone rather than list /proc. Pids grow
+    // with creation, so a new parent comes before its new children. A thread's tid is a
+    // pid too, and its stat names its process's parent: a candidate must lead its group.
+    std::unordered_set<pid_t> fresh;
+    for (pid_t pid = created_after + 1; pid <= newest; ++pid) {
+      if (members_.contains(pid)) continue;
+      const auto text = read_small_file(pid_path(proc_, pid, "stat"));
+      if (!text) continue;
+      const auto st = parse_proc_stat(*text);
+      if (!st || (!members_.contains(st->ppid) && !fresh.contains(st->ppid))) continue;
+      if (!is_process(pid)) continue;
+      children[st->ppid].push_back(pid);
+      fresh.insert(pid);
+    }
+  } else {
+    // readdir lists thread-group leaders only, so threads never pass for children.
     std::unique_ptr<DIR, DirCloser> dir(::opendir(proc_.c_str()));
     if (!dir) return;
     while (const dirent* e = ::readdir(dir.get())) {
@@ -226,6 +247,8 @@ void ProcessTreeProbe::sample(timeline::MemorySample& into) {
       const std::int64_t started = util::steady_ns();
       read_pss(it->first, m);
       pss_cost_ns += util::steady_ns() - started;
+    } else if (slow_due && m.pss_reads < kNewcomerPssReads) {
+      read_pss(it->first, m);  // a newcomer's memory is still settling: follow it closely
     }
     rss += m.readings.rss;
     swap += m.readings.swap;

@@ -15,14 +15,17 @@
 
 namespace kwd::probes::linux_proc {
 
-// The kernel and every descendant (multiprocessing workers, data loaders): RSS at full rate
-// from /proc/PID/statm (kept open and re-read with pread: the cheapest procfs file that has
-// it), thread counts and state from /proc/PID/stat and swap from /proc/PID/status at the
-// slow rate, and PSS from /proc/PID/smaps_rollup at a rate that keeps its cost (it walks
-// the page tables) under 0.05% of a core, and once for each new member as it is found. Descendants
-// are found by a /proc scan, done only when /proc/loadavg says a process was created since the last
-// one, and then reading only the processes created since. Members that leave (the kernel itself
-// included) are kept with their last readings and peak.
+// The kernel and every descendant (multiprocessing workers, data loaders).
+// - RSS at full rate from /proc/PID/statm (kept open and re-read with pread: the cheapest
+//   procfs file that has it);
+// - threads and state from /proc/PID/stat, swap from /proc/PID/status, at the slow rate;
+// - PSS from /proc/PID/smaps_rollup, which walks the page tables: at the slow rate while
+//   that costs under 0.02% of a core, less often when it would cost more; a newcomer's
+//   at once and at its first slow rounds, while its memory is still settling.
+// Descendants are found by a rescan, done only when /proc/loadavg says a process was
+// created since the last one, reading only the processes created since (by pid when few
+// were, else by listing /proc). Members that leave (the kernel itself included) are kept
+// with their last readings and peak.
 class ProcessTreeProbe final : public Probe {
  public:
   explicit ProcessTreeProbe(const ProbeOptions& options);
@@ -68,10 +71,12 @@ class ProcessTreeProbe final : public Probe {
     std::uint64_t start_time = 0;  // guards against pid reuse
     Readings readings;
     std::int64_t seen_last_ms = 0;
+    int pss_reads = 0;
   };
 
   void rescan_if_needed(std::int64_t now_ms);
-  void rescan(pid_t created_after);
+  void rescan(pid_t created_after, pid_t newest);
+  [[nodiscard]] bool is_process(pid_t pid) const;  // a thread-group leader, not a thread
   bool read_stat(pid_t pid, Member& m);
   bool read_statm(pid_t pid, Member& m);
   void read_swap(pid_t pid, Member& m);
@@ -88,8 +93,10 @@ class ProcessTreeProbe final : public Probe {
   std::int64_t last_rescan_ms_ = -1;
   std::int64_t last_slow_ms_ = -1;
   std::int64_t last_pss_ms_ = -1;
-  std::int64_t next_pss_after_ms_ = 0;  // slow_interval_ms_, or longer when costly
-  static constexpr std::int64_t kSlowBudgetInverse = 2000;  // 1/2000 of a core: 0.05%
+  std::int64_t next_pss_after_ms_ = 0;        // slow_interval_ms_, or longer when costly
+  static constexpr pid_t kRangeWalkMax = 64;  // more new pids than this: list /proc instead
+  static constexpr std::int64_t kSlowBudgetInverse = 5000;  // 1/5000 of a core: 0.02%
+  static constexpr int kNewcomerPssReads = 3;               // at the slow rate, whatever the budget
   pid_t last_created_pid_ = -1;
   util::UniqueFd loadavg_fd_;
   std::unordered_map<pid_t, Member> members_;
