@@ -115,7 +115,7 @@ def bench_sample_cost(sample_bench, iterations):
             costs.append((time.perf_counter() - t) * 1e6)
         psutil_us = statistics.median(costs)
 
-        out = subprocess.run([sample_bench, str(root_pid), str(iterations), "10"], check=True,
+        out = subprocess.run([sample_bench, str(root_pid), str(iterations), "20"], check=True,
                              capture_output=True, text=True).stdout
         kwd = json.loads(out)
         tick = kwd["realtime_cpu_per_tick_us"]
@@ -125,8 +125,8 @@ def bench_sample_cost(sample_bench, iterations):
         print(f"  watchdog, one tick at steady state (RSS of all, cgroup usage), median:      "
               f"{kwd['steady_median_us']:8.1f} us   psutil/watchdog = "
               f"{psutil_us / kwd['steady_median_us']:.0f}x")
-        print(f"  watchdog, average tick over {kwd['realtime_seconds']:.0f} s at 10 Hz, slow readings at "
-              f"their own rates: {tick:8.1f} us   psutil/watchdog = {psutil_us / tick:.0f}x")
+        print(f"  watchdog, average tick over {kwd['realtime_seconds']:.0f} s at 10 Hz, slow readings "
+              f"at their own rates: {tick:8.1f} us   psutil/watchdog = {psutil_us / tick:.0f}x")
         print(f"  watchdog, forced full sample (rescan of /proc, PSS+swap of all), median:    "
               f"{kwd['full_median_us']:8.1f} us   (psutil reads no PSS; at most once a second)")
         print(f"  steady tick by probe (us): {kwd['steady_by_probe_us']}")

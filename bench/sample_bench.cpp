@@ -7,7 +7,8 @@
 // (what happens 10 times a second: RSS of every member, cgroup usage, the kernel log
 // drained) and of a full sample (tree rescanned from /proc, PSS and swap of every member,
 // cgroup limits and events, meminfo and PSI re-read), plus how many processes it covered.
-// Then it samples at the watchdog's default 10 Hz for REALTIME_SECONDS (default 10) with
+// Then it samples at the watchdog's default 10 Hz for REALTIME_SECONDS (default 10; after
+// 5 s unmeasured, while every member is still a newcomer) with
 // every probe at its own rate, as `run` does, and reports the CPU time that took per tick
 // and per second: what watching this tree really costs.
 #include <time.h>
@@ -102,6 +103,15 @@ int main(int argc, char** argv) {
     return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
   };
   auto fresh = kwd::probes::make_probes(options);
+  // Five seconds first, unmeasured: every member is a newcomer at first (PSS read at each
+  // slow round), which a watchdog sees once per process, not in its steady state.
+  for (int i = 0; i < 50; ++i) {
+    kwd::timeline::MemorySample sample;
+    sample.t_ms = kwd::util::wall_ms();
+    for (auto& p : fresh)
+      p->sample(sample);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   const int ticks = static_cast<int>(realtime_s * 10);
   double realtime_cpu_ns = 0;
   std::vector<double> realtime_by_probe(fresh.size(), 0.0);

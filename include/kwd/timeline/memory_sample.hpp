@@ -25,6 +25,7 @@ struct MemorySample {
   std::int64_t gpu_device_used = kUnknown;  // all devices, all processes
   std::int64_t gpu_total = kUnknown;        // all devices
   std::int64_t unified_in_use = kUnknown;   // Apple: IOAccelerator in-use system memory
+  std::int64_t phys_footprint = kUnknown;   // Apple: the tree's footprint (Metal buffers too)
 
   // Not series: the ceilings the limits are computed against (carried on every sample so
   // the last one before death says what was in force).
@@ -37,7 +38,7 @@ struct SeriesField {
 };
 
 // The series a report carries, in the order it carries them.
-inline constexpr std::array<SeriesField, 13> kSeriesFields{{
+inline constexpr std::array<SeriesField, 14> kSeriesFields{{
     {"rss", &MemorySample::rss},
     {"swap", &MemorySample::swap},
     {"pss", &MemorySample::pss},
@@ -51,6 +52,7 @@ inline constexpr std::array<SeriesField, 13> kSeriesFields{{
     {"gpu_device_used", &MemorySample::gpu_device_used},
     {"gpu_total", &MemorySample::gpu_total},
     {"unified_in_use", &MemorySample::unified_in_use},
+    {"phys_footprint", &MemorySample::phys_footprint},
 }};
 
 }  // namespace kwd::timeline
