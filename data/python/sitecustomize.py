@@ -56,7 +56,7 @@ def _kernel_watchdog_start():
     try:
         import sitecustomize  # noqa: F401  (now found further down sys.path, if anywhere)
     except ImportError as exc:
-        if getattr(exc, "name", None) != "sitecustomize":
+        if getattr(exc, "name", "sitecustomize") != "sitecustomize":
             raise
 
 
