@@ -7,6 +7,7 @@ packages=(
   # build
   build-essential cmake ninja-build pkg-config clang-format
   libzmq3-dev cppzmq-dev nlohmann-json3-dev libspdlog-dev libcli11-dev catch2 libssl-dev
+  libsimdjson-dev
   # a real Jupyter stack for the demo and the integration tests (Debian's, not PyPI's)
   python3 python3-ipykernel python3-jupyter-client python3-zmq python3-psutil
   python3-nbformat python3-numpy python3-pytest python3-jsonschema

@@ -7,25 +7,45 @@ namespace kwd::protocol {
 CellTimeline::CellTimeline(std::size_t keep_last, std::size_t max_code_bytes)
     : keep_last_(keep_last), max_code_bytes_(max_code_bytes) {}
 
-void CellTimeline::request_started(std::string request_id, std::int64_t now_ms) {
+std::int64_t CellTimeline::rss_at(std::int64_t t_ms) const {
+  // The last reading at or before t; if the history does not reach back that far, its oldest.
+  for (auto it = readings_.rbegin(); it != readings_.rend(); ++it)
+    if (it->t_ms <= t_ms) return it->rss;
+  return readings_.empty() ? timeline::kUnknown : readings_.front().rss;
+}
+
+std::optional<CellTimeline::Reading> CellTimeline::first_reading_from(std::int64_t t_ms) const {
+  const auto it = std::find_if(readings_.begin(), readings_.end(),
+                               [t_ms](const Reading& r) { return r.t_ms >= t_ms; });
+  if (it == readings_.end()) return std::nullopt;
+  return *it;
+}
+
+std::int64_t CellTimeline::peak_between(std::int64_t from_ms, std::int64_t to_ms) const {
+  std::int64_t peak = timeline::kUnknown;
+  for (const Reading& r : readings_)
+    if (r.t_ms >= from_ms && r.t_ms <= to_ms) peak = std::max(peak, r.rss);
+  return peak;
+}
+
+void CellTimeline::request_started(std::string request_id, std::int64_t t_ms) {
   if (in_flight_ && in_flight_->request_id == request_id) return;
-  // A cell still waiting for its end sample ended before this one began: the newest reading
-  // is its end, and a later one would charge it with this cell's memory.
-  settle_awaiting();
+  settle_awaiting(t_ms);
   // Another cell still in flight: its idle was never seen.
-  if (in_flight_) finish(now_ms, "unknown");
+  if (in_flight_) finish(t_ms, "unknown");
   Cell cell;
   cell.request_id = std::move(request_id);
-  cell.started_at_ms = now_ms;
-  cell.rss_start = latest_rss_;
-  cell.rss_peak = latest_rss_;
+  cell.started_at_ms = t_ms;
+  cell.rss_start = rss_at(t_ms);
+  // Samples taken after it started but before we heard of it count towards its peak.
+  cell.rss_peak = std::max(cell.rss_start, peak_between(t_ms, INT64_MAX));
   in_flight_ = std::move(cell);
 }
 
 void CellTimeline::start(std::string request_id, std::int64_t execution_count,
-                         std::string_view code, std::int64_t now_ms) {
+                         std::string_view code, std::int64_t t_ms) {
   if (!in_flight_ || in_flight_->request_id != request_id || in_flight_->input_seen)
-    request_started(std::move(request_id), now_ms);  // its busy was missed
+    request_started(std::move(request_id), t_ms);  // its busy was missed
   Cell& cell = *in_flight_;
   cell.input_seen = true;
   cell.execution_count = execution_count;
@@ -35,18 +55,24 @@ void CellTimeline::start(std::string request_id, std::int64_t execution_count,
   ++started_;
 }
 
-void CellTimeline::end(const std::string& request_id, std::int64_t now_ms) {
-  if (in_flight_ && in_flight_->request_id == request_id) finish(now_ms, "ok");
+void CellTimeline::end(const std::string& request_id, std::int64_t t_ms) {
+  if (in_flight_ && in_flight_->request_id == request_id) finish(t_ms, "ok");
 }
 
-void CellTimeline::finish(std::int64_t now_ms, const char* status_if_running) {
+void CellTimeline::finish(std::int64_t t_ms, const char* status_if_running) {
   Cell cell = std::move(*in_flight_);
   in_flight_.reset();
   if (!cell.input_seen) return;  // a silent execution, not a cell anyone sees
-  cell.ended_at_ms = now_ms;
+  cell.ended_at_ms = std::max(t_ms, cell.started_at_ms);
   if (cell.status == "running") cell.status = status_if_running;
-  cell.rss_end = latest_rss_;  // provisional: the next sample replaces it
-  cell.awaiting_end_sample = true;
+  cell.rss_peak = std::max(cell.rss_peak, peak_between(cell.started_at_ms, cell.ended_at_ms));
+  if (const auto after = first_reading_from(cell.ended_at_ms)) {
+    cell.rss_end = after->rss;
+    cell.rss_peak = std::max(cell.rss_peak, after->rss);
+  } else {
+    cell.rss_end = latest_rss();  // provisional: the next sample replaces it
+    cell.awaiting_end_sample = true;
+  }
   if (keep_last_ == 0) return;
   finished_.push_back(std::move(cell));
   while (finished_.size() > keep_last_)
@@ -69,16 +95,25 @@ void CellTimeline::on_output(const std::string& request_id, const Message& messa
 
 void CellTimeline::on_memory_sample(const timeline::MemorySample& sample) {
   if (sample.rss < 0) return;
-  latest_rss_ = sample.rss;
-  if (in_flight_) in_flight_->rss_peak = std::max(in_flight_->rss_peak, sample.rss);
-  settle_awaiting();
+  readings_.push_back({sample.t_ms, sample.rss});
+  while (readings_.size() > kReadings)
+    readings_.pop_front();
+  if (in_flight_ && sample.t_ms >= in_flight_->started_at_ms)
+    in_flight_->rss_peak = std::max(in_flight_->rss_peak, sample.rss);
+  for (auto it = finished_.rbegin(); it != finished_.rend() && it->awaiting_end_sample; ++it) {
+    if (sample.t_ms < it->ended_at_ms) continue;
+    it->rss_end = sample.rss;
+    it->rss_peak = std::max(it->rss_peak, sample.rss);
+    it->awaiting_end_sample = false;
+  }
 }
 
-void CellTimeline::settle_awaiting() {
-  if (latest_rss_ < 0) return;
+void CellTimeline::settle_awaiting(std::int64_t next_start_ms) {
   for (auto it = finished_.rbegin(); it != finished_.rend() && it->awaiting_end_sample; ++it) {
-    it->rss_end = latest_rss_;
-    it->rss_peak = std::max(it->rss_peak, latest_rss_);
+    // Nothing was sampled between its end and the next cell's start: the last reading
+    // before that start is the best there is (a later one would carry the next cell's).
+    it->rss_end = rss_at(next_start_ms);
+    it->rss_peak = std::max(it->rss_peak, it->rss_end);
     it->awaiting_end_sample = false;
   }
 }

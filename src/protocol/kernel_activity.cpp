@@ -1,5 +1,6 @@
 #include "kwd/protocol/kernel_activity.hpp"
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 namespace kwd::protocol {
@@ -10,6 +11,7 @@ constexpr std::size_t kStderrStreamBytes = 8 * 1024;
 constexpr std::size_t kMaxTracebackLines = 64;
 constexpr std::size_t kMaxTracebackLineBytes = 4096;
 constexpr std::size_t kMaxErrorTextBytes = 4096;
+constexpr std::int64_t kMaxClockSkewMs = 60'000;
 
 std::string string_field(const nlohmann::json& content, const char* name, std::size_t cap) {
   const auto it = content.find(name);
@@ -31,15 +33,20 @@ KernelActivity::KernelActivity(std::size_t last_cells)
     : cells_(last_cells, kMaxCodeBytes), stderr_stream_(kStderrStreamBytes) {}
 
 void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
+  // When it happened, by the kernel's clock (the same machine's, for a local kernel): the
+  // message may have left the kernel long after it was made. A date far from now (a
+  // remote kernel's clock, a kernel that writes none) is not trusted.
+  const std::int64_t at_ms =
+      m.date_ms > 0 && std::abs(m.date_ms - now_ms) <= kMaxClockSkewMs ? m.date_ms : now_ms;
   const auto& type = m.msg_type;
   if (type == "status") {
     const auto state = string_field(m.content, "execution_state", 64);
     if (!state.empty()) state_ = state;
     if (state == "busy" && m.parent_msg_type == "execute_request")
-      cells_.request_started(m.parent_msg_id, now_ms);
+      cells_.request_started(m.parent_msg_id, at_ms);
     // Idle after an execute_request ends that cell; idle after anything else says nothing
     // about it.
-    if (state == "idle" && !m.parent_msg_id.empty()) cells_.end(m.parent_msg_id, now_ms);
+    if (state == "idle" && !m.parent_msg_id.empty()) cells_.end(m.parent_msg_id, at_ms);
     return;
   }
   if (type == "execute_input") {
@@ -50,7 +57,7 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
     std::string_view text;
     const auto code = m.content.find("code");
     if (code != m.content.end() && code->is_string()) text = code->get_ref<const std::string&>();
-    cells_.start(m.parent_msg_id, count, text, now_ms);
+    cells_.start(m.parent_msg_id, count, text, at_ms);
     return;
   }
   if (type == "shutdown_reply") {

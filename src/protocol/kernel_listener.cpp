@@ -195,7 +195,9 @@ void KernelListener::connect_iopub() {
 void KernelListener::on_message(const Message& m) {
   // busy/idle around an execute_request are a cell's edges: sample before the cell's RSS
   // at start (or end) is taken. A flood of tiny executions is sampled at most every 5 ms.
-  if (sample_now_ && m.msg_type == "status" && m.parent_msg_type == "execute_request") {
+  // Not while draining after the kernel's death: there is nothing left to sample.
+  if (sample_now_ && !draining_ && m.msg_type == "status" &&
+      m.parent_msg_type == "execute_request") {
     const std::int64_t now = util::steady_ns();
     if (now - last_edge_sample_ns_ >= kMinEdgeSampleGapNs) {
       last_edge_sample_ns_ = now;
@@ -261,6 +263,7 @@ void KernelListener::on_memory_sample(const timeline::MemorySample& sample) {
 
 void KernelListener::drain(milliseconds quiet, milliseconds budget) {
   if (!iopub_) return;
+  draining_ = true;
   const std::int64_t deadline = util::steady_ns() + budget.count() * 1'000'000;
   for (;;) {
     const std::int64_t left_ms = (deadline - util::steady_ns()) / 1'000'000;

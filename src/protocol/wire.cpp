@@ -1,5 +1,7 @@
 #include "kwd/protocol/wire.hpp"
 
+#include "kwd/protocol/message_date.hpp"
+
 namespace kwd::protocol {
 namespace {
 
@@ -7,77 +9,6 @@ using nlohmann::json;
 
 constexpr std::string_view kDelimiter = "<IDS|MSG>";
 constexpr std::size_t kSignedFrames = 4;  // header, parent_header, metadata, content
-
-// Reads a header or parent_header without building a document: checks that the frame is
-// one well-formed JSON object and keeps the two top-level strings we use. Most of a
-// message's parsing time would otherwise go into headers nobody looks at.
-class HeaderReader {
- public:
-  HeaderReader(std::string* msg_id, std::string* msg_type) : msg_id_(msg_id), msg_type_(msg_type) {}
-
-  bool null() { return value(); }
-  bool boolean(bool) { return value(); }
-  bool number_integer(json::number_integer_t) { return value(); }
-  bool number_unsigned(json::number_unsigned_t) { return value(); }
-  bool number_float(json::number_float_t, const json::string_t&) { return value(); }
-  bool binary(json::binary_t&) { return value(); }
-  bool string(json::string_t& s) {
-    if (depth_ == 1 && target_ != nullptr) target_->swap(s);
-    return value();
-  }
-  bool start_object(std::size_t) {
-    if (depth_ == 0 && seen_root_) return false;
-    seen_root_ = true;
-    ++depth_;
-    target_ = nullptr;
-    return true;
-  }
-  bool key(json::string_t& k) {
-    target_ = nullptr;
-    if (depth_ != 1) return true;
-    if (msg_id_ != nullptr && k == "msg_id") target_ = msg_id_;
-    if (msg_type_ != nullptr && k == "msg_type") target_ = msg_type_;
-    return true;
-  }
-  bool end_object() {
-    --depth_;
-    target_ = nullptr;
-    return true;
-  }
-  bool start_array(std::size_t) {
-    if (depth_ == 0) return false;  // the root must be an object
-    ++depth_;
-    target_ = nullptr;
-    return true;
-  }
-  bool end_array() {
-    --depth_;
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
-    return false;
-  }
-
-  [[nodiscard]] bool read_an_object() const { return seen_root_ && depth_ == 0; }
-
- private:
-  bool value() {
-    target_ = nullptr;
-    return depth_ > 0;  // a bare scalar is not an object
-  }
-
-  std::string* msg_id_;
-  std::string* msg_type_;
-  std::string* target_ = nullptr;
-  int depth_ = 0;
-  bool seen_root_ = false;
-};
-
-bool read_object(std::string_view frame, std::string* msg_id, std::string* msg_type) {
-  HeaderReader reader(msg_id, msg_type);
-  const bool ok = json::sax_parse(frame.begin(), frame.end(), &reader);
-  return ok && reader.read_an_object();
-}
 
 }  // namespace
 
@@ -144,14 +75,17 @@ DropReason MessageDecoder::decode(std::span<const std::string_view> frames, Mess
   out.msg_type.clear();
   out.parent_msg_id.clear();
   out.parent_msg_type.clear();
-  if (!read_object(signed_part[0], &out.msg_id, &out.msg_type)) return DropReason::invalid_json;
-  if (out.msg_type.empty() || out.msg_id.empty()) return DropReason::invalid_header;
-  if (!read_object(signed_part[1], &out.parent_msg_id, &out.parent_msg_type))
+  // Every frame is validated whole; only what is used is built.
+  date_.clear();
+  if (!json_.read_header(signed_part[0], &out.msg_id, &out.msg_type, &date_))
     return DropReason::invalid_json;
-  if (!read_object(signed_part[2], nullptr, nullptr)) return DropReason::invalid_json;
+  out.date_ms = parse_message_date(date_).value_or(-1);
+  if (out.msg_type.empty() || out.msg_id.empty()) return DropReason::invalid_header;
+  if (!json_.read_header(signed_part[1], &out.parent_msg_id, &out.parent_msg_type))
+    return DropReason::invalid_json;
+  if (!json_.read_header(signed_part[2], nullptr, nullptr)) return DropReason::invalid_json;
   const std::string_view content = signed_part[3];
-  out.content = json::parse(content.begin(), content.end(), nullptr, /*allow_exceptions=*/false);
-  if (!out.content.is_object()) return DropReason::invalid_json;  // discarded counts too
+  if (!json_.read_object(content, out.content)) return DropReason::invalid_json;
   out.content_bytes = content.size();
 
   if (delimiter > 0)

@@ -220,3 +220,43 @@ TEST_CASE("a cell's end is settled when the next one starts, before its memory c
   CHECK(e["last_cells"][1]["rss_start"] == 100 * MB);
   CHECK(e["last_cells"][1]["rss_delta"] == 900 * MB);
 }
+
+TEST_CASE("a busy delivered late still starts the cell when the kernel made it") {
+  // A cell that holds the GIL keeps ipykernel's IOPub thread from sending its busy until it
+  // is done: the watchdog hears of the start after the memory has already grown.
+  KernelActivity a(10);
+  a.on_memory_sample(rss(1000, 100 * MB));
+  run_cell(a, "r1", 1, "a = 1", 1010, 1020);
+  a.on_memory_sample(rss(1100, 100 * MB));
+  a.on_memory_sample(rss(1200, 700 * MB));  // cell 2 at work, unseen yet
+  a.on_memory_sample(rss(1300, 1100 * MB));
+  Message busy = msg("status", "r2", {{"execution_state", "busy"}});
+  busy.date_ms = 1150;       // made when the cell started...
+  a.on_message(busy, 1350);  // ...received after it was done
+  Message input = msg("execute_input", "r2", {{"code", "big = alloc()"}, {"execution_count", 2}});
+  input.date_ms = 1151;
+  a.on_message(input, 1350);
+  Message idle = msg("status", "r2", {{"execution_state", "idle"}});
+  idle.date_ms = 1320;
+  a.on_message(idle, 1351);
+  a.on_memory_sample(rss(1400, 1000 * MB));
+  const json e = a.to_json(2000);
+  REQUIRE(e["last_cells"].size() == 2);
+  const auto& big = e["last_cells"][1];
+  CHECK(big["started_at_ms"] == 1150);
+  CHECK(big["ended_at_ms"] == 1320);
+  CHECK(big["duration_s"] == Approx(0.17));
+  CHECK(big["rss_start"] == 100 * MB);
+  CHECK(big["rss_peak"] == 1100 * MB);
+  CHECK(big["rss_end"] == 1000 * MB);
+  CHECK(big["rss_delta"] == 900 * MB);
+  CHECK(e["last_cells"][0]["rss_delta"] == 0);
+}
+
+TEST_CASE("a date far from the watchdog's clock is not trusted") {
+  KernelActivity a(10);
+  Message input = msg("execute_input", "r1", {{"code", "x"}, {"execution_count", 1}});
+  input.date_ms = 5;  // 1970: a kernel with a broken clock
+  a.on_message(input, 1'700'000'000'000);
+  CHECK(a.to_json(1'700'000'001'000)["cell_in_flight"]["started_at_ms"] == 1'700'000'000'000);
+}

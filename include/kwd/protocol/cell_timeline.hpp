@@ -12,19 +12,21 @@
 namespace kwd::protocol {
 
 // One execution of a cell, from the kernel going busy for its execute_request (or, if that
-// was missed, its execute_input) to the kernel's next idle for it.
+// was missed, its execute_input) to the kernel's next idle for it. Times are the kernel's
+// own (its messages' header dates): ipykernel sends IOPub from a thread that needs the GIL,
+// so a cell that holds the GIL delivers its "busy" only after it has done its work.
 struct Cell {
   std::string request_id;  // msg_id of the execute_request (parent of everything it caused)
   // Whether its execute_input was seen. A kernel that dies within milliseconds of starting
-  // a cell may never get it out: ipykernel publishes from a thread that needs the GIL.
+  // a cell may never get it out.
   bool input_seen = false;
   std::int64_t execution_count = -1;
   std::string code;  // at most CellTimeline's code cap
   bool code_truncated = false;
   std::int64_t started_at_ms = 0;
   std::int64_t ended_at_ms = -1;  // -1 while in flight
-  // The kernel tree's RSS: the last sample before the cell started, the first sample after
-  // it ended (so what it allocated at the very end counts), the maximum in between.
+  // The kernel tree's RSS: the last sample taken before the cell started, the first sample
+  // taken after it ended, the maximum in between.
   std::int64_t rss_start = timeline::kUnknown;
   std::int64_t rss_end = timeline::kUnknown;
   std::int64_t rss_peak = timeline::kUnknown;
@@ -33,19 +35,21 @@ struct Cell {
   OutputSummary outputs;
 };
 
-// The cell in flight and the last N finished cells, with their memory. Fixed memory.
+// The cell in flight and the last N finished cells, with their memory, read from a short
+// history of RSS samples. Fixed memory.
 class CellTimeline {
  public:
   CellTimeline(std::size_t keep_last, std::size_t max_code_bytes);
 
-  // The kernel went busy for an execute_request: a cell may be starting (or a silent
-  // execution, which never publishes its input and is forgotten when it ends).
-  void request_started(std::string request_id, std::int64_t now_ms);
+  // The kernel went busy for an execute_request at `t_ms`: a cell may be starting (or a
+  // silent execution, which never publishes its input and is forgotten when it ends).
+  void request_started(std::string request_id, std::int64_t t_ms);
   // Its execute_input: the code and the execution count.
   void start(std::string request_id, std::int64_t execution_count, std::string_view code,
-             std::int64_t now_ms);
-  // The kernel went idle after `request_id`; a no-op unless that is the cell in flight.
-  void end(const std::string& request_id, std::int64_t now_ms);
+             std::int64_t t_ms);
+  // The kernel went idle after `request_id` at `t_ms`; a no-op unless that is the cell in
+  // flight.
+  void end(const std::string& request_id, std::int64_t t_ms);
   // An output (stream, error, display...) of the request it answers.
   void on_output(const std::string& request_id, const Message& message);
   void on_memory_sample(const timeline::MemorySample& sample);
@@ -53,20 +57,32 @@ class CellTimeline {
   [[nodiscard]] const Cell* in_flight() const { return in_flight_ ? &*in_flight_ : nullptr; }
   // Oldest first.
   [[nodiscard]] const std::deque<Cell>& finished() const { return finished_; }
-  [[nodiscard]] std::int64_t latest_rss() const { return latest_rss_; }
+  [[nodiscard]] std::int64_t latest_rss() const {
+    return readings_.empty() ? timeline::kUnknown : readings_.back().rss;
+  }
   [[nodiscard]] std::uint64_t cells_started() const { return started_; }
   // The highest execution_count seen (0 before any): the next cell's is usually one more.
   [[nodiscard]] std::int64_t last_execution_count() const { return last_count_; }
 
  private:
-  void finish(std::int64_t now_ms, const char* status_if_running);
-  void settle_awaiting();
+  struct Reading {
+    std::int64_t t_ms;
+    std::int64_t rss;
+  };
+  static constexpr std::size_t kReadings = 600;  // a minute at the default 10 Hz
+
+  void finish(std::int64_t t_ms, const char* status_if_running);
+  // Cells still waiting for a sample after their end get one from before `next_start_ms`.
+  void settle_awaiting(std::int64_t next_start_ms);
+  [[nodiscard]] std::int64_t rss_at(std::int64_t t_ms) const;
+  [[nodiscard]] std::optional<Reading> first_reading_from(std::int64_t t_ms) const;
+  [[nodiscard]] std::int64_t peak_between(std::int64_t from_ms, std::int64_t to_ms) const;
 
   std::size_t keep_last_;
   std::size_t max_code_bytes_;
   std::optional<Cell> in_flight_;
   std::deque<Cell> finished_;
-  std::int64_t latest_rss_ = timeline::kUnknown;
+  std::deque<Reading> readings_;
   std::uint64_t started_ = 0;
   std::int64_t last_count_ = 0;
 };

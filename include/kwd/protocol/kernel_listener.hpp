@@ -90,6 +90,7 @@ class KernelListener {
   HangHandler on_hang_;
   SampleNow sample_now_;
   std::int64_t last_edge_sample_ns_ = 0;
+  bool draining_ = false;  // the kernel is dead: reading its last words only
 
   std::optional<ConnectionInfo> info_;
   std::string problem_;            // why the connection file is not used ("" when it is)

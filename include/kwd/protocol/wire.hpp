@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "kwd/protocol/json_frame_reader.hpp"
 #include "kwd/protocol/message_signer.hpp"
 #include "kwd/protocol/signature_history.hpp"
 #include "kwd/protocol/wire_limits.hpp"
@@ -40,6 +41,7 @@ struct Message {
   std::string msg_type;
   std::string parent_msg_id;  // "" when the message has no parent
   std::string parent_msg_type;
+  std::int64_t date_ms = -1;  // the header's date (when the kernel made it); -1 if none
   nlohmann::json content;
   std::size_t content_bytes = 0;  // size of the content frame as sent
   std::size_t buffer_count = 0;
@@ -61,8 +63,10 @@ class MessageDecoder {
 
  private:
   MessageSigner signer_;
+  JsonFrameReader json_;
   WireLimits limits_;
   SignatureHistory history_;
+  std::string date_;  // reused
 };
 
 // Counts of dropped messages by reason.

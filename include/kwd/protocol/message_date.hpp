@@ -1,0 +1,13 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace kwd::protocol {
+
+// A header's "date" (ISO 8601, as jupyter_client writes it: "2026-11-21T18:11:02.560688Z",
+// or with an offset, or without a zone, taken as UTC) in ms since the epoch.
+std::optional<std::int64_t> parse_message_date(std::string_view iso);
+
+}  // namespace kwd::protocol
