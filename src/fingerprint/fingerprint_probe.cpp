@@ -1,5 +1,6 @@
 #include "kwd/fingerprint/fingerprint_probe.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "kwd/fingerprint/environment_filter.hpp"
 #include "kwd/fingerprint/library_catalog.hpp"
 #include "kwd/fingerprint/loaded_files.hpp"
+#include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 
 namespace kwd::fingerprint {
@@ -59,6 +61,18 @@ void FingerprintProbe::sample(timeline::MemorySample& /*into*/) {
   const auto now = util::steady_ms();
   if (last_refresh_ms_ >= 0 && now - last_refresh_ms_ < interval_ms_) return;
   last_refresh_ms_ = now;
+  // An idle kernel maps nothing new: skip the costly maps read while the size of its
+  // address space stays the same (any mmap/munmap, a loaded library included, changes it).
+  if (!stat_fd_)
+    stat_fd_.reset(
+        ::open((proc_ + "/" + std::to_string(pid_) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+  if (stat_fd_) {
+    static thread_local std::string buf;
+    const auto text = probes::linux_proc::pread_all(stat_fd_.get(), buf);
+    const auto st = text ? probes::linux_proc::parse_proc_stat(*text) : std::nullopt;
+    if (st && st->vsize == last_vsize_ && refreshes_ > 0) return;
+    if (st) last_vsize_ = st->vsize;
+  }
   refresh();
 }
 

@@ -18,6 +18,7 @@ TEST_CASE("parse_proc_stat survives spaces and parentheses in comm") {
   CHECK(st->ppid == 1000);
   CHECK(st->threads == 7);
   CHECK(st->start_time == 123456);
+  CHECK(st->vsize == 1000000);
   CHECK(st->rss_pages == 2560);
   CHECK_FALSE(parse_proc_stat("garbage"));
   CHECK_FALSE(parse_proc_stat("12 (x) S 1 2"));

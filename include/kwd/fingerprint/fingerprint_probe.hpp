@@ -12,6 +12,7 @@
 
 #include "kwd/fingerprint/package_metadata.hpp"
 #include "kwd/probes/probe.hpp"
+#include "kwd/util/unique_fd.hpp"
 
 namespace kwd::fingerprint {
 
@@ -20,8 +21,9 @@ namespace kwd::fingerprint {
 // environment variables.
 //
 // It must be read while the kernel lives (/proc/PID/maps is gone at death), so it rides on
-// the supervisor's sample timer: every `refresh_interval` it re-reads the maps, and only
-// when the set of mapped files changed does it look anything up again.
+// the supervisor's sample timer: every `refresh_interval` it checks the address-space size
+// (microseconds, from /proc/PID/stat), re-reads the maps (milliseconds) only when that
+// changed, and looks anything up again only when the set of mapped files changed.
 class FingerprintProbe final : public probes::Probe {
  public:
   FingerprintProbe(pid_t pid, std::chrono::milliseconds refresh_interval,
@@ -46,6 +48,8 @@ class FingerprintProbe final : public probes::Probe {
   std::int64_t interval_ms_;
   std::int64_t last_refresh_ms_ = -1;
   std::size_t files_hash_ = 0;
+  util::UniqueFd stat_fd_;
+  std::uint64_t last_vsize_ = 0;
   int refreshes_ = 0;
   int rebuilds_ = 0;
   bool environment_read_ = false;

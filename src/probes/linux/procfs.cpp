@@ -53,6 +53,9 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text) {
       case 19:
         ok &= to_number(tok, st.start_time);
         break;
+      case 20:
+        ok &= to_number(tok, st.vsize);
+        break;
       case 21:
         ok &= to_number(tok, st.rss_pages);
         break;

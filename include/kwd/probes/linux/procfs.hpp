@@ -17,6 +17,7 @@ struct ProcStat {
   pid_t ppid = 0;
   std::int64_t threads = 0;
   std::uint64_t start_time = 0;  // clock ticks since boot
+  std::uint64_t vsize = 0;       // bytes of address space: changes with every (un)mapping
   std::int64_t rss_pages = 0;
 };
 
