@@ -133,7 +133,9 @@ int Supervisor::run() {
   probes_.push_back(fingerprint::make_fingerprint_probe(child_->pid()));
   for (const auto& p : probes_) {
     const auto st = p->status();
-    if (!st.available) spdlog::info("probe {} unavailable: {}", st.name, st.reason);
+    // Debug, not info: "no NVIDIA driver" on a laptop is normal, and this line would land in
+    // the Jupyter server's log at every kernel start. The report lists every probe's status.
+    if (!st.available) spdlog::debug("probe {} unavailable: {}", st.name, st.reason);
   }
 
   start_listening();
