@@ -50,6 +50,7 @@ bool IopubListener::receive_one() {
   }
   if (too_many) {
     dropped_.add(DropReason::too_many_frames);
+    release_large(frames_.size());
     return true;
   }
   views_.clear();
@@ -59,11 +60,20 @@ bool IopubListener::receive_one() {
   if (why != DropReason::none) {
     dropped_.add(why);
     spdlog::debug("iopub: dropped a message ({})", drop_reason_name(why));
-    return true;
+  } else {
+    ++seen_;
+    if (on_message_) on_message_(message_);
   }
-  ++seen_;
-  if (on_message_) on_message_(message_);
+  release_large(n);
   return true;
+}
+
+void IopubListener::release_large(std::size_t frames_used) {
+  // A big output (a plot, a widget's buffers) is not kept until the next message arrives.
+  constexpr std::size_t kLarge = 256 * 1024;
+  for (std::size_t i = 0; i < std::min(frames_used, frames_.size()); ++i)
+    if (frames_[i].size() > kLarge) frames_[i].rebuild();
+  if (message_.content_bytes > kLarge) message_.content = nullptr;
 }
 
 std::size_t IopubListener::receive(std::size_t budget) {

@@ -436,3 +436,52 @@ def test_ipc_transport(start_kernel, jupyter_env):
     assert report["heartbeat"]["last_beat_ms"] is not None
     assert cells_by_count(report)[1]["code"] == "z = 3"
     assert report["execution"]["cell_in_flight"]["execution_count"] == 2
+
+
+# Options ------------------------------------------------------------------------------------
+
+def wrap_with(jupyter_env, name, *run_options):
+    from conftest import PLAIN, kwd
+    kwd("kernelspec", "wrap", PLAIN, "--prefix", jupyter_env["prefix"], "--name", name,
+        *[f"--run-option={o}" for o in run_options])
+    return name
+
+
+def test_heartbeat_and_last_cells_options(start_kernel, jupyter_env, tmp_path):
+    name = wrap_with(jupyter_env, "python3-fast-hb", "--heartbeat-interval=0.2",
+                     "--heartbeat-misses=3", "--last-cells=2")
+    log = log_file(tmp_path)
+    k = start_kernel(name, stderr=log)
+    for i in range(1, 5):
+        k.execute(f"c{i} = {i}")
+    pid = k.kernel_pid
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(1.5)  # 3 misses at 0.2 s apart are well within it
+    os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 10
+    while "recovered" not in read_log(log) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    k.execute_until_death(CRASH_AFTER_WORK)
+    reports = load_reports(jupyter_env["report_dir"])
+    assert sorted(r["kind"] for r in reports) == ["crash", "hang"]
+    hang = next(r for r in reports if r["kind"] == "hang")
+    crash = next(r for r in reports if r["kind"] == "crash")
+    assert hang["hang"]["consecutive_misses"] == 3
+    hb = crash["heartbeat"]
+    assert (hb["interval_ms"], hb["timeout_ms"], hb["misses_to_hang"]) == (200, 200, 3)
+    assert hb["hang_episodes"] == 1 and hb["consecutive_misses"] == 0
+    assert [c["execution_count"] for c in crash["execution"]["last_cells"]] == [3, 4]
+    assert crash["execution"]["cell_in_flight"]["execution_count"] == 5
+
+
+def test_heartbeat_misses_zero_turns_hang_reports_off(start_kernel, jupyter_env):
+    name = wrap_with(jupyter_env, "python3-no-hang", "--heartbeat-interval=0.2",
+                     "--heartbeat-misses=0")
+    k = start_kernel(name)
+    k.execute("x = 1")
+    os.kill(k.kernel_pid, signal.SIGSTOP)
+    time.sleep(1.5)
+    os.kill(k.kernel_pid, signal.SIGCONT)
+    r, _ = k.execute("x + 1")
+    assert r["status"] == "ok"
+    assert load_reports(jupyter_env["report_dir"]) == []

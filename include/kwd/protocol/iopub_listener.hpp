@@ -49,6 +49,7 @@ class IopubListener {
 
  private:
   bool receive_one();
+  void release_large(std::size_t frames_used);
 
   std::string endpoint_;
   bool curve_;
