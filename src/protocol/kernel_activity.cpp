@@ -1,5 +1,6 @@
 #include "kwd/protocol/kernel_activity.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -20,7 +21,7 @@ std::string string_field(const nlohmann::json& content, const char* name, std::s
 }
 
 double seconds_between(std::int64_t from_ms, std::int64_t to_ms) {
-  return static_cast<double>(to_ms - from_ms) / 1000.0;
+  return static_cast<double>(std::max<std::int64_t>(to_ms - from_ms, 0)) / 1000.0;
 }
 
 nlohmann::json bytes_or_null(std::int64_t v) {
@@ -109,7 +110,7 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
     // Without its execute_input, the count is inferred: one more than the last one seen.
     const std::int64_t count =
         c->input_seen ? c->execution_count : cells_.last_execution_count() + 1;
-    out["cell_in_flight"] = {{"execution_count", count},
+    out["cell_in_flight"] = {{"execution_count", count >= 0 ? json(count) : json(nullptr)},
                              {"execution_count_inferred", !c->input_seen},
                              {"code", c->input_seen ? json(c->code) : json(nullptr)},
                              {"code_truncated", c->code_truncated},
@@ -129,7 +130,7 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
         c.awaiting_end_sample && cells_.latest_rss() >= 0 ? cells_.latest_rss() : c.rss_end;
     const std::int64_t peak = std::max(c.rss_peak, end);
     last.push_back(
-        {{"execution_count", c.execution_count},
+        {{"execution_count", c.execution_count >= 0 ? json(c.execution_count) : json(nullptr)},
          {"code", c.code},
          {"code_truncated", c.code_truncated},
          {"started_at_ms", c.started_at_ms},
