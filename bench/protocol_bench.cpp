@@ -4,7 +4,11 @@
 //
 // Usage: kwd-protocol-bench RECORDING KEY_FILE [SECONDS]
 // RECORDING: for each message, a little-endian u32 frame count, then per frame a u32 length
-// and the bytes. KEY_FILE: the connection key. Prints one JSON object on stdout.
+// and the bytes. KEY_FILE: the connection key. Prints one JSON object on stdout:
+// - the decoder alone (verify + parse), one thread, for SECONDS;
+// - the whole receive path of the watchdog (libzmq SUB over TCP loopback, decoder, the
+//   kernel-activity bookkeeping) fed by a publisher thread with the recording, 30 times.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -13,8 +17,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
+#include <zmq.hpp>
 
+#include "kwd/protocol/iopub_listener.hpp"
+#include "kwd/protocol/kernel_activity.hpp"
 #include "kwd/protocol/wire.hpp"
 
 namespace {
@@ -50,6 +58,58 @@ std::vector<std::vector<std::string_view>> parse_recording(std::string_view data
     }
   }
   return messages;
+}
+
+// Publishes `passes` copies of the recording to a listener that is the watchdog's own
+// IopubListener + KernelActivity; returns {messages per second received, believed, dropped}.
+nlohmann::json through_zmq(const std::vector<std::vector<std::string_view>>& messages,
+                           const kwd::protocol::Secret& key, int passes) {
+  zmq::context_t publisher_context(1);
+  zmq::socket_t publisher(publisher_context, zmq::socket_type::xpub);
+  publisher.set(zmq::sockopt::sndhwm, 0);  // nothing dropped: the receiver sets the pace
+  publisher.set(zmq::sockopt::linger, 0);
+  publisher.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = publisher.get(zmq::sockopt::last_endpoint);
+
+  kwd::protocol::ConnectionInfo info;
+  info.iopub_port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+  info.hb_port = 1;
+  info.key = key;
+  zmq::context_t listener_context(1);
+  kwd::protocol::KernelActivity activity(10);
+  std::uint64_t believed = 0;
+  kwd::protocol::IopubListener listener(
+      listener_context, info,
+      kwd::protocol::MessageDecoder(kwd::protocol::MessageSigner("hmac-sha256", key), {}),
+      [&](const kwd::protocol::Message& m) {
+        activity.on_message(m, 0);
+        ++believed;
+      });
+  zmq::message_t subscription;  // the listener's subscription: it is connected
+  (void)publisher.recv(subscription);
+  const std::uint64_t total = messages.size() * static_cast<std::uint64_t>(passes);
+  std::thread sender([&] {
+    for (int p = 0; p < passes; ++p)
+      for (const auto& m : messages)
+        for (std::size_t i = 0; i < m.size(); ++i)
+          publisher.send(zmq::buffer(m[i].data(), m[i].size()),
+                         i + 1 < m.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  });
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto deadline = start + std::chrono::seconds(120);
+  while (listener.messages_seen() + listener.dropped().total() < total && clock::now() < deadline) {
+    zmq_pollitem_t item{listener.socket_handle(), 0, ZMQ_POLLIN, 0};
+    zmq_poll(&item, 1, 100);
+    listener.receive(4096);
+  }
+  const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
+  sender.join();
+  return {{"messages", total},
+          {"believed", believed},
+          {"dropped", listener.dropped().total()},
+          {"seconds", elapsed},
+          {"messages_per_second", static_cast<double>(believed) / elapsed}};
 }
 
 }  // namespace
@@ -104,7 +164,8 @@ int main(int argc, char** argv) {
         {"dropped", dropped},
         {"seconds", elapsed},
         {"messages_per_second", static_cast<double>(decoded + dropped) / elapsed},
-        {"sink", sink}};
+        {"sink", sink},
+        {"through_zmq", through_zmq(messages, key, 30)}};
     std::printf("%s\n", result.dump().c_str());
     return dropped == 0 ? 0 : 1;
   } catch (const std::exception& e) {

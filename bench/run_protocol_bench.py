@@ -5,7 +5,8 @@
    socket of our own takes the frames exactly as they travel, for a mix of cells — prints,
    rich displays, results, errors with tracebacks.
 2. Decodes the recording, HMAC-verified and JSON-parsed:
-   - by the watchdog's decoder (bench/protocol_bench.cpp, one thread);
+   - by the watchdog's decoder (bench/protocol_bench.cpp, one thread), and through its whole
+     receive path (libzmq SUB over TCP loopback, decoder, cell bookkeeping);
    - by jupyter_client's Session.feed_identities + Session.deserialize, what every Python
      front end runs on each IOPub message (one thread);
    - by a minimal Python decoder (hmac + four json.loads, no date parsing), a floor for what
@@ -228,6 +229,11 @@ def main():
         print(f"ratio vs Session.deserialize:            {rate / session_rate:12.1f} x   "
               f"(target >= 20 x, >= 200,000 msg/s)")
         print(f"ratio vs minimal Python:                 {rate / minimal_rate:12.1f} x")
+        wire = ours["through_zmq"]
+        print(f"watchdog receive path (libzmq SUB over TCP loopback + decoder + cell "
+              f"bookkeeping, publisher in the same process): {wire['messages_per_second']:,.0f} "
+              f"msg/s, {wire['believed']} of {wire['messages']} believed, "
+              f"{wire['dropped']} dropped")
 
         loss = no_loss(str(binary), tmp / "noloss", args.lines)
         print(f"no loss: kernel printed {loss['stream_messages']} stream messages at "
