@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "kwd/diagnosis/pattern_literals.hpp"
+
 namespace kwd::diagnosis {
 namespace {
 
@@ -71,6 +73,7 @@ std::vector<SignatureHit> scan(const SignatureTable& table,
       const std::string_view line = lines[n].substr(0, kMaxLineForMatching);
       if (line.empty()) continue;
       for (const auto& sig : table.signatures()) {
+        if (!may_match(line, sig.literals)) continue;
         std::match_results<std::string_view::const_iterator> m;
         if (!std::regex_search(line.begin(), line.end(), m, sig.regex)) continue;
         auto& hit = found[&sig];

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kwd/data/embedded_files.hpp"
+#include "kwd/diagnosis/pattern_literals.hpp"
 
 namespace kwd::diagnosis {
 namespace {
@@ -64,6 +65,7 @@ SignatureTable SignatureTable::parse(std::string_view json_text, std::string ori
     if (!ids.insert(s.id).second) throw TableError(named + ": duplicate id");
     try {
       s.regex = std::regex(s.pattern, std::regex::ECMAScript | std::regex::optimize);
+      s.literals = required_literals(s.pattern);
     } catch (const std::regex_error& e) {
       throw TableError(named + ": bad pattern: " + e.what());
     }

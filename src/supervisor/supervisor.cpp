@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwd/diagnosis/diagnose.hpp"
+#include "kwd/diagnosis/signature_table.hpp"
 #include "kwd/fingerprint/fingerprint_probe.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
@@ -138,6 +139,9 @@ int Supervisor::run() {
     if (!st.available) spdlog::debug("probe {} unavailable: {}", st.name, st.reason);
   }
 
+  // Parse the signature table and compile its patterns now, off the death path (the
+  // report must be on disk within milliseconds of the kernel's death).
+  diagnosis::SignatureTable::active();
   start_listening();
   loop_.watch_fd(signals_->fd(), [this] { on_signals(); });
   loop_.watch_fd(stderr_->fd(), [this] {
@@ -225,9 +229,14 @@ void Supervisor::on_kernel_exit(const Termination& end) {
   if (python_shim_) python_shim_->remove();
   stderr_->pump();  // whatever the kernel wrote last is already in the pipe
   // What the kernel published last (a shutdown_reply, its last outputs) may still be on its
-  // way through libzmq's I/O thread.
-  if (listener_ && !end.clean_exit())
-    listener_->drain(std::chrono::milliseconds(20), std::chrono::milliseconds(150));
+  // way through libzmq's I/O thread. A dead process sends nothing more, so what is coming is
+  // already in our socket buffers: a short quiet spell ends the wait. An exit status gets a
+  // longer one, because a shutdown_reply decides whether it is a crash at all; after a fatal
+  // signal only the last outputs are at stake, and the report is due within milliseconds.
+  if (listener_ && !end.clean_exit()) {
+    const auto quiet = std::chrono::milliseconds(end.signaled ? 5 : 20);
+    listener_->drain(quiet, std::chrono::milliseconds(150));
+  }
   if (death_was_requested(end)) {
     spdlog::debug("kernel {} {} (requested); no report", child_->pid(), end.describe());
     release_memory_limit();

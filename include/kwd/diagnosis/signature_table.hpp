@@ -25,6 +25,7 @@ struct Signature {
   std::string remedy;
   std::string source;  // where the message was seen in public
   std::regex regex;
+  std::vector<std::string> literals;  // cheap pre-filter, see pattern_literals.hpp
 };
 
 class SignatureTable {
