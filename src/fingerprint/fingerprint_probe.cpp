@@ -3,11 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <functional>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "kwd/fingerprint/compatibility.hpp"
 #include "kwd/fingerprint/environment_filter.hpp"
@@ -19,15 +17,6 @@
 namespace kwd::fingerprint {
 namespace fs = std::filesystem;
 namespace {
-
-std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream s;
-  s << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return s.str();
-}
 
 // "3.11" from an extension module's ABI tag or the stdlib directory of any mapped file.
 std::string python_version_from(const std::vector<std::string>& files) {
@@ -80,7 +69,7 @@ void FingerprintProbe::read_once_facts() {
   const std::string base = proc_ + "/" + std::to_string(pid_);
   if (!environment_read_) {
     // The environment the kernel was started with; reading it is allowed for our own child.
-    if (auto text = read_file(base + "/environ")) {
+    if (auto text = probes::linux_proc::read_small_file(base + "/environ")) {
       environment_ = nlohmann::json::object();
       for (const auto& [name, value] : allowed_environment(*text))
         environment_[name] = value;
@@ -93,7 +82,8 @@ void FingerprintProbe::read_once_facts() {
     if (!ec) {
       python_ = {{"executable", exe.string()}};
       // A virtual environment records the exact version beside its interpreter.
-      if (auto cfg = read_file((exe.parent_path().parent_path() / "pyvenv.cfg").string())) {
+      if (auto cfg = probes::linux_proc::read_small_file(
+              (exe.parent_path().parent_path() / "pyvenv.cfg").string())) {
         static const std::regex version(R"((^|\n)version(_info)?\s*=\s*([0-9][0-9.]*))");
         std::smatch m;
         if (std::regex_search(*cfg, m, version)) python_["version"] = m[3].str();
@@ -104,7 +94,8 @@ void FingerprintProbe::read_once_facts() {
 }
 
 void FingerprintProbe::refresh() {
-  const auto maps = read_file(proc_ + "/" + std::to_string(pid_) + "/maps");
+  const auto maps =
+      probes::linux_proc::read_small_file(proc_ + "/" + std::to_string(pid_) + "/maps");
   if (!maps || maps->empty()) {
     if (refreshes_ == 0) reason_ = "cannot read /proc/" + std::to_string(pid_) + "/maps";
     return;

@@ -4,30 +4,26 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <iterator>
 #include <memory>
+
+#include "kwd/probes/linux/procfs.hpp"
 
 namespace kwd::hang {
 namespace {
 
+// One-line procfs files (comm, wchan) without their trailing newline.
 std::optional<std::string> read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\0'))
-    text.pop_back();
+  auto text = probes::linux_proc::read_small_file(path);
+  while (text && !text->empty() && (text->back() == '\n' || text->back() == '\0'))
+    text->pop_back();
   return text;
 }
 
-// The state letter of a /proc/.../stat line: the first field after the ")" that closes comm
-// (comm itself may hold spaces and parentheses).
 std::optional<char> state_of(const std::string& dir) {
-  const auto stat = read_text(dir + "/stat");
+  const auto text = probes::linux_proc::read_small_file(dir + "/stat");
+  const auto stat = text ? probes::linux_proc::parse_proc_stat(*text) : std::nullopt;
   if (!stat) return std::nullopt;
-  const auto close = stat->rfind(')');
-  if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
-  return (*stat)[close + 2];
+  return stat->state;
 }
 
 struct DirCloser {
