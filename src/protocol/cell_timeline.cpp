@@ -7,11 +7,17 @@ namespace kwd::protocol {
 CellTimeline::CellTimeline(std::size_t keep_last, std::size_t max_code_bytes)
     : keep_last_(keep_last), max_code_bytes_(max_code_bytes) {}
 
-std::int64_t CellTimeline::rss_at(std::int64_t t_ms) const {
+std::optional<CellTimeline::Reading> CellTimeline::reading_at(std::int64_t t_ms) const {
   // The last reading at or before t; if the history does not reach back that far, its oldest.
   for (auto it = readings_.rbegin(); it != readings_.rend(); ++it)
-    if (it->t_ms <= t_ms) return it->rss;
-  return readings_.empty() ? timeline::kUnknown : readings_.front().rss;
+    if (it->t_ms <= t_ms) return *it;
+  if (readings_.empty()) return std::nullopt;
+  return readings_.front();
+}
+
+std::int64_t CellTimeline::rss_at(std::int64_t t_ms) const {
+  const auto reading = reading_at(t_ms);
+  return reading ? reading->rss : timeline::kUnknown;
 }
 
 std::optional<CellTimeline::Reading> CellTimeline::first_reading_from(std::int64_t t_ms) const {
@@ -30,7 +36,7 @@ std::int64_t CellTimeline::peak_between(std::int64_t from_ms, std::int64_t to_ms
 
 void CellTimeline::request_started(std::string request_id, std::int64_t t_ms) {
   if (in_flight_ && in_flight_->request_id == request_id) return;
-  settle_awaiting(t_ms);
+  settle_before(t_ms);
   // Another cell still in flight: its idle was never seen.
   if (in_flight_) finish(t_ms, "unknown");
   Cell cell;
@@ -66,9 +72,9 @@ void CellTimeline::finish(std::int64_t t_ms, const char* status_if_running) {
   cell.ended_at_ms = std::max(t_ms, cell.started_at_ms);
   if (cell.status == "running") cell.status = status_if_running;
   cell.rss_peak = std::max(cell.rss_peak, peak_between(cell.started_at_ms, cell.ended_at_ms));
+  cell.rss_peak_running = cell.rss_peak;
   if (const auto after = first_reading_from(cell.ended_at_ms)) {
-    cell.rss_end = after->rss;
-    cell.rss_peak = std::max(cell.rss_peak, after->rss);
+    set_end_reading(cell, after->rss, after->t_ms);
   } else {
     cell.rss_end = latest_rss();  // provisional: the next sample replaces it
     cell.awaiting_end_sample = true;
@@ -100,21 +106,28 @@ void CellTimeline::on_memory_sample(const timeline::MemorySample& sample) {
     readings_.pop_front();
   if (in_flight_ && sample.t_ms >= in_flight_->started_at_ms)
     in_flight_->rss_peak = std::max(in_flight_->rss_peak, sample.rss);
-  for (auto it = finished_.rbegin(); it != finished_.rend() && it->awaiting_end_sample; ++it) {
-    if (sample.t_ms < it->ended_at_ms) continue;
-    it->rss_end = sample.rss;
-    it->rss_peak = std::max(it->rss_peak, sample.rss);
-    it->awaiting_end_sample = false;
-  }
+  for (auto it = finished_.rbegin(); it != finished_.rend() && it->awaiting_end_sample; ++it)
+    if (sample.t_ms >= it->ended_at_ms) set_end_reading(*it, sample.rss, sample.t_ms);
 }
 
-void CellTimeline::settle_awaiting(std::int64_t next_start_ms) {
-  for (auto it = finished_.rbegin(); it != finished_.rend() && it->awaiting_end_sample; ++it) {
-    // Nothing was sampled between its end and the next cell's start: the last reading
-    // before that start is the best there is (a later one would carry the next cell's).
-    it->rss_end = rss_at(next_start_ms);
-    it->rss_peak = std::max(it->rss_peak, it->rss_end);
-    it->awaiting_end_sample = false;
+void CellTimeline::set_end_reading(Cell& cell, std::int64_t rss, std::int64_t t_ms) {
+  cell.rss_end = rss;
+  cell.rss_end_at_ms = t_ms;
+  cell.rss_peak = std::max(cell.rss_peak_running, rss);
+  cell.awaiting_end_sample = false;
+}
+
+void CellTimeline::settle_before(std::int64_t next_start_ms) {
+  // The kernel's busy for the next cell can reach us after samples that already carry that
+  // cell's work (IOPub waits for the GIL), so an end reading taken after the next start is
+  // replaced too: nothing was sampled between this end and that start, and the last reading
+  // before the start is the best there is.
+  for (auto it = finished_.rbegin(); it != finished_.rend(); ++it) {
+    if (!it->awaiting_end_sample && it->rss_end_at_ms <= next_start_ms) break;
+    if (const auto before = reading_at(next_start_ms))
+      set_end_reading(*it, before->rss, before->t_ms);
+    else
+      it->awaiting_end_sample = false;
   }
 }
 

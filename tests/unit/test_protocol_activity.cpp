@@ -253,6 +253,29 @@ TEST_CASE("a busy delivered late still starts the cell when the kernel made it")
   CHECK(e["last_cells"][0]["rss_delta"] == 0);
 }
 
+TEST_CASE("a sample taken after the next cell started is not the previous cell's end") {
+  // Cell 1 ends; the next sample comes only after cell 2 has started and grown, and cell 2's
+  // busy arrives later still. That sample is cell 2's work, not cell 1's.
+  KernelActivity a(10);
+  a.on_memory_sample(rss(1000, 100 * MB));
+  run_cell(a, "r1", 1, "a = 1", 1010, 1020);
+  a.on_memory_sample(rss(1100, 600 * MB));  // cell 2 (from 1030) at work, unseen yet
+  a.on_memory_sample(rss(1200, 1100 * MB));
+  Message busy = msg("status", "r2", {{"execution_state", "busy"}});
+  busy.date_ms = 1030;
+  a.on_message(busy, 1250);
+  Message input = msg("execute_input", "r2", {{"code", "big = alloc()"}, {"execution_count", 2}});
+  input.date_ms = 1031;
+  a.on_message(input, 1250);
+  const json e = a.to_json(1300);
+  REQUIRE(e["last_cells"].size() == 1);
+  const auto& small = e["last_cells"][0];
+  CHECK(small["rss_end"] == 100 * MB);
+  CHECK(small["rss_peak"] == 100 * MB);
+  CHECK(small["rss_delta"] == 0);
+  CHECK(e["cell_in_flight"]["rss_at_start"] == 100 * MB);
+}
+
 TEST_CASE("a date far from the watchdog's clock is not trusted") {
   KernelActivity a(10);
   Message input = msg("execute_input", "r1", {{"code", "x"}, {"execution_count", 1}});

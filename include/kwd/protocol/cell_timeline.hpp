@@ -30,6 +30,11 @@ struct Cell {
   std::int64_t rss_start = timeline::kUnknown;
   std::int64_t rss_end = timeline::kUnknown;
   std::int64_t rss_peak = timeline::kUnknown;
+  // When the rss_end reading was taken, and the peak while the cell ran (without it): a
+  // reading taken after the next cell already started belongs to that one, so the end is
+  // taken again from before that start.
+  std::int64_t rss_end_at_ms = -1;
+  std::int64_t rss_peak_running = timeline::kUnknown;
   bool awaiting_end_sample = false;
   std::string status = "running";  // running, ok, error, unknown (its end was not seen)
   OutputSummary outputs;
@@ -72,9 +77,12 @@ class CellTimeline {
   static constexpr std::size_t kReadings = 600;  // a minute at the default 10 Hz
 
   void finish(std::int64_t t_ms, const char* status_if_running);
-  // Cells still waiting for a sample after their end get one from before `next_start_ms`.
-  void settle_awaiting(std::int64_t next_start_ms);
+  // Cells still waiting for a sample after their end, or whose end sample was taken after
+  // `next_start_ms`, get the last one from before that start.
+  void settle_before(std::int64_t next_start_ms);
+  static void set_end_reading(Cell& cell, std::int64_t rss, std::int64_t t_ms);
   [[nodiscard]] std::int64_t rss_at(std::int64_t t_ms) const;
+  [[nodiscard]] std::optional<Reading> reading_at(std::int64_t t_ms) const;
   [[nodiscard]] std::optional<Reading> first_reading_from(std::int64_t t_ms) const;
   [[nodiscard]] std::int64_t peak_between(std::int64_t from_ms, std::int64_t to_ms) const;
 
