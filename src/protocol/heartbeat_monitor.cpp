@@ -57,6 +57,7 @@ void HeartbeatMonitor::ping() {
   } catch (const zmq::error_t& e) {
     spdlog::debug("heartbeat: send failed: {}", e.what());
   }
+  loop_.socket_used(socket_->handle());
   if (!sent) {
     on_deadline();  // a ping that could not leave is a miss, and the socket is renewed
     return;

@@ -226,6 +226,7 @@ void KernelListener::check_iopub_connection() {
       spdlog::warn("iopub: cannot reconnect: {}", e.what());
       return;
     }
+    loop_.socket_used(iopub_->socket_handle());
   }
   reconnect_timer_ = loop_.after(kReconnectCheck, [this] { check_iopub_connection(); });
 }
