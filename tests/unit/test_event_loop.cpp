@@ -33,6 +33,13 @@ struct SocketPair {
   }
 };
 
+// The peer's message signals our socket's ZMQ_FD; our own send right after processes that
+// signal, so the fd never fires for it. Only reading ZMQ_EVENTS again finds the message.
+void swallow_a_wake_up(SocketPair& pair) {
+  pair.peer.send(zmq::buffer("reply", 5), zmq::send_flags::none);
+  (void)pair.ours.send(zmq::buffer("ping", 4), zmq::send_flags::dontwait);
+}
+
 }  // namespace
 
 TEST_CASE("event loop: a socket handler that takes a few at a time still gets every message") {
@@ -76,15 +83,12 @@ TEST_CASE("event loop: messages arriving later wake the loop; plain fds and time
 }
 
 TEST_CASE("event loop: a wake-up swallowed by a send is recovered by socket_used") {
-  // The peer's message signals our socket's ZMQ_FD; our own send right after processes that
-  // signal, so the fd never fires for it. Only reading ZMQ_EVENTS again finds the message.
   SocketPair pair("swallowed");
   EventLoop loop;
   int received = 0, seen_by_next_timer = -1;
   loop.watch_socket(pair.ours.handle(), [&] { received += pair.receive(100); });
   loop.after(50ms, [&] {
-    pair.peer.send(zmq::buffer("reply", 5), zmq::send_flags::none);
-    (void)pair.ours.send(zmq::buffer("ping", 4), zmq::send_flags::dontwait);
+    swallow_a_wake_up(pair);
     loop.socket_used(pair.ours.handle());
   });
   // The loop looks at a used socket before it blocks again, so before this timer is due.
@@ -101,10 +105,7 @@ TEST_CASE("event loop: a swallowed wake-up nobody reported is recovered by the s
   EventLoop loop;
   int received = 0, before_sweep = -1;
   loop.watch_socket(pair.ours.handle(), [&] { received += pair.receive(100); });
-  loop.after(50ms, [&] {
-    pair.peer.send(zmq::buffer("reply", 5), zmq::send_flags::none);
-    (void)pair.ours.send(zmq::buffer("ping", 4), zmq::send_flags::dontwait);
-  });
+  loop.after(50ms, [&] { swallow_a_wake_up(pair); });
   loop.after(500ms, [&] { before_sweep = received; });
   loop.after(1600ms, [&] { loop.stop(); });
   REQUIRE(loop.run());
