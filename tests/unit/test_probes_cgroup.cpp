@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include "kwd/probes/linux/cgroup_probe.hpp"
 #include "kwd/probes/linux/oom_killer_probe.hpp"
 #include "kwd/probes/linux/procfs.hpp"
+#include "kwd/util/unique_fd.hpp"
 
 using namespace kwd::probes;
 using namespace kwd::probes::linux_proc;
@@ -179,6 +181,101 @@ TEST_CASE(
     CHECK(named);
   }
   CHECK(cgroup.remove().empty());
+}
+
+namespace {
+
+bool write_text(const std::string& path, const std::string& text) {
+  kwd::util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  return fd.get() >= 0 &&
+         ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
+}
+
+// A child in `cgroup` that touches `bytes` more each time it is told to, and says when done.
+struct GrowingChild {
+  pid_t pid = -1;
+  int go = -1, done = -1;
+  GrowingChild(cg::KernelCgroup& cgroup, std::size_t bytes) {
+    int to_child[2], from_child[2];
+    REQUIRE(::pipe(to_child) == 0);
+    REQUIRE(::pipe(from_child) == 0);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      char c;
+      while (::read(to_child[0], &c, 1) == 1) {
+        void* p =
+            ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        std::memset(p, 1, bytes);
+        (void)!::write(from_child[1], "y", 1);
+      }
+      ::_exit(0);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    go = to_child[1];
+    done = from_child[0];
+    cgroup.add(pid);
+  }
+  void grow() const {
+    char c;
+    REQUIRE(::write(go, "x", 1) == 1);
+    REQUIRE(::read(done, &c, 1) == 1);
+  }
+  ~GrowingChild() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ::close(go);
+    ::close(done);
+  }
+};
+
+// Two samples of a cgroup probe, with 32 MiB touched in between.
+std::pair<kwd::timeline::MemorySample, kwd::timeline::MemorySample> samples_around_growth(
+    cg::KernelCgroup& cgroup) {
+  GrowingChild child(cgroup, 32u << 20);
+  ProbeOptions options;
+  options.kernel_pid = child.pid;
+  options.cgroup_path = cgroup.dir();
+  options.slow_interval = std::chrono::hours(1);  // only the first sample is a slow round
+  options.processes = std::make_shared<KernelProcesses>(child.pid);
+  CgroupProbe probe(options);
+  REQUIRE(probe.status().available);
+  kwd::timeline::MemorySample first, second;
+  probe.sample(first);
+  child.grow();
+  probe.sample(second);
+  return {first, second};
+}
+
+}  // namespace
+
+TEST_CASE("cgroup usage is read every sample under a limit, at the slow rate without one") {
+  {
+    auto limited = cg::KernelCgroup::create(256u << 20);
+    const auto [before, after] = samples_around_growth(limited);
+    CHECK(before.cgroup_limit == (256 << 20));
+    CHECK(before.cgroup_usage >= 0);
+    CHECK(after.cgroup_usage >= before.cgroup_usage + (30 << 20));
+    CHECK(limited.remove().empty());
+  }
+  {
+    auto unlimited = cg::KernelCgroup::create(256u << 20);
+    if (unlimited.version() == 2) {
+      REQUIRE(write_text(unlimited.dir() + "/memory.max", "max"));
+    } else {
+      // The swap+memory limit first: the memory limit may never exceed it.
+      (void)write_text(unlimited.dir() + "/memory.memsw.limit_in_bytes", "-1");
+      REQUIRE(write_text(unlimited.dir() + "/memory.limit_in_bytes", "-1"));
+    }
+    const auto [before, after] = samples_around_growth(unlimited);
+    CHECK(before.cgroup_usage >= 0);
+    if (before.cgroup_limit < 0)
+      CHECK(after.cgroup_usage == before.cgroup_usage);  // held until the next slow round
+    else
+      WARN("a parent cgroup's limit is in force here: the usage is read every sample");
+    CHECK(unlimited.remove().empty());
+  }
 }
 
 TEST_CASE("a SIGKILL without memory pressure is no OOM evidence") {

@@ -49,7 +49,10 @@ class Probe {
 struct ProbeOptions {
   pid_t kernel_pid = -1;
   std::chrono::milliseconds tree_rescan_interval{1000};
-  std::chrono::milliseconds slow_interval{1000};  // PSS and swap, costlier to read
+  std::chrono::milliseconds slow_interval{1000};  // swap, threads, limits: costlier to read
+  // PSS walks the page tables: a settled process's is read this often at most (newcomers'
+  // at the slow rate while their memory settles).
+  std::chrono::milliseconds pss_interval{5000};
   std::chrono::milliseconds gpu_interval{500};
   std::filesystem::path nvml_library;  // empty: the default search (libnvidia-ml.so.1)
   std::string cgroup_path;             // the kernel's own cgroup when the watchdog made one

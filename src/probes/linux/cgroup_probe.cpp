@@ -128,13 +128,17 @@ void CgroupProbe::read_slow() {
 
 void CgroupProbe::sample(timeline::MemorySample& into) {
   if (!cgroup_) return;
-  if (const auto text = reread(usage_fd_))
-    if (const auto v = parse_number(*text)) usage_ = *v;
   const std::int64_t now = util::steady_ms();
-  if (last_slow_ms_ < 0 || now - last_slow_ms_ >= interval_ms_) {
+  const bool slow_due = last_slow_ms_ < 0 || now - last_slow_ms_ >= interval_ms_;
+  if (slow_due) {
     last_slow_ms_ = now;
     read_slow();
   }
+  // Under a limit the usage is what the OOM killer judges: every sample. Without one it
+  // only follows the tree's RSS (plus page cache), and the slow rate is enough.
+  if (limit_ || slow_due)
+    if (const auto text = reread(usage_fd_))
+      if (const auto v = parse_number(*text)) usage_ = *v;
   if (usage_ >= 0) into.cgroup_usage = usage_;
   if (limit_) into.cgroup_limit = *limit_;
 }

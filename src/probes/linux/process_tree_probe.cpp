@@ -50,6 +50,7 @@ ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options)
       page_size_(::sysconf(_SC_PAGESIZE)),
       rescan_interval_ms_(options.tree_rescan_interval.count()),
       slow_interval_ms_(options.slow_interval.count()),
+      pss_interval_ms_(options.pss_interval.count()),
       loadavg_fd_(::open((proc_ + "/loadavg").c_str(), O_RDONLY | O_CLOEXEC)) {
   Member root;
   if (!read_stat(root_, root)) {
@@ -60,9 +61,9 @@ ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options)
   members_.emplace(root_, std::move(root));
   publish_members();
   reason_ = "procfs: RSS every sample, threads/swap every " + std::to_string(slow_interval_ms_) +
-            " ms, PSS as often as that while it costs under 0.02% of a core, descendants "
-            "rescanned when a process "
-            "was created (at most every " +
+            " ms, PSS every " + std::to_string(pss_interval_ms_) +
+            " ms or less often if it costs over 0.02% of a core, descendants rescanned when "
+            "a process was created (at most every " +
             std::to_string(rescan_interval_ms_) + " ms)";
 }
 
@@ -264,7 +265,7 @@ void ProcessTreeProbe::sample(timeline::MemorySample& into) {
     // smaps_rollup walks the page tables: for a kernel holding tens of GiB one reading costs
     // milliseconds. PSS readings are spaced to cost at most 1/kSlowBudgetInverse of a core.
     next_pss_after_ms_ =
-        std::max<std::int64_t>(slow_interval_ms_, pss_cost_ns * kSlowBudgetInverse / 1'000'000);
+        std::max<std::int64_t>(pss_interval_ms_, pss_cost_ns * kSlowBudgetInverse / 1'000'000);
   }
   if (members_.empty()) return;  // the kernel and all its own are gone: fields stay unknown
   into.rss = rss;

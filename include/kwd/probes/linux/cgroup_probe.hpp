@@ -13,8 +13,9 @@
 
 namespace kwd::probes::linux_proc {
 
-// The kernel's memory cgroup, v2 or v1: usage every sample (one pread of a file kept
-// open), and at the slow rate the limit in force (the tightest along the path up to the
+// The kernel's memory cgroup, v2 or v1: usage every sample while a limit is in force (one
+// pread of a file kept open; at the slow rate without one), and at the slow rate the limit
+// in force (the tightest along the path up to the
 // hierarchy's top), the high-water mark, the event counters (v2 memory.events, v1
 // memory.oom_control and memory.failcnt) and the cgroup's memory.pressure where there is
 // one. The OOM-kill counter is read when the kernel starts and again after it died.

@@ -19,9 +19,9 @@ namespace kwd::probes::linux_proc {
 // - RSS at full rate from /proc/PID/statm (kept open and re-read with pread: the cheapest
 //   procfs file that has it);
 // - threads and state from /proc/PID/stat, swap from /proc/PID/status, at the slow rate;
-// - PSS from /proc/PID/smaps_rollup, which walks the page tables: at the slow rate while
-//   that costs under 0.02% of a core, less often when it would cost more; a newcomer's
-//   at once and at its first slow rounds, while its memory is still settling.
+// - PSS from /proc/PID/smaps_rollup, which walks the page tables: every pss_interval (5 s)
+//   while that costs under 0.02% of a core, less often when it would cost more; a
+//   newcomer's at once and at its first slow rounds, while its memory is still settling.
 // Descendants are found by a rescan, done only when /proc/loadavg says a process was
 // created since the last one, reading only the processes created since (by pid when few
 // were, else by listing /proc). Members that leave (the kernel itself included) are kept
@@ -93,7 +93,8 @@ class ProcessTreeProbe final : public Probe {
   std::int64_t last_rescan_ms_ = -1;
   std::int64_t last_slow_ms_ = -1;
   std::int64_t last_pss_ms_ = -1;
-  std::int64_t next_pss_after_ms_ = 0;        // slow_interval_ms_, or longer when costly
+  std::int64_t pss_interval_ms_;
+  std::int64_t next_pss_after_ms_ = 0;        // pss_interval_ms_, or longer when costly
   static constexpr pid_t kRangeWalkMax = 64;  // more new pids than this: list /proc instead
   static constexpr std::int64_t kSlowBudgetInverse = 5000;  // 1/5000 of a core: 0.02%
   static constexpr int kNewcomerPssReads = 3;               // at the slow rate, whatever the budget
