@@ -186,8 +186,7 @@ def test_multiprocessing_child_memory_is_counted_in_the_tree(start_kernel, jupyt
     try:
         assert psutil.Process(child).ppid() == kernel_pid
         kernel_rss = process_rss(kernel_pid)
-        # A tree rescan (1 s) and a PSS round later (every second, or as rarely as keeps
-        # smaps_rollup under 0.05% of a core: about every 2 s for this tree).
+        # A tree rescan (1 s), then the newcomer's PSS at its first three slow rounds (1 s).
         time.sleep(6)
         k.execute_until_death("import os; os.abort()")
         report = only_report(jupyter_env)
