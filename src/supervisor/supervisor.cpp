@@ -144,9 +144,7 @@ int Supervisor::run() {
   diagnosis::SignatureTable::active();
   start_listening();
   loop_.watch_fd(signals_->fd(), [this] { on_signals(); });
-  loop_.watch_fd(stderr_->fd(), [this] {
-    if (!stderr_->pump()) loop_.unwatch_fd(stderr_->fd());
-  });
+  loop_.watch_fd(stderr_->fd(), [this] { on_kernel_stderr(); });
   loop_.every(options_.sample_interval, [this] { on_sample_tick(); });
   on_sample_tick();
   // A SIGCHLD that arrived before the loop started is already in the pipe.
@@ -158,7 +156,19 @@ int Supervisor::run() {
   exit_like(end);
 }
 
+void Supervisor::on_kernel_stderr() {
+  if (!stderr_->pump()) {
+    loop_.unwatch_fd(stderr_->fd());
+    return;
+  }
+  // What a kernel writes on fd 2 last is often its crash (faulthandler's traceback comes
+  // before the fatal signal is re-raised): a sample now is the closest one to its death.
+  // A flood of native log lines is sampled at most every kMinStderrSampleGapNs.
+  if (util::steady_ns() - last_sample_ns_ >= kMinStderrSampleGapNs) on_sample_tick();
+}
+
 void Supervisor::on_sample_tick() {
+  last_sample_ns_ = util::steady_ns();
   timeline::MemorySample sample;
   sample.t_ms = util::wall_ms();
   for (auto& p : probes_)

@@ -38,6 +38,7 @@ class Supervisor {
   void start_kernel();
   void on_signals();
   void on_sample_tick();
+  void on_kernel_stderr();
   void on_kernel_exit(const Termination& end);
   [[nodiscard]] bool death_was_requested(const Termination& end) const;
   // `end` is null for a hang report (the kernel is alive); `at_ms` is then the detection time.
@@ -59,6 +60,8 @@ class Supervisor {
 
   std::string connection_file_;
   std::int64_t started_at_ms_ = 0;
+  std::int64_t last_sample_ns_ = 0;  // steady clock; any sample, timed or not
+  static constexpr std::int64_t kMinStderrSampleGapNs = 20'000'000;
   std::vector<int> received_signals_;  // termination signals sent to us
   std::optional<std::int64_t> termination_requested_ms_;
   std::optional<EventLoop::TimerId> forward_timer_;
