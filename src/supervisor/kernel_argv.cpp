@@ -1,8 +1,12 @@
 #include "kwd/supervisor/kernel_argv.hpp"
 
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <string_view>
+#include <system_error>
+
+#include "kwd/kernelspec/kernelspec.hpp"
 
 namespace kwd::supervisor {
 
@@ -19,6 +23,24 @@ std::optional<std::string> find_connection_file(const std::vector<std::string>& 
     }
   }
   return std::nullopt;
+}
+
+std::string resolve_connection_file(const std::string& named) {
+  namespace fs = std::filesystem;
+  const fs::path path(named);
+  if (named.empty() || path.is_absolute()) return named;
+  std::error_code ec;
+  const fs::path in_cwd = fs::absolute(path, ec);
+  if (ec) return named;
+  if (fs::exists(in_cwd, ec)) return in_cwd.lexically_normal().string();
+  const char* runtime_env = std::getenv("JUPYTER_RUNTIME_DIR");
+  const fs::path runtime = runtime_env != nullptr && *runtime_env != '\0'
+                               ? fs::path(runtime_env)
+                               : kernelspec::user_data_dir() / "runtime";
+  const fs::path in_runtime = runtime / path;
+  if (fs::exists(in_runtime, ec)) return in_runtime.lexically_normal().string();
+  if (!path.has_parent_path()) return in_runtime.lexically_normal().string();
+  return in_cwd.lexically_normal().string();
 }
 
 std::string kernel_id_from_connection_file(const std::string& path) {

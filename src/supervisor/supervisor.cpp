@@ -42,7 +42,8 @@ Supervisor::Supervisor(RunOptions options)
     : options_(std::move(options)),
       // Before the full-rate window: one max-folded sample per 10 s for the last 2 hours.
       timeline_(samples_in(options_.full_rate_window, options_.sample_interval), 10'000, 720) {
-  if (auto file = find_connection_file(options_.kernel_argv)) connection_file_ = *file;
+  if (auto file = find_connection_file(options_.kernel_argv))
+    connection_file_ = resolve_connection_file(*file);
 }
 
 Supervisor::~Supervisor() = default;

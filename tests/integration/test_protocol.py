@@ -411,6 +411,49 @@ def test_missing_ports_in_a_real_ipykernel_file_are_picked_up_once_it_rewrites_i
     assert KEY not in stderr and KEY not in json.dumps(report)
 
 
+def test_a_bare_connection_file_name_is_found_in_the_runtime_dir(tmp_path):
+    """`-f kernel-x.json` is what ipykernel looks up in the working directory and then in
+    Jupyter's runtime directory: the watchdog finds the same file and listens."""
+    from jupyter_client import BlockingKernelClient
+    from jupyter_client.connect import write_connection_file
+    runtime, work = tmp_path / "runtime", tmp_path / "work"
+    runtime.mkdir()
+    work.mkdir()
+    cf, _ = write_connection_file(str(runtime / "kernel-bare.json"), key=KEY.encode())
+    report_dir = tmp_path / "reports"
+    env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(report_dir),
+               JUPYTER_RUNTIME_DIR=str(runtime))
+    proc = subprocess.Popen([KWD_BINARY, "run", "--", sys.executable, "-m", "ipykernel_launcher",
+                             "-f", "kernel-bare.json"], env=env, cwd=work,
+                            stderr=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL)
+    kc = BlockingKernelClient(connection_file=cf)
+    kc.load_connection_file()
+    kc.start_channels()
+    try:
+        # Without a manager, the client calls a kernel dead until its first heartbeat.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                kc.wait_for_ready(timeout=30)
+                break
+            except RuntimeError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+        kc.execute("import ctypes, time\ntime.sleep(0.3)\nctypes.string_at(0)")
+        assert proc.wait(timeout=30) == -signal.SIGSEGV
+    finally:
+        kc.stop_channels()
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read()
+    assert "connection file unusable" not in stderr, stderr
+    report = only_report(report_dir)
+    assert report["kernel"]["connection_file"] == str(runtime / "kernel-bare.json")
+    assert report["protocol"]["connection_file"]["ok"] is True
+    assert report["protocol"]["messages_seen"] > 0
+    assert report["execution"]["cell_in_flight"]["code"].endswith("ctypes.string_at(0)")
+
+
 # The key, in every log line and report ------------------------------------------------------
 
 def test_the_key_never_appears_in_logs_or_reports(start_kernel, jupyter_env, tmp_path):

@@ -56,3 +56,34 @@ TEST_CASE("the connection file is found in every spelling kernels accept") {
   CHECK_FALSE(find_connection_file({"python", "-f"}));
   CHECK(supervisor::kernel_id_from_connection_file("/run/kernel-4f6c.json") == "4f6c");
 }
+
+TEST_CASE("a relative connection file is looked for where ipykernel looks for it") {
+  using supervisor::resolve_connection_file;
+  const fs::path base = fs::temp_directory_path() / ("kwd-cf-" + std::to_string(::getpid()));
+  const fs::path work = base / "work", runtime = base / "runtime";
+  fs::create_directories(work);
+  fs::create_directories(runtime);
+  std::ofstream(work / "here.json") << "{}";
+  std::ofstream(runtime / "kernel-r.json") << "{}";
+  const fs::path cwd_before = fs::current_path();
+  fs::current_path(work);
+  const char* runtime_before = std::getenv("JUPYTER_RUNTIME_DIR");
+  const std::string saved = runtime_before != nullptr ? runtime_before : "";
+  ::setenv("JUPYTER_RUNTIME_DIR", runtime.c_str(), 1);
+
+  CHECK(resolve_connection_file("/abs/kernel-1.json") == "/abs/kernel-1.json");
+  CHECK(resolve_connection_file("here.json") == (work / "here.json").string());
+  CHECK(resolve_connection_file("./here.json") == (work / "here.json").string());
+  CHECK(resolve_connection_file("kernel-r.json") == (runtime / "kernel-r.json").string());
+  // Found nowhere: a bare name is what the kernel will create in the runtime directory...
+  CHECK(resolve_connection_file("kernel-new.json") == (runtime / "kernel-new.json").string());
+  // ...and a path with a directory is the kernel's working directory's.
+  CHECK(resolve_connection_file("sub/k.json") == (work / "sub" / "k.json").string());
+
+  if (runtime_before != nullptr)
+    ::setenv("JUPYTER_RUNTIME_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("JUPYTER_RUNTIME_DIR");
+  fs::current_path(cwd_before);
+  fs::remove_all(base);
+}
