@@ -2,6 +2,7 @@
 cell in flight, hangs and clean shutdowns, with a real ipykernel through jupyter_client, and a
 pyzmq publisher (iopub_publisher.py) standing in for the kernel where ipykernel cannot be made
 to produce the case (forged, oversized, CurveZMQ traffic)."""
+import contextlib
 import json
 import os
 import pathlib
@@ -13,6 +14,7 @@ import time
 
 import pytest
 import zmq
+from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
 from conftest import KWD_BINARY, WRAPPED, load_reports
@@ -371,62 +373,11 @@ def test_malformed_connection_file_kernel_still_runs_and_is_watched(case, tmp_pa
     assert KEY not in proc.stderr and KEY not in json.dumps(report)
 
 
-def test_missing_ports_in_a_real_ipykernel_file_are_picked_up_once_it_rewrites_it(tmp_path):
-    """ipykernel fills in missing ports and rewrites the file: the watchdog warns about the
-    file it was given, keeps re-reading it, and listens once it is usable."""
-    cf = tmp_path / "kernel-ports.json"
-    cf.write_text(json.dumps({"ip": "127.0.0.1", "key": KEY, "transport": "tcp",
-                              "signature_scheme": "hmac-sha256"}))
-    report_dir = tmp_path / "reports"
-    env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(report_dir))
-    proc = subprocess.Popen([KWD_BINARY, "run", "--", sys.executable, "-m", "ipykernel_launcher",
-                             "-f", str(cf)], env=env, stderr=subprocess.PIPE, text=True,
-                            stdout=subprocess.DEVNULL)
-    from jupyter_client import BlockingKernelClient
-    deadline = time.monotonic() + 30
-    while json.loads(cf.read_text() or "{}").get("iopub_port", 0) == 0:
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.1)
-    kc = BlockingKernelClient(connection_file=str(cf))
-    kc.load_connection_file()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=30)
-        reply = kc.execute_interactive("y = 2", timeout=30)
-        assert reply["content"]["status"] == "ok"
-        time.sleep(1.0)  # the watchdog re-reads the file every 200 ms
-        kc.execute("import ctypes, time\ntime.sleep(0.3)\nctypes.string_at(0)")
-        assert proc.wait(timeout=30) == -signal.SIGSEGV
-    finally:
-        kc.stop_channels()
-        if proc.poll() is None:
-            proc.kill()
-    stderr = proc.stderr.read()
-    assert "field 'iopub_port': missing" in stderr
-    assert "is usable now" in stderr
-    report = only_report(report_dir)
-    assert report["protocol"]["connection_file"]["ok"] is True
-    assert report["execution"]["cell_in_flight"]["code"].endswith("ctypes.string_at(0)")
-    assert any("unusable at first" in n for n in report["notes"])
-    assert KEY not in stderr and KEY not in json.dumps(report)
-
-
-def test_a_bare_connection_file_name_is_found_in_the_runtime_dir(tmp_path):
-    """`-f kernel-x.json` is what ipykernel looks up in the working directory and then in
-    Jupyter's runtime directory: the watchdog finds the same file and listens."""
-    from jupyter_client import BlockingKernelClient
-    from jupyter_client.connect import write_connection_file
-    runtime, work = tmp_path / "runtime", tmp_path / "work"
-    runtime.mkdir()
-    work.mkdir()
-    cf, _ = write_connection_file(str(runtime / "kernel-bare.json"), key=KEY.encode())
-    report_dir = tmp_path / "reports"
-    env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(report_dir),
-               JUPYTER_RUNTIME_DIR=str(runtime))
-    proc = subprocess.Popen([KWD_BINARY, "run", "--", sys.executable, "-m", "ipykernel_launcher",
-                             "-f", "kernel-bare.json"], env=env, cwd=work,
-                            stderr=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL)
-    kc = BlockingKernelClient(connection_file=cf)
+@contextlib.contextmanager
+def client_of(proc, connection_file):
+    """A ready client of the kernel that `proc` (a watchdog) runs; the watchdog is killed on
+    the way out if it is still there."""
+    kc = BlockingKernelClient(connection_file=str(connection_file))
     kc.load_connection_file()
     kc.start_channels()
     try:
@@ -439,19 +390,70 @@ def test_a_bare_connection_file_name_is_found_in_the_runtime_dir(tmp_path):
             except RuntimeError:
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.2)
-        kc.execute("import ctypes, time\ntime.sleep(0.3)\nctypes.string_at(0)")
-        assert proc.wait(timeout=30) == -signal.SIGSEGV
+        yield kc
     finally:
         kc.stop_channels()
         if proc.poll() is None:
             proc.kill()
+
+
+def crash_in_a_cell(kc, proc):
+    kc.execute(CRASH_AFTER_WORK)
+    assert proc.wait(timeout=30) == -signal.SIGSEGV
+
+
+def test_missing_ports_in_a_real_ipykernel_file_are_picked_up_once_it_rewrites_it(tmp_path):
+    """ipykernel fills in missing ports and rewrites the file: the watchdog warns about the
+    file it was given, keeps re-reading it, and listens once it is usable."""
+    cf = tmp_path / "kernel-ports.json"
+    cf.write_text(json.dumps({"ip": "127.0.0.1", "key": KEY, "transport": "tcp",
+                              "signature_scheme": "hmac-sha256"}))
+    report_dir = tmp_path / "reports"
+    env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(report_dir))
+    proc = subprocess.Popen([KWD_BINARY, "run", "--", sys.executable, "-m", "ipykernel_launcher",
+                             "-f", str(cf)], env=env, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while json.loads(cf.read_text() or "{}").get("iopub_port", 0) == 0:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    with client_of(proc, cf) as kc:
+        reply = kc.execute_interactive("y = 2", timeout=30)
+        assert reply["content"]["status"] == "ok"
+        time.sleep(1.0)  # the watchdog re-reads the file every 200 ms
+        crash_in_a_cell(kc, proc)
+    stderr = proc.stderr.read()
+    assert "field 'iopub_port': missing" in stderr
+    assert "is usable now" in stderr
+    report = only_report(report_dir)
+    assert report["protocol"]["connection_file"]["ok"] is True
+    assert report["execution"]["cell_in_flight"]["code"] == CRASH_AFTER_WORK
+    assert any("unusable at first" in n for n in report["notes"])
+    assert KEY not in stderr and KEY not in json.dumps(report)
+
+
+def test_a_bare_connection_file_name_is_found_in_the_runtime_dir(tmp_path):
+    """`-f kernel-x.json` is what ipykernel looks up in the working directory and then in
+    Jupyter's runtime directory: the watchdog finds the same file and listens."""
+    runtime, work = tmp_path / "runtime", tmp_path / "work"
+    runtime.mkdir()
+    work.mkdir()
+    cf, _ = write_connection_file(str(runtime / "kernel-bare.json"), key=KEY.encode())
+    report_dir = tmp_path / "reports"
+    env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(report_dir),
+               JUPYTER_RUNTIME_DIR=str(runtime))
+    proc = subprocess.Popen([KWD_BINARY, "run", "--", sys.executable, "-m", "ipykernel_launcher",
+                             "-f", "kernel-bare.json"], env=env, cwd=work,
+                            stderr=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL)
+    with client_of(proc, cf) as kc:
+        crash_in_a_cell(kc, proc)
     stderr = proc.stderr.read()
     assert "connection file unusable" not in stderr, stderr
     report = only_report(report_dir)
     assert report["kernel"]["connection_file"] == str(runtime / "kernel-bare.json")
     assert report["protocol"]["connection_file"]["ok"] is True
     assert report["protocol"]["messages_seen"] > 0
-    assert report["execution"]["cell_in_flight"]["code"].endswith("ctypes.string_at(0)")
+    assert report["execution"]["cell_in_flight"]["code"] == CRASH_AFTER_WORK
 
 
 # The key, in every log line and report ------------------------------------------------------
