@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "kwd/hang/thread_snapshot.hpp"
+#include "kwd/protocol/linux/listening_sockets.hpp"
 #include "kwd/protocol/port_readiness.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -70,4 +71,50 @@ TEST_CASE("a TCP port is seen listening only once it is bound and listening") {
   CHECK(kwd::protocol::port_state(::getpid(), info, 0) == PortState::not_yet);
   fd.reset();
   CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::not_yet);
+}
+
+TEST_CASE("sock_diag and /proc/net agree on listening sockets, IPv4 and IPv6") {
+  using kwd::protocol::linux_net::listening_by_sock_diag;
+  using kwd::protocol::linux_net::listening_in_proc_net;
+  const std::string proc_net = "/proc/" + std::to_string(::getpid()) + "/net/";
+  for (const int family : {AF_INET, AF_INET6}) {
+    kwd::util::UniqueFd fd(::socket(family, SOCK_STREAM, 0));
+    if (!fd && family == AF_INET6) {
+      WARN("no IPv6 on this host");
+      continue;
+    }
+    REQUIRE(fd);
+    sockaddr_storage storage{};
+    socklen_t len = 0;
+    if (family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&storage);
+      a->sin_family = AF_INET;
+      a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      len = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&storage);
+      a->sin6_family = AF_INET6;
+      a->sin6_addr = in6addr_loopback;
+      len = sizeof *a;
+    }
+    REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&storage), len) == 0);
+    REQUIRE(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&storage), &len) == 0);
+    const int port =
+        ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&storage)->sin_port
+                                : reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port);
+    const std::string table = proc_net + (family == AF_INET ? "tcp" : "tcp6");
+    INFO("family " << family << ", port " << port);
+    CHECK(listening_by_sock_diag(family, port) == false);  // bound, not listening
+    CHECK(listening_in_proc_net(table, port) == false);
+    REQUIRE(::listen(fd.get(), 1) == 0);
+    CHECK(listening_by_sock_diag(family, port) == true);
+    CHECK(listening_in_proc_net(table, port) == true);
+    // The other family's table does not have it.
+    const int other = family == AF_INET ? AF_INET6 : AF_INET;
+    CHECK(listening_by_sock_diag(other, port) != true);
+    fd.reset();
+    CHECK(listening_by_sock_diag(family, port) == false);
+    CHECK(listening_in_proc_net(table, port) == false);
+  }
+  CHECK_FALSE(listening_in_proc_net("/nonexistent/tcp", 1));
 }

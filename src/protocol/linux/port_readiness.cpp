@@ -1,48 +1,13 @@
 #include "kwd/protocol/port_readiness.hpp"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 
-#include <charconv>
-#include <fstream>
 #include <string>
 
+#include "kwd/protocol/linux/listening_sockets.hpp"
+
 namespace kwd::protocol {
-namespace {
-
-constexpr std::string_view kListen = "0A";  // TCP_LISTEN in /proc/net/tcp's "st" column
-
-// Lines of /proc/PID/net/tcp{,6}: "sl local_address rem_address st ...", addresses as
-// HEX_IP:HEX_PORT. The kernel's own network namespace is the one that counts.
-bool listening_in(const std::string& path, int port, bool& readable) {
-  std::ifstream in(path);
-  if (!in) return false;
-  readable = true;
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    // Fields are separated by runs of spaces.
-    std::string_view rest(line);
-    std::string_view fields[4];
-    for (auto& f : fields) {
-      const auto start = rest.find_first_not_of(' ');
-      if (start == std::string_view::npos) return false;
-      rest.remove_prefix(start);
-      const auto end = rest.find(' ');
-      f = rest.substr(0, end);
-      rest.remove_prefix(end == std::string_view::npos ? rest.size() : end);
-    }
-    if (fields[3] != kListen) continue;
-    const auto colon = fields[1].rfind(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view hex = fields[1].substr(colon + 1);
-    unsigned value = 0;
-    const auto [p, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), value, 16);
-    if (ec == std::errc() && static_cast<int>(value) == port) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port) {
   if (port <= 0) return PortState::not_yet;
@@ -52,11 +17,21 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port) {
     return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? PortState::listening
                                                                   : PortState::not_yet;
   }
+  // The kernel is our child, in our network namespace: sock_diag answers for it.
+  if (const auto v4 = linux_net::listening_by_sock_diag(AF_INET, port)) {
+    if (*v4) return PortState::listening;
+    // A host without IPv6 cannot answer for it, and has nothing listening there either.
+    const auto v6 = linux_net::listening_by_sock_diag(AF_INET6, port);
+    return v6 && *v6 ? PortState::listening : PortState::not_yet;
+  }
+
+  // No sock_diag here: the kernel's own view in procfs, slower.
   const std::string base = "/proc/" + std::to_string(kernel_pid) + "/net/";
-  bool readable = false;
-  if (listening_in(base + "tcp", port, readable) || listening_in(base + "tcp6", port, readable))
-    return PortState::listening;
-  return readable ? PortState::not_yet : PortState::cannot_tell;
+  const auto tcp = linux_net::listening_in_proc_net(base + "tcp", port);
+  if (tcp && *tcp) return PortState::listening;
+  const auto tcp6 = linux_net::listening_in_proc_net(base + "tcp6", port);
+  if (tcp6 && *tcp6) return PortState::listening;
+  return tcp || tcp6 ? PortState::not_yet : PortState::cannot_tell;
 }
 
 }  // namespace kwd::protocol

@@ -1,0 +1,107 @@
+#include "kwd/protocol/linux/listening_sockets.hpp"
+
+#include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <string_view>
+
+#include "kwd/util/unique_fd.hpp"
+
+namespace kwd::protocol::linux_net {
+
+std::optional<bool> listening_by_sock_diag(int family, int port) {
+  util::UniqueFd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (fd.get() < 0) return std::nullopt;
+  // The answer is a dump the kernel writes at once; a bound on the wait keeps a broken
+  // netlink from stalling the event loop.
+  const timeval patience{0, 200'000};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 request;
+  } ask{};
+  ask.header.nlmsg_len = sizeof ask;
+  ask.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  ask.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  ask.request.sdiag_family = static_cast<std::uint8_t>(family);
+  ask.request.sdiag_protocol = IPPROTO_TCP;
+  ask.request.idiag_states = 1u << TCP_LISTEN;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(fd.get(), &ask, sizeof ask, 0, reinterpret_cast<const sockaddr*>(&kernel),
+               sizeof kernel) < 0)
+    return std::nullopt;
+
+  bool found = false;
+  alignas(nlmsghdr) char buffer[16384];
+  for (;;) {
+    const ssize_t got = ::recv(fd.get(), buffer, sizeof buffer, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return std::nullopt;
+    std::size_t offset = 0;
+    const auto size = static_cast<std::size_t>(got);
+    while (offset + sizeof(nlmsghdr) <= size) {
+      nlmsghdr header;
+      std::memcpy(&header, buffer + offset, sizeof header);
+      if (header.nlmsg_len < sizeof(nlmsghdr) || offset + header.nlmsg_len > size)
+        return std::nullopt;
+      if (header.nlmsg_type == NLMSG_DONE) return found;
+      if (header.nlmsg_type == NLMSG_ERROR) return std::nullopt;
+      if (header.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+          header.nlmsg_len >= NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+        inet_diag_msg socket_info;
+        std::memcpy(&socket_info, buffer + offset + NLMSG_HDRLEN, sizeof socket_info);
+        if (socket_info.idiag_state == TCP_LISTEN && ntohs(socket_info.id.idiag_sport) == port)
+          found = true;
+      }
+      offset += NLMSG_ALIGN(header.nlmsg_len);
+    }
+  }
+}
+
+std::optional<bool> listening_in_proc_net(const std::string& path, int port) {
+  // Lines of /proc/PID/net/tcp{,6}: "sl local_address rem_address st ...", addresses as
+  // HEX_IP:HEX_PORT, st "0A" for LISTEN.
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    // Fields are separated by runs of spaces.
+    std::string_view rest(line);
+    std::string_view fields[4];
+    bool complete = true;
+    for (auto& f : fields) {
+      const auto start = rest.find_first_not_of(' ');
+      if (start == std::string_view::npos) {
+        complete = false;
+        break;
+      }
+      rest.remove_prefix(start);
+      const auto end = rest.find(' ');
+      f = rest.substr(0, end);
+      rest.remove_prefix(end == std::string_view::npos ? rest.size() : end);
+    }
+    if (!complete || fields[3] != "0A") continue;
+    const auto colon = fields[1].rfind(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view hex = fields[1].substr(colon + 1);
+    unsigned value = 0;
+    const auto [p, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), value, 16);
+    if (ec == std::errc() && static_cast<int>(value) == port) return true;
+  }
+  return false;
+}
+
+}  // namespace kwd::protocol::linux_net
