@@ -73,7 +73,7 @@ void HeartbeatMonitor::on_readable() {
   zmq::message_t reply;
   bool got = false;
   try {
-    while (socket_->recv(reply, zmq::recv_flags::dontwait))
+    while (recv_through_signals(*socket_, reply, zmq::recv_flags::dontwait))
       got = true;
   } catch (const zmq::error_t& e) {
     spdlog::debug("heartbeat: receive failed: {}", e.what());

@@ -42,8 +42,8 @@ bool IopubListener::receive_one() {
         too_many = true;
     }
     zmq::message_t& frame = frames_[std::min(n, frames_.size() - 1)];
-    const auto got =
-        socket_.recv(frame, n == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+    const auto got = recv_through_signals(
+        socket_, frame, n == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
     if (!got) return false;  // nothing waiting (only possible on the first frame)
     ++n;
     if (!frame.more()) break;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
@@ -272,7 +273,9 @@ void KernelListener::drain(milliseconds quiet, milliseconds budget) {
     zmq_pollitem_t items[2] = {{iopub_->socket_handle(), 0, ZMQ_POLLIN, 0},
                                {iopub_->monitor_handle(), 0, ZMQ_POLLIN, 0}};
     const long wait = static_cast<long>(std::min<std::int64_t>(left_ms, quiet.count()));
-    if (zmq_poll(items, 2, wait) <= 0) break;  // quiet (or failed): nothing more is coming
+    const int ready = zmq_poll(items, 2, wait);
+    if (ready < 0 && zmq_errno() == EINTR) continue;  // a signal, not the end of the output
+    if (ready <= 0) break;                            // quiet (or failed): nothing more is coming
     if (items[1].revents & ZMQ_POLLIN) iopub_->on_monitor_events();
     if (items[0].revents & ZMQ_POLLIN) iopub_->receive(4096);
   }

@@ -1,6 +1,7 @@
 #include "kwd/protocol/kernel_socket.hpp"
 
 #include <array>
+#include <cerrno>
 
 namespace kwd::protocol {
 namespace {
@@ -46,6 +47,17 @@ zmq::socket_t make_kernel_socket(zmq::context_t& context, zmq::socket_type type,
   if (info.ipv6()) set_int(socket, ZMQ_IPV6, 1);
   if (info.curve) make_curve_client(socket, *info.curve);
   return socket;
+}
+
+zmq::recv_result_t recv_through_signals(zmq::socket_t& socket, zmq::message_t& into,
+                                        zmq::recv_flags flags) {
+  for (;;) {
+    try {
+      return socket.recv(into, flags);
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
 }
 
 }  // namespace kwd::protocol

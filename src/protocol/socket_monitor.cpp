@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "kwd/protocol/kernel_socket.hpp"
+
 namespace kwd::protocol {
 namespace {
 
@@ -25,12 +27,21 @@ SocketMonitor::~SocketMonitor() {
   zmq_socket_monitor(watched_, nullptr, 0);
 }
 
+bool SocketMonitor::receive(zmq::message_t& into) {
+  // A failure ends this drain; what is left is read on the next one.
+  try {
+    return recv_through_signals(pair_, into, zmq::recv_flags::dontwait).has_value();
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+}
+
 std::vector<SocketEvent> SocketMonitor::drain() {
   std::vector<SocketEvent> events;
   for (;;) {
     // Each event is two frames: 6 bytes (event, value) and the endpoint.
     zmq::message_t head;
-    if (!pair_.recv(head, zmq::recv_flags::dontwait)) break;
+    if (!receive(head)) break;
     SocketEvent e;
     if (head.size() >= 6) {
       std::memcpy(&e.event, head.data(), 2);
@@ -39,7 +50,7 @@ std::vector<SocketEvent> SocketMonitor::drain() {
     }
     while (head.more()) {
       zmq::message_t rest;
-      if (!pair_.recv(rest, zmq::recv_flags::dontwait)) break;
+      if (!receive(rest)) break;
       head = std::move(rest);
     }
   }

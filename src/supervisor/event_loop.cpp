@@ -1,10 +1,12 @@
 #include "kwd/supervisor/event_loop.hpp"
 
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <zmq.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
 
 #include "kwd/util/clock.hpp"
 
@@ -17,6 +19,16 @@ namespace {
 constexpr std::int64_t kSocketSweepNs = 1'000'000'000;
 // A socket without a ZMQ_FD is looked at this often.
 constexpr long kFdlessSocketPollMs = 20;
+
+// A handler's exception stops at the loop: whatever one part of the watchdog could not do,
+// the kernel is still watched, and its death still reported and mirrored (fail open).
+void call(const EventLoop::Handler& handler) {
+  try {
+    handler();
+  } catch (const std::exception& e) {
+    spdlog::error("internal error, carrying on: {}", e.what());
+  }
+}
 
 }  // namespace
 
@@ -94,7 +106,7 @@ bool EventLoop::service_sockets() {
       continue;
     }
     Handler handler = watches_[i].handler;
-    handler();
+    call(handler);
     // Its events are read again before the loop blocks: it may have left input behind.
     if (i < watches_.size() && !watches_[i].removed) watches_[i].check = true;
     more = true;
@@ -120,7 +132,7 @@ void EventLoop::fire_due_timers() {
     } else {
       timers_.erase(it);
     }
-    handler();
+    call(handler);
     if (!running_) return;
   }
 }
@@ -156,7 +168,7 @@ bool EventLoop::run() {
         continue;
       }
       Handler handler = watches_[owners[k]].handler;  // it may add watches and move `watches_`
-      handler();
+      call(handler);
     }
     if (const std::int64_t now = util::steady_ns(); now >= next_socket_sweep_ns_) {
       next_socket_sweep_ns_ = now + kSocketSweepNs;

@@ -216,7 +216,12 @@ void Supervisor::on_signals() {
     }
   }
   if (const auto end = child_->try_reap()) {
-    on_kernel_exit(*end);
+    // Whatever goes wrong with the report, we end the way the kernel did.
+    try {
+      on_kernel_exit(*end);
+    } catch (const std::exception& e) {
+      spdlog::error("could not finish the crash report: {}", e.what());
+    }
     exit_like(*end);
   }
 }

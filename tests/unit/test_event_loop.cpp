@@ -1,9 +1,13 @@
+#include <signal.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <thread>
 #include <zmq.hpp>
 
+#include "kwd/protocol/kernel_socket.hpp"
 #include "kwd/supervisor/event_loop.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -112,4 +116,61 @@ TEST_CASE("event loop: a swallowed wake-up nobody reported is recovered by the s
   // Before the sweep the message really was stuck: this is the case the sweep exists for.
   CHECK(before_sweep == 0);
   CHECK(received == 1);
+}
+
+namespace {
+
+void ignore_alarm(int) {}
+
+// SIGALRM every 20 µs, without SA_RESTART, while alive: the interruptions SIGCHLD brings
+// when a kernel dies, only many more of them.
+struct AlarmStorm {
+  struct sigaction previous {};
+  AlarmStorm() {
+    struct sigaction sa {};
+    sa.sa_handler = ignore_alarm;
+    ::sigaction(SIGALRM, &sa, &previous);
+    const itimerval every{{0, 20}, {0, 20}};
+    ::setitimer(ITIMER_REAL, &every, nullptr);
+  }
+  ~AlarmStorm() {
+    const itimerval off{};
+    ::setitimer(ITIMER_REAL, &off, nullptr);
+    ::sigaction(SIGALRM, &previous, nullptr);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("receiving through signals loses and splits nothing") {
+  SocketPair pair("storm");
+  constexpr int kMessages = 20000;
+  int received = 0, in_order = 0;
+  {
+    AlarmStorm storm;
+    // The storm is for the receiving thread: the sender is born with SIGALRM blocked.
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    ::pthread_sigmask(SIG_BLOCK, &alarm, nullptr);
+    std::thread sender([&] {
+      for (int i = 0; i < kMessages; ++i) {
+        pair.peer.send(zmq::buffer("head", 4), zmq::send_flags::sndmore);
+        pair.peer.send(zmq::buffer(std::to_string(i)), zmq::send_flags::none);
+      }
+    });
+    ::pthread_sigmask(SIG_UNBLOCK, &alarm, nullptr);
+    while (received < kMessages) {
+      zmq::message_t head, body;
+      if (!kwd::protocol::recv_through_signals(pair.ours, head, zmq::recv_flags::dontwait))
+        continue;
+      REQUIRE(head.more());
+      REQUIRE(kwd::protocol::recv_through_signals(pair.ours, body, zmq::recv_flags::none));
+      if (body.to_string() == std::to_string(received)) ++in_order;
+      ++received;
+    }
+    sender.join();
+  }
+  CHECK(received == kMessages);
+  CHECK(in_order == kMessages);
 }

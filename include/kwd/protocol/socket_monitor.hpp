@@ -27,6 +27,7 @@ class SocketMonitor {
   std::vector<SocketEvent> drain();
 
  private:
+  bool receive(zmq::message_t& into);
   void* watched_;
   zmq::socket_t pair_;
 };
