@@ -100,8 +100,16 @@ bool EventLoop::service_sockets() {
     if (!watches_[i].check && watches_[i].fd >= 0) continue;
     int events = 0;
     std::size_t size = sizeof events;
-    if (zmq_getsockopt(watches_[i].socket, ZMQ_EVENTS, &events, &size) != 0 ||
-        (events & ZMQ_POLLIN) == 0) {
+    if (zmq_getsockopt(watches_[i].socket, ZMQ_EVENTS, &events, &size) != 0) {
+      // Interrupted by a signal: ask again on the next pass. Anything else (a socket being
+      // torn down) is left to the sweep.
+      if (zmq_errno() == EINTR)
+        more = true;
+      else
+        watches_[i].check = false;
+      continue;
+    }
+    if ((events & ZMQ_POLLIN) == 0) {
       watches_[i].check = false;
       continue;
     }
