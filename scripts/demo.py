@@ -56,6 +56,7 @@ def main():
         "import numpy as np\nprint('numpy', np.__version__)",
         "data = [np.ones(40_000_000 // 8) for _ in range(8)]  # ~320 MB\nlen(data)",
         "def read_sensor(address):\n    import ctypes\n    return ctypes.string_at(address)\n\n"
+        "baseline = sum(np.ones(5_000_000).cumsum())  # some work first\n"
         "read_sensor(0)  # a native crash, as a broken C extension would cause",
     ]
     for i, code in enumerate(cells, 1):

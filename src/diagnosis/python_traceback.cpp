@@ -74,7 +74,9 @@ nlohmann::json traceback_json(const FaulthandlerDump& dump, const char* source,
   for (const auto& f : dump.frames) {
     nlohmann::json frame = {{"file", f.file}, {"line", f.line}, {"function", f.function}};
     frame["in_cell"] = is_cell_file(f.file);
-    if (!cell_code.empty() && !running_cell_file.empty() && f.file == running_cell_file) {
+    // A cell's <module> frame on the stack means a cell was running, even one whose start
+    // never reached IOPub (a kernel that dies within milliseconds of starting it).
+    if (!running_cell_file.empty() && f.file == running_cell_file) {
       frame["cell"] = "in flight";
       if (auto text = line_of(cell_code, f.line); !text.empty()) frame["code"] = text;
     }

@@ -54,11 +54,21 @@ class Rules {
     return in_.death.signaled && in_.death.signal_name == "SIGKILL";
   }
 
+  // The first frame of the cell that was running on the crashing thread, if any.
+  [[nodiscard]] std::optional<std::size_t> running_cell_frame() const {
+    if (!in_.traceback.is_object()) return std::nullopt;
+    const auto& frames = in_.traceback.value("frames", json::array());
+    for (std::size_t i = 0; i < frames.size(); ++i)
+      if (frames[i].value("cell", "") == "in flight") return i;
+    return std::nullopt;
+  }
+
   // " while cell [12] was running" / " while the kernel was idle" / "".
   [[nodiscard]] std::string cell_phrase() const {
     if (auto n = v_.integer("/execution/cell_in_flight/execution_count"))
       return " while cell [" + std::to_string(*n) + "] was running";
-    if (v_.has("/execution/cell_in_flight")) return " while a cell was running";
+    if (v_.has("/execution/cell_in_flight") || running_cell_frame())
+      return " while a cell was running";
     if (v_.text("/execution/state_at_death").value_or("") == "idle")
       return " while the kernel was idle";
     return "";
@@ -117,6 +127,12 @@ class Rules {
         fact += std::string(" for ") + buf + " s";
       }
       f.evidence.push_back({fact, "/execution/cell_in_flight"});
+    } else if (const auto frame = running_cell_frame();
+               frame && !v_.has("/execution/cell_in_flight")) {
+      f.evidence.push_back(
+          {"a cell was running (its code is on the crashing thread's stack) but its start never "
+           "reached IOPub: the kernel died within milliseconds of starting it",
+           "/python_traceback/frames/" + std::to_string(*frame)});
     }
   }
 

@@ -106,9 +106,12 @@ void cell_section(std::ostringstream& out, const json& r, const Paint& paint, st
   if (execution == nullptr) return;
   const json& cell = execution->value("cell_in_flight", json());
   if (!cell.is_object()) {
-    out << "\n"
-        << paint("Cell in flight", "1") << "  none (kernel was "
-        << execution->value("state_at_death", std::string("?")) << ")\n";
+    out << "\n" << paint("Cell in flight", "1");
+    if (crash_line_in_cell(r) > 0)
+      out << "  one, never announced on IOPub (the kernel died as it started; its line "
+          << crash_line_in_cell(r) << " is on the crashing stack)\n";
+    else
+      out << "  none (kernel was " << execution->value("state_at_death", std::string("?")) << ")\n";
     return;
   }
   out << "\n" << paint("Cell in flight", "1") << "  [" << str(cell, "execution_count") << "]";

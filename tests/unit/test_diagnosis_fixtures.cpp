@@ -63,6 +63,8 @@ void check_fixture(const json& fixture) {
   }
   for (const auto& s : expect.value("headline_contains", json::array()))
     CHECK_THAT(d["headline"].get<std::string>(), Catch::Contains(s.get<std::string>()));
+  for (const auto& s : expect.value("headline_excludes", json::array()))
+    CHECK_THAT(d["headline"].get<std::string>(), !Catch::Contains(s.get<std::string>()));
   for (const auto& s : expect.value("evidence_contains", json::array())) {
     INFO("evidence containing: " << s);
     CHECK(any_contains(d["evidence"], "fact", s));
