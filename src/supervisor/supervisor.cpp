@@ -10,7 +10,7 @@
 
 #include "kwd/diagnosis/diagnose.hpp"
 #include "kwd/diagnosis/signature_table.hpp"
-#include "kwd/fingerprint/fingerprint_probe.hpp"
+#include "kwd/fingerprint/make_fingerprint_probe.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/supervisor/kernel_argv.hpp"

@@ -7,8 +7,8 @@
 
 #include "kwd/fingerprint/compatibility.hpp"
 #include "kwd/fingerprint/environment_filter.hpp"
-#include "kwd/fingerprint/fingerprint_probe.hpp"
 #include "kwd/fingerprint/library_catalog.hpp"
+#include "kwd/fingerprint/linux/fingerprint_probe.hpp"
 #include "kwd/fingerprint/loaded_files.hpp"
 #include "kwd/fingerprint/package_metadata.hpp"
 

@@ -16,7 +16,7 @@
 
 namespace kwd::fingerprint {
 
-// The kernel's environment fingerprint (report section `fingerprint`): the frameworks and
+// Linux: the kernel's environment fingerprint (report section `fingerprint`): the frameworks and
 // native libraries it has loaded, with versions, its interpreter, and allow-listed
 // environment variables.
 //
@@ -59,7 +59,5 @@ class FingerprintProbe final : public probes::Probe {
   nlohmann::json environment_ = nlohmann::json::object();
   nlohmann::json fingerprint_;
 };
-
-std::unique_ptr<probes::Probe> make_fingerprint_probe(pid_t pid);
 
 }  // namespace kwd::fingerprint

@@ -1,4 +1,4 @@
-#include "kwd/fingerprint/fingerprint_probe.hpp"
+#include "kwd/fingerprint/linux/fingerprint_probe.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include "kwd/fingerprint/environment_filter.hpp"
 #include "kwd/fingerprint/library_catalog.hpp"
 #include "kwd/fingerprint/loaded_files.hpp"
+#include "kwd/fingerprint/make_fingerprint_probe.hpp"
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 
