@@ -1,6 +1,5 @@
 #include "kwd/faulthandler/python_shim.hpp"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +9,7 @@
 
 #include "kwd/data/embedded_files.hpp"
 #include "kwd/util/private_files.hpp"
+#include "kwd/util/process_exists.hpp"
 
 namespace kwd::faulthandler {
 namespace fs = std::filesystem;
@@ -46,8 +46,8 @@ int sweep_stale_shims(const fs::path& base) {
   for (const auto& entry : fs::directory_iterator(base, ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with(kPrefix)) continue;
-    const auto owner = static_cast<pid_t>(std::atol(name.c_str() + kPrefix.size()));
-    if (owner > 0 && (::kill(owner, 0) == 0 || errno == EPERM)) continue;
+    const pid_t owner = util::pid_after_prefix(name, kPrefix).value_or(0);
+    if (owner > 0 && util::process_exists(owner)) continue;
     if (fs::remove_all(entry.path(), ec) > 0) ++removed;
   }
   return removed;

@@ -1,7 +1,6 @@
 #include "kwd/util/private_files.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kwd/util/process_exists.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::util {
@@ -80,10 +80,8 @@ int sweep_temporaries(const fs::path& dir) {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with(kTemporaryPrefix)) continue;
-    const std::string rest = name.substr(kTemporaryPrefix.size());
-    const pid_t writer = static_cast<pid_t>(std::atol(rest.c_str()));
-    const bool writer_alive = writer > 0 && (::kill(writer, 0) == 0 || errno == EPERM);
-    if (writer_alive) continue;
+    const pid_t writer = pid_after_prefix(name, kTemporaryPrefix).value_or(0);
+    if (writer > 0 && process_exists(writer)) continue;
     if (fs::remove(entry.path(), ec)) ++removed;
   }
   return removed;

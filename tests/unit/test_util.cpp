@@ -1,4 +1,5 @@
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -7,6 +8,7 @@
 
 #include "kwd/util/byte_ring.hpp"
 #include "kwd/util/private_files.hpp"
+#include "kwd/util/process_exists.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace fs = std::filesystem;
@@ -92,4 +94,20 @@ TEST_CASE("sweep_temporaries removes only what dead writers left") {
   CHECK(fs::exists(dir / (".tmp-" + std::to_string(::getpid()) + "-abc")));
   CHECK(fs::exists(dir / "kept.json"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("owners of swept things: the pid in a name, and whether it still exists") {
+  CHECK(pid_after_prefix("pyshim-1234-Ab3xYz", "pyshim-") == 1234);
+  CHECK(pid_after_prefix("kernel-watchdog-77", "kernel-watchdog-") == 77);
+  CHECK_FALSE(pid_after_prefix("pyshim-", "pyshim-"));
+  CHECK_FALSE(pid_after_prefix("pyshim-x1", "pyshim-"));
+  CHECK_FALSE(pid_after_prefix("other-12", "pyshim-"));
+
+  CHECK(process_exists(::getpid()));
+  CHECK(process_exists(1));  // init: not ours to signal unless root, and it exists either way
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  CHECK_FALSE(process_exists(child));  // reaped: gone
 }

@@ -1,13 +1,11 @@
 #include "kwd/hang/thread_snapshot.hpp"
 
-#include <signal.h>
-
-#include <cerrno>
+#include "kwd/util/process_exists.hpp"
 
 namespace kwd::hang {
 
 bool process_alive(pid_t pid) {
-  return ::kill(pid, 0) == 0 || errno == EPERM;
+  return util::process_exists(pid);
 }
 
 // Thread states of another process need task_for_pid, which an unprivileged watchdog does

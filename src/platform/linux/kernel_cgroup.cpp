@@ -16,6 +16,7 @@
 
 #include "kwd/probes/linux/cgroup_fs.hpp"
 #include "kwd/probes/linux/procfs.hpp"
+#include "kwd/util/process_exists.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::platform::linux_cgroup {
@@ -206,12 +207,8 @@ int sweep_stale_cgroups(const std::string& parent_dir) {
   std::vector<std::string> stale;
   while (const dirent* e = ::readdir(dir.get())) {
     const std::string_view name(e->d_name);
-    if (!name.starts_with(kPrefix)) continue;
-    pid_t pid = 0;
-    const auto digits = name.substr(kPrefix.size());
-    if (std::from_chars(digits.data(), digits.data() + digits.size(), pid).ec != std::errc())
-      continue;
-    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive
+    const auto pid = util::pid_after_prefix(name, kPrefix);
+    if (!pid || *pid <= 0 || *pid == ::getpid() || util::process_exists(*pid)) continue;
     stale.emplace_back(name);
   }
   int removed = 0;
