@@ -125,6 +125,19 @@ TEST_CASE("stale cgroups of dead watchdogs are swept") {
   CHECK(::stat(stale.c_str(), &st) != 0);
 }
 
+namespace {
+
+// What run() gives the probes for a kernel in the cgroup the watchdog made for it.
+ProbeOptions options_for(pid_t kernel, const cg::KernelCgroup& cgroup) {
+  ProbeOptions options;
+  options.kernel_pid = kernel;
+  options.cgroup_path = cgroup.dir();
+  options.processes = std::make_shared<KernelProcesses>(kernel);
+  return options;
+}
+
+}  // namespace
+
 TEST_CASE(
     "a real OOM kill in a kernel cgroup: the counter rises and the kernel log names the pid") {
   auto cgroup = cg::KernelCgroup::create(32u << 20);
@@ -144,10 +157,7 @@ TEST_CASE(
   ::close(go[0]);
   cgroup.add(victim);
 
-  ProbeOptions options;
-  options.kernel_pid = victim;
-  options.cgroup_path = cgroup.dir();
-  options.processes = std::make_shared<KernelProcesses>(victim);
+  const ProbeOptions options = options_for(victim, cgroup);
   CgroupProbe cgroup_probe(options);
   OomKillerProbe oom_probe(options);
   REQUIRE(cgroup_probe.status().available);
@@ -234,11 +244,8 @@ struct GrowingChild {
 std::pair<kwd::timeline::MemorySample, kwd::timeline::MemorySample> samples_around_growth(
     cg::KernelCgroup& cgroup) {
   GrowingChild child(cgroup, 32u << 20);
-  ProbeOptions options;
-  options.kernel_pid = child.pid;
-  options.cgroup_path = cgroup.dir();
+  ProbeOptions options = options_for(child.pid, cgroup);
   options.slow_interval = std::chrono::hours(1);  // only the first sample is a slow round
-  options.processes = std::make_shared<KernelProcesses>(child.pid);
   CgroupProbe probe(options);
   REQUIRE(probe.status().available);
   kwd::timeline::MemorySample first, second;
@@ -287,10 +294,7 @@ TEST_CASE("a SIGKILL without memory pressure is no OOM evidence") {
       ::pause();
   }
   cgroup.add(victim);
-  ProbeOptions options;
-  options.kernel_pid = victim;
-  options.cgroup_path = cgroup.dir();
-  options.processes = std::make_shared<KernelProcesses>(victim);
+  const ProbeOptions options = options_for(victim, cgroup);
   CgroupProbe cgroup_probe(options);
   OomKillerProbe oom_probe(options);
   ::kill(victim, SIGKILL);
