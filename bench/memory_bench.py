@@ -29,6 +29,10 @@ import time
 import psutil
 from jupyter_client import KernelManager
 
+# The busy session is the one tests/integration/test_memory.py checks over a shorter window.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "integration"))
+from workloads import BUSY_SESSION_IMPORTS, busy_session_cell  # noqa: E402
+
 MiB = 1024 * 1024
 
 
@@ -170,21 +174,10 @@ def bench_flat(watchdog, prefix, seconds):
     km, kc = start(wrapped_kernelspec(watchdog, prefix))
     try:
         launcher = km.provisioner.process.pid
-        run_cell(kc, "import numpy as np, subprocess, sys, time")
+        run_cell(kc, BUSY_SESSION_IMPORTS)
         time.sleep(3)
         baseline = rss(launcher)
-        msg_id = kc.execute(
-            f"deadline = time.time() + {seconds}\n"
-            "n = 0\n"
-            "while time.time() < deadline:\n"
-            "    subprocess.run(['true'])\n"
-            "    block = np.ones((n % 8 + 1) * 4 * 1024 * 1024 // 8)\n"
-            "    print('cell output', n)\n"
-            "    print('cell stderr', n, file=sys.stderr)\n"
-            "    del block\n"
-            "    n += 1\n"
-            "    time.sleep(0.05)\n"
-            "n\n")
+        msg_id = kc.execute(busy_session_cell(seconds))
         readings = []
         start_t = time.monotonic()
         while True:

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import (KWD_BINARY, KWD_BUILD_DIR, WRAPPED, kwd, load_reports, process_rss,
                       wrap_kernelspec)
+from workloads import BUSY_SESSION_IMPORTS, busy_session_cell
 
 MiB = 1024 * 1024
 LIMIT = 300 * MiB
@@ -352,21 +353,10 @@ FLAT_SECONDS = float(os.environ.get("KWD_FLAT_MEMORY_SECONDS", "60"))
 def test_watchdog_memory_stays_flat_over_a_busy_session(start_kernel, jupyter_env):
     k = start_kernel()
     launcher = k.launcher_pid
-    k.execute("import numpy as np, subprocess, sys, time")
+    k.execute(BUSY_SESSION_IMPORTS)
     time.sleep(3)  # start-up allocations settle
     baseline = process_rss(launcher)
-    msg_id = k.kc.execute(
-        f"deadline = time.time() + {FLAT_SECONDS}\n"
-        "n = 0\n"
-        "while time.time() < deadline:\n"
-        "    subprocess.run(['true'])\n"
-        "    block = np.ones((n % 8 + 1) * 4 * 1024 * 1024 // 8)\n"
-        "    print('cell output', n)\n"
-        "    print('cell stderr', n, file=sys.stderr)\n"
-        "    del block\n"
-        "    n += 1\n"
-        "    time.sleep(0.05)\n"
-        "n\n")
+    msg_id = k.kc.execute(busy_session_cell(FLAT_SECONDS))
     readings = []
     deadline = time.monotonic() + FLAT_SECONDS + 60
     while time.monotonic() < deadline:
