@@ -12,16 +12,14 @@ Usage: /usr/bin/python3 bench/launcher_bench.py --watchdog build/kernel-watchdog
 import argparse
 import json
 import os
-import pathlib
 import random
 import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import psutil
+import sandbox
 from jupyter_client import KernelManager
 from jupyter_client.restarter import KernelRestarter
 
@@ -108,15 +106,7 @@ def main():
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--starts", type=int, default=10)
     args = ap.parse_args()
-    work = pathlib.Path(tempfile.mkdtemp(prefix="kwd-bench-"))
-    prefix = work / "prefix"
-    report_dir = work / "reports"
-    os.environ.update(JUPYTER_PATH=str(prefix / "share" / "jupyter"),
-                      JUPYTER_RUNTIME_DIR=str(work / "runtime"),
-                      KERNEL_WATCHDOG_REPORT_DIR=str(report_dir),
-                      PYDEVD_DISABLE_FILE_VALIDATION="1")
-    subprocess.run([args.watchdog, "kernelspec", "wrap", "python3", "--prefix", str(prefix),
-                    "--name", "python3-watched"], check=True, capture_output=True)
+    _, report_dir = sandbox.wrapped_python3(args.watchdog, "kwd-bench-")
     report_dir.mkdir(mode=0o700)
 
     print(f"Death to report, {args.kills} SIGSEGV kills of a real ipykernel under the watchdog:")

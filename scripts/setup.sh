@@ -8,6 +8,9 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format
   libzmq3-dev cppzmq-dev nlohmann-json3-dev libspdlog-dev libcli11-dev catch2 libssl-dev
   libsimdjson-dev
+  # sanitizer builds (gcc's runtimes come with build-essential) and the libFuzzer targets:
+  # clang with its runtimes (libFuzzer, ASan, UBSan), llvm-symbolizer for readable stacks
+  clang libclang-rt-14-dev llvm
   # a real Jupyter stack for the demo and the integration tests (Debian's, not PyPI's)
   python3 python3-ipykernel python3-jupyter-client python3-zmq python3-psutil
   python3-nbformat python3-numpy python3-pytest python3-jsonschema

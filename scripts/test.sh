@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine, builds, and runs the whole test suite (ctest).
-# Extra arguments go to ctest, e.g. scripts/test.sh -R integration.test_launcher
+# Sets up a fresh Debian 12 machine, builds, and runs the whole test suite (ctest); then, as
+# CI does, the same suite against an ASan+UBSan build and the NVML tests under TSan
+# (scripts/sanitize.sh), and every fuzz target for 30 s on its corpus (scripts/fuzz.sh).
+# Extra arguments go to both ctest runs, e.g. scripts/test.sh -R integration.test_launcher
+# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 leave those stages out (a quicker local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/build.sh
-cd build
-ctest --output-on-failure --timeout 600 -j 2 "$@"
+
+stage() {
+  local name="$1"
+  shift
+  local start=$SECONDS
+  "$@"
+  echo "test.sh: stage '$name' took $((SECONDS - start)) s" >&2
+}
+run_ctest() (
+  cd build && ctest --output-on-failure --timeout 600 -j 2 "$@"
+)
+
+stage setup scripts/setup.sh
+stage build scripts/build.sh
+stage tests run_ctest "$@"
+if [ "${KWD_SANITIZE_STAGE:-1}" != 0 ]; then stage sanitizers scripts/sanitize.sh "$@"; fi
+if [ "${KWD_FUZZ_STAGE:-1}" != 0 ]; then stage fuzz scripts/fuzz.sh; fi

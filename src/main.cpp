@@ -5,19 +5,10 @@
 #include <vector>
 
 #include "kwd/cli/commands.hpp"
-#if defined(__linux__)
-#include <string_view>
-
-#include "kwd/platform/linux/enter_cgroup.hpp"
-#endif
+#include "kwd/platform/host.hpp"
 
 int main(int argc, char** argv) {
-#if defined(__linux__)
-  // `run --memory-limit` starts the kernel through this step (see enter_cgroup.hpp); it
-  // must exec the kernel before anything else is set up.
-  if (argc > 1 && std::string_view(argv[1]) == kwd::platform::linux_cgroup::kEnterCgroupVerb)
-    return kwd::platform::linux_cgroup::enter_cgroup_and_exec(argc, argv);
-#endif
+  if (const auto status = kwd::platform::run_internal_step(argc, argv)) return *status;
   CLI::App app{
       "kernel-watchdog: an out-of-process crash watchdog for Jupyter kernels.\n"
       "It runs a kernel as its child, watches its memory and output, and when the kernel\n"

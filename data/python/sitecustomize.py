@@ -1,8 +1,8 @@
 """kernel-watchdog: Python tracebacks for kernels that die in native code.
 
 The watchdog puts a private directory holding this file first on PYTHONPATH, so the
-interpreter imports it as `sitecustomize` while it starts. It does two things and then
-steps aside:
+interpreter imports it as `sitecustomize` while it starts. It does three things and then
+steps aside (the third, keeping stderr whole, is _kernel_watchdog_keep_stderr below):
 
 1. Enables faulthandler on a *duplicate* of file descriptor 2 taken now. ipykernel later
    dup2()s a pipe of its own over fd 2 and drains it from a thread; when the process dies
@@ -26,8 +26,10 @@ def _kernel_watchdog_start():
         import faulthandler
 
         # os.dup() returns a non-inheritable descriptor (PEP 446): child processes of the
-        # kernel do not get it.
-        faulthandler.enable(file=os.dup(2), all_threads=True)
+        # kernel do not get it. Only the crashing thread: walking the other threads' frames
+        # from a signal handler races with those threads, and a second fault inside the dump
+        # replaced a SIGABRT with a SIGSEGV (seen in CI, an uncaught C++ exception).
+        faulthandler.enable(file=os.dup(2), all_threads=False)
     except Exception:
         pass
 
@@ -60,5 +62,102 @@ def _kernel_watchdog_start():
             raise
 
 
+def _kernel_watchdog_keep_stderr():
+    """3. Makes ipykernel's stderr forwarding lose nothing when the process dies.
+
+    ipykernel points fd 2 at a pipe of its own and a thread reads it, publishes what it read
+    to the notebook, then writes it to the original stderr (the watchdog's pipe). A library
+    that writes its error to fd 2 and aborts at once ("terminate called after...", "Check
+    failed:", CUDA_ERROR_OUT_OF_MEMORY) dies while those bytes sit in that thread: read, not
+    yet passed on. Here the thread copies them to the original stderr with tee(2) the moment
+    they arrive, before it reads them: one system call, no Python (and so no GIL) between
+    the bytes arriving and the watchdog having them. The rest of what ipykernel does is
+    unchanged. Linux only (tee), and only where both ends are pipes; anything unexpected
+    leaves ipykernel as it is.
+    """
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    import importlib.abc
+    import importlib.machinery
+
+    def patch(iostream):
+        import ctypes
+        import errno
+        import os
+        import stat
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        tee = libc.tee
+        tee.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]
+        tee.restype = ctypes.c_ssize_t
+        stock = iostream.OutStream._watch_pipe_fd
+
+        def is_pipe(fd):
+            try:
+                return stat.S_ISFIFO(os.fstat(fd).st_mode)
+            except Exception:
+                return False
+
+        def watch_pipe_fd(self):
+            source = getattr(self, "_fid", None)
+            original = getattr(self, "_original_stdstream_copy", None)
+            if (getattr(self, "name", None) != "stderr" or not isinstance(source, int)
+                    or not isinstance(original, int) or not is_pipe(source)
+                    or not is_pipe(original)):
+                return stock(self)
+            try:
+                while self._should_watch:
+                    copied = tee(source, original, 1000, 0)
+                    if copied < 0 and ctypes.get_errno() == errno.EINTR:
+                        continue
+                    if copied < 0:
+                        return stock(self)  # tee refused: ipykernel's own loop carries on
+                    if copied == 0:
+                        break  # every writer has gone
+                    bts = os.read(source, copied)
+                    if not bts:
+                        break
+                    self.write(bts.decode())
+            except Exception:
+                self._exc = sys.exc_info()
+
+        iostream.OutStream._watch_pipe_fd = watch_pipe_fd
+
+    class PatchOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "ipykernel.iostream":
+                return None
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            loader = getattr(spec, "loader", None)
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            stock_exec = loader.exec_module
+
+            def exec_module(module):
+                stock_exec(module)
+                try:
+                    if hasattr(module.OutStream, "_watch_pipe_fd"):
+                        patch(module)
+                except Exception:
+                    pass
+
+            loader.exec_module = exec_module
+            return spec
+
+    try:
+        if "ipykernel.iostream" not in sys.modules:
+            sys.meta_path.insert(0, PatchOnImport())
+    except Exception:
+        pass
+
+
+_kernel_watchdog_keep_stderr()
+del _kernel_watchdog_keep_stderr
 _kernel_watchdog_start()
 del _kernel_watchdog_start

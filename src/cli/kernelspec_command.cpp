@@ -4,6 +4,7 @@
 
 #include "kwd/cli/commands.hpp"
 #include "kwd/kernelspec/kernelspec.hpp"
+#include "kwd/platform/host.hpp"
 #include "kwd/util/self_exe.hpp"
 
 namespace kwd::cli {
@@ -49,7 +50,7 @@ Command add_kernelspec_command(CLI::App& app) {
                                    : *sys_prefix    ? kernelspec::Destination::kSysPrefix
                                                     : kernelspec::Destination::kUser;
             request->prefix = *prefix;
-            request->watchdog_path = util::self_executable();
+            request->watchdog_path = platform::self_executable();
             const auto dir = kernelspec::wrap(*request);
             std::cout << "Wrapped '" << request->source_name << "' into " << dir.string() << "\n";
             return 0;

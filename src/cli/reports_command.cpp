@@ -6,30 +6,58 @@
 #include <nlohmann/json.hpp>
 
 #include "kwd/cli/commands.hpp"
+#include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/diagnose.hpp"
+#include "kwd/diagnosis/report_view.hpp"
 #include "kwd/report/html_page.hpp"
 #include "kwd/report/report_document.hpp"
+#include "kwd/report/report_file.hpp"
+#include "kwd/report/report_listing.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/report/terminal_summary.hpp"
-#include "kwd/util/clock.hpp"
+#include "kwd/report/terminal_text.hpp"
 #include "kwd/util/default_app.hpp"
 #include "kwd/util/private_files.hpp"
 
 namespace kwd::cli {
 namespace {
 
-std::optional<nlohmann::json> load(const std::filesystem::path& path, std::string& error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = "cannot open " + path.string();
-    return std::nullopt;
+// The report a query names: "latest" is the first row of `reports list` (the newest death).
+std::optional<report::StoredReport> find_report(const report::ReportStore& store,
+                                                const std::string& query) {
+  if (query != "latest") return store.find(query);
+  const auto rows = report::list_reports(store);
+  if (rows.empty()) return std::nullopt;
+  return rows.front().stored;
+}
+
+// The stored facts judged again: the writer's diagnosis and the traceback it found are set
+// aside, and what today's rules make of the rest is printed next to what was stored.
+int print_rediagnosis(const nlohmann::json& stored, bool as_json) {
+  const std::string before = diagnosis::ReportView(stored).text("/diagnosis/headline").value_or("");
+  const nlohmann::json facts = diagnosis::rediagnose(stored);
+  const auto& now = facts["diagnosis"];
+  if (as_json) {
+    std::cout << report::to_text(now, 2) << "\n";
+    return 0;
   }
-  auto doc = nlohmann::json::parse(in, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    error = path.string() + " is not a kernel-watchdog report (not a JSON object)";
-    return std::nullopt;
-  }
-  return doc;
+  const diagnosis::ReportView view(facts);
+  const std::string cause = view.text("/diagnosis/cause").value_or("unknown");
+  const auto* info = diagnosis::find_cause(cause);
+  std::cout << report::terminal_safe(view.text("/diagnosis/headline").value_or("")) << "\n"
+            << "cause: " << (info ? std::string(info->name) + " (" + cause + ")" : cause)
+            << ", confidence " << view.text("/diagnosis/confidence").value_or("?") << "\n";
+  if (!before.empty() && before != view.text("/diagnosis/headline").value_or(""))
+    std::cout << "stored diagnosis was: " << report::terminal_safe(before) << "\n";
+  std::cout << "\nevidence:\n";
+  for (const auto& e : view.array("/diagnosis/evidence"))
+    if (e.is_object() && e.value("fact", nlohmann::json()).is_string())
+      std::cout << "  - " << report::terminal_safe(e["fact"].get<std::string>()) << "\n";
+  std::cout << "\nwhat to do:\n";
+  for (const auto& r : view.array("/diagnosis/remedies"))
+    if (r.is_object() && r.value("text", nlohmann::json()).is_string())
+      std::cout << "  - " << report::terminal_safe(r["text"].get<std::string>()) << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -62,52 +90,52 @@ Command add_reports_command(CLI::App& app) {
   open->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
       ->capture_default_str();
 
+  auto diagnose_json = std::make_shared<bool>(false);
+  auto* diagnose = reports->add_subcommand(
+      "diagnose",
+      "Run today's rules over a stored report's facts and print the diagnosis they give now\n"
+      "(reports written by older versions, and recorded fixtures, get the better rules).\n"
+      "Example: kernel-watchdog reports diagnose latest");
+  diagnose->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
+      ->capture_default_str();
+  diagnose->add_flag("--json", *diagnose_json, "Print the new diagnosis as JSON");
+
   return {reports, [=]() -> int {
             const report::ReportStore store(report::ReportStore::resolve_dir(*report_dir));
             if (list->parsed()) {
-              const auto all = store.list();
-              if (all.empty()) {
-                std::cout << "No crash reports in " << store.dir().string() << "\n";
+              const auto rows = report::list_reports(store);
+              if (rows.empty()) {
+                std::cout << "No crash reports in " << report::terminal_safe(store.dir().string())
+                          << "\n";
                 return 0;
               }
-              std::cout << "TIME                      KERNEL    CAUSE                              "
-                           "       PATH\n";
-              for (const auto& r : all) {
-                std::string error;
-                const auto doc = load(r.path, error);
-                const std::string when =
-                    doc ? doc->value("/kernel/died_at"_json_pointer, std::string("?"))
-                        : util::iso8601_utc(r.mtime_ms);
-                std::string kernel =
-                    doc ? doc->value("/kernel/kernel_id"_json_pointer, std::string()) : "";
-                if (kernel.empty() && doc)
-                  kernel = "pid " + std::to_string(doc->value("/kernel/pid"_json_pointer, 0));
-                std::string cause = doc ? report::cause_line(*doc) : "(unreadable: " + error + ")";
-                if (cause.size() > 40) cause = cause.substr(0, 39) + "…";
-                std::printf("%-25s %-9.9s %-41s %s\n", when.c_str(), kernel.c_str(), cause.c_str(),
-                            r.path.c_str());
-              }
+              std::cout << report::list_header();
+              for (const auto& row : rows)
+                std::cout << report::format_list_row(row);
               return 0;
             }
-            const auto found = store.find(*query);
+            const auto found = find_report(store, *query);
             if (!found) {
-              std::cerr << "kernel-watchdog: no report matches '" << *query << "' in "
-                        << store.dir().string() << " (see `kernel-watchdog reports list`)\n";
+              std::cerr << "kernel-watchdog: no report matches '" << report::terminal_safe(*query)
+                        << "' in " << report::terminal_safe(store.dir().string())
+                        << " (see `kernel-watchdog reports list`)\n";
               return 1;
             }
-            std::string error;
-            const auto doc = load(found->path, error);
-            if (!doc) {
-              std::cerr << "kernel-watchdog: " << error << "\n";
+            const auto file = report::read_report_file(found->path);
+            if (!file.document) {
+              std::cerr << "kernel-watchdog: " << report::terminal_safe(file.problem()) << "\n";
               return 1;
             }
+            const auto& doc = file.document;
+            if (diagnose->parsed()) return print_rediagnosis(*doc, *diagnose_json);
             if (*as_json) {
               std::cout << report::to_text(*doc, 2) << "\n";
               return 0;
             }
             // Reports written before the diagnosis existed get one now, from their own facts.
             auto document = *doc;
-            if (!document.contains("diagnosis")) diagnosis::complete_report(document);
+            if (!diagnosis::ReportView(document).object("/diagnosis"))
+              diagnosis::complete_report(document);
             if (html->parsed() || open->parsed()) {
               const std::string page = report::render_html(document);
               if (html->parsed() && *html_output == "-") {
@@ -118,17 +146,17 @@ Command add_reports_command(CLI::App& app) {
                 std::ofstream out(*html_output, std::ios::binary | std::ios::trunc);
                 out << page;
                 if (!out.flush()) {
-                  std::cerr << "kernel-watchdog: cannot write " << *html_output << "\n";
+                  std::cerr << "kernel-watchdog: cannot write "
+                            << report::terminal_safe(*html_output) << "\n";
                   return 1;
                 }
-                std::cerr << "Wrote " << *html_output << "\n";
+                std::cerr << "Wrote " << report::terminal_safe(*html_output) << "\n";
                 return 0;
               }
               std::filesystem::path written;
               try {
-                const auto dir = util::user_cache_dir("html");
-                util::ensure_private_dir(dir);
-                written = util::write_file_atomically(dir, found->id + ".html", page, 0600);
+                written = util::SafeDir::open_private(util::user_cache_dir("html"))
+                              .write_file(found->id + ".html", page, 0600);
               } catch (const std::exception& e) {
                 std::cerr << "kernel-watchdog: " << e.what() << "\n";
                 return 1;
@@ -137,13 +165,13 @@ Command add_reports_command(CLI::App& app) {
                 std::cerr << "kernel-watchdog: " << problem << "\n";
                 return 1;
               }
-              std::cout << "Opened " << written.string() << "\n";
+              std::cout << "Opened " << report::terminal_safe(written.string()) << "\n";
               return 0;
             }
             report::SummaryStyle style;
             style.color = ::isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
             std::cout << report::render_summary(document, style);
-            std::cout << "\nReport: " << found->path.string() << "\n";
+            std::cout << "\nReport: " << report::terminal_safe(found->path.string()) << "\n";
             return 0;
           }};
 }

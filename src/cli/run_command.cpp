@@ -3,13 +3,13 @@
 #include <memory>
 
 #include "kwd/cli/commands.hpp"
-#include "kwd/supervisor/supervisor.hpp"
+#include "kwd/launch/launcher.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::cli {
 
 Command add_run_command(CLI::App& app) {
-  auto options = std::make_shared<supervisor::RunOptions>();
+  auto options = std::make_shared<launch::RunOptions>();
   auto stderr_buffer = std::make_shared<std::string>("256K");
   auto sample_hz = std::make_shared<double>(10.0);
   auto heartbeat_s = std::make_shared<double>(1.0);
@@ -93,8 +93,8 @@ Command add_run_command(CLI::App& app) {
         heartbeat.timeout = std::min(heartbeat.interval, std::chrono::milliseconds(1000));
         options->sample_interval =
             std::chrono::milliseconds(std::max<long>(1, static_cast<long>(1000.0 / *sample_hz)));
-        supervisor::Supervisor sup(*options);
-        return sup.run();
+        launch::Launcher launcher(*options);
+        return launcher.run();
       }};
 }
 

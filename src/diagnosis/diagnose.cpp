@@ -24,7 +24,7 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
   const auto remedies = choose_remedies(finding, input);
 
   json out;
-  out["cause"] = finding.cause;
+  out["cause"] = cause(finding.cause).id;
   out["headline"] = finding.headline;
   out["confidence"] = finding.confidence;
   auto& evidence = out["evidence"] = json::array();
@@ -59,13 +59,21 @@ void complete_report(nlohmann::json& report) {
       report["python_traceback"] = find_python_traceback(report);
     report["diagnosis"] = diagnose(report);
   } catch (const std::exception& e) {
-    report["diagnosis"] = {{"cause", "unknown"},
+    report["diagnosis"] = {{"cause", cause(CauseId::unknown).id},
                            {"headline", "Cause unknown: the diagnosis failed"},
                            {"confidence", "low"},
                            {"evidence", nlohmann::json::array()},
                            {"remedies", nlohmann::json::array()},
                            {"missing", {std::string("diagnosis: ") + e.what()}}};
   }
+}
+
+nlohmann::json rediagnose(const nlohmann::json& stored) {
+  nlohmann::json facts = stored.is_object() ? stored : nlohmann::json::object();
+  facts.erase("diagnosis");
+  facts.erase("python_traceback");
+  complete_report(facts);
+  return facts;
 }
 
 }  // namespace kwd::diagnosis

@@ -40,14 +40,15 @@ std::optional<std::string> DiagnosisInput::env(const std::string& name) const {
   return view.text("/fingerprint/environment/" + name);
 }
 
-const SignatureHit* DiagnosisInput::best_hit(const std::string& cause) const {
+const SignatureHit* DiagnosisInput::best_hit(CauseId cause) const {
+  const std::string_view id = diagnosis::cause(cause).id;
   const SignatureHit* best = nullptr;
   auto key = [](const SignatureHit& h) {
     return std::make_tuple(h.recent(), strength_rank(h.signature->strength),
                            h.pointer == "/stderr_tail/text", h.line);
   };
   for (const auto& h : hits)
-    if (h.signature->supports == cause && (best == nullptr || key(h) > key(*best))) best = &h;
+    if (h.signature->supports == id && (best == nullptr || key(h) > key(*best))) best = &h;
   return best;
 }
 

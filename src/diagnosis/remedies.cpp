@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "kwd/diagnosis/findings.hpp"
@@ -19,18 +20,19 @@ class Advisor {
       : f_(finding), in_(input), v_(input.view) {}
 
   std::vector<Remedy> run() {
-    const auto& c = f_.cause;
-    if (c == "oom_killed_cgroup" || c == "oom_killed_system") oom();
-    if (c == "gpu_out_of_memory") gpu_oom();
-    if (c == "gpu_driver_fault") gpu_fault();
-    if (c == "native_crash") native_crash();
-    if (c == "abort") aborted();
-    if (c == "killed") killed();
-    if (c == "exited_with_error" || c == "exited") exited();
-    if (c == "hang") hang();
+    using enum CauseId;
+    const auto c = f_.cause;
+    if (c == oom_killed_cgroup || c == oom_killed_system) oom();
+    if (c == gpu_out_of_memory) gpu_oom();
+    if (c == gpu_driver_fault) gpu_fault();
+    if (c == native_crash) native_crash_advice();
+    if (c == abort) aborted();
+    if (c == killed) killed_advice();
+    if (c == exited_with_error || c == exited) exited_advice();
+    if (c == hang) hang_advice();
     signatures();
     incompatibilities();
-    if (out_.empty() || c == "unknown") unknown();
+    if (out_.empty() || c == unknown) unknown_advice();
     return std::move(out_);
   }
 
@@ -106,7 +108,7 @@ class Advisor {
   }
 
   void oom() {
-    if (f_.cause == "oom_killed_cgroup") {
+    if (f_.cause == CauseId::oom_killed_cgroup) {
       std::string limit = "its limit";
       if (auto l = v_.integer("/cgroup/limit"); l && *l > 0) limit = bytes(static_cast<double>(*l));
       add("oom.raise_cgroup_limit",
@@ -225,7 +227,7 @@ class Advisor {
         "CUDA marks the context as failed; every later call in this process fails too.");
   }
 
-  void native_crash() {
+  void native_crash_advice() {
     const auto& tb = in_.traceback;
     if (tb.is_object() && tb.contains("frames") && !tb["frames"].empty()) {
       const auto& top = tb["frames"][0];
@@ -266,7 +268,7 @@ class Advisor {
         "SIGABRT is raised on purpose by the library that found the problem.");
   }
 
-  void killed() {
+  void killed_advice() {
     if (in_.death.signal_name == "SIGKILL") {
       add("killed.find_sender",
           "Find who sent SIGKILL: check `journalctl -k` and `journalctl -u systemd-oomd`, "
@@ -275,8 +277,9 @@ class Advisor {
           "SIGKILL cannot be caught, so only the sender's logs say why.");
       if (in_.pressure && in_.pressure->fraction() >= 0.9) {
         working_set("Memory was at " +
-                    std::to_string(static_cast<int>(in_.pressure->fraction() * 100)) + "% of the " +
-                    in_.pressure->limit_name + " when the kernel was killed");
+                    std::to_string(
+                        std::llround(std::clamp(in_.pressure->fraction() * 100.0, -1e15, 1e15))) +
+                    "% of the " + in_.pressure->limit_name + " when the kernel was killed");
         framework_host_memory();
       }
     } else {
@@ -288,8 +291,8 @@ class Advisor {
     }
   }
 
-  void exited() {
-    if (f_.cause == "exited") {
+  void exited_advice() {
+    if (f_.cause == CauseId::exited) {
       add("exit.exit_call",
           "Look for exit(), quit(), sys.exit() or os._exit() in the cells that ran, or a library "
           "that exits on its own.",
@@ -311,7 +314,7 @@ class Advisor {
         "sys.exit(n) is called.");
   }
 
-  void hang() {
+  void hang_advice() {
     const auto pid = v_.integer("/kernel/pid");
     const std::string p = pid ? std::to_string(*pid) : "<pid>";
     const auto state = v_.text("/hang/process_state").value_or("");
@@ -340,7 +343,8 @@ class Advisor {
       const bool cited = std::any_of(f_.evidence.begin(), f_.evidence.end(), [&](const auto& e) {
         return e.pointer == h.pointer && e.line == h.line;
       });
-      if (!cited && h.signature->supports != f_.cause && h.signature->supports != "context")
+      if (!cited && h.signature->supports != cause(f_.cause).id &&
+          h.signature->supports != "context")
         continue;
       add("signature." + h.signature->id, h.signature->remedy,
           h.label + " line " + std::to_string(h.line) + " matched " + h.signature->id +
@@ -356,7 +360,7 @@ class Advisor {
             inc.value("why", std::string()) + " (" + inc.value("source", std::string()) + ")");
   }
 
-  void unknown() {
+  void unknown_advice() {
     add("unknown.more_facts",
         "Run the kernel under the watchdog with its default settings (faulthandler on, memory "
         "probes enabled); the next report will say more. `kernel-watchdog reports show` lists "

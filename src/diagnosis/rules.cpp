@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <regex>
 #include <set>
@@ -27,7 +28,12 @@ std::string signal_meaning(const std::string& name) {
 }
 
 std::string percent(double fraction) {
-  return std::to_string(static_cast<int>(fraction * 100.0 + 0.5)) + "%";
+  return std::to_string(std::llround(std::clamp(fraction * 100.0, -1e15, 1e15))) + "%";
+}
+
+// The cause's own headline, which the rules extend with what the facts show.
+std::string title(const Finding& f) {
+  return std::string(cause(f.cause).title);
 }
 
 std::string shorten(const std::string& s, std::size_t n) {
@@ -102,9 +108,10 @@ class Rules {
   }
 
   // Hits that support `cause` (or only give context), other than `except`, as evidence.
-  void more_hits(Finding& f, const std::string& cause, const SignatureHit* except) const {
+  void more_hits(Finding& f, CauseId cause, const SignatureHit* except) const {
+    const std::string_view id = diagnosis::cause(cause).id;
     for (const auto& h : in_.hits)
-      if (&h != except && (h.signature->supports == cause || h.signature->supports == "context"))
+      if (&h != except && (h.signature->supports == id || h.signature->supports == "context"))
         hit(f, h);
   }
 
@@ -181,7 +188,7 @@ class Rules {
   std::optional<Finding> hang() const {
     if (v_.text("/kind").value_or("") != "hang" && !v_.has("/hang")) return std::nullopt;
     Finding f;
-    f.cause = "hang";
+    f.cause = CauseId::hang;
     const auto misses = v_.integer("/hang/consecutive_misses")
                             .value_or(v_.integer("/heartbeat/consecutive_misses").value_or(0));
     const auto needed = v_.integer("/heartbeat/misses_to_hang").value_or(0);
@@ -211,7 +218,7 @@ class Rules {
                               "/hang/threads/" + std::to_string(i)});
     }
     cell(f);
-    f.headline = "Kernel hung: no heartbeat reply" + silent + cell_phrase();
+    f.headline = title(f) + silent + cell_phrase();
     if (!state.empty()) f.headline += "; process state " + state;
     if (!v_.has("/heartbeat")) f.missing.push_back("heartbeat: no heartbeat history in the report");
     return f;
@@ -221,13 +228,24 @@ class Rules {
     const bool sigkill_like =
         sigkill() || (!in_.death.signaled && in_.death.exit_code == 137) || !in_.death.known;
     if (!sigkill_like) return std::nullopt;
-    const bool oom_killed = v_.flag("/oom_evidence/oom_killed");
+    // The one place where an OOM kill is decided. The kernel log naming the kernel or one of
+    // its own processes is proof; a rise of the cgroup's OOM-kill counter is, when the cgroup
+    // holds the kernel alone (its own --memory-limit), when no log could say otherwise, or
+    // when the log saw no kill of anything else meanwhile. (Reports written before this rule
+    // carry the probe's own verdict in /oom_evidence/oom_killed and the counter's copy in
+    // /oom_evidence/cgroup_oom_kill_delta; they are read as evidence too.)
     const auto cg_delta = std::max(v_.integer("/oom_evidence/cgroup_oom_kill_delta").value_or(0),
                                    v_.integer("/cgroup/oom_kill_delta").value_or(0));
     const auto kernel_pid = v_.integer("/kernel/pid");
     bool pid_named = false;
     for (const auto& p : v_.array("/oom_evidence/matched_pids"))
       if (p.is_number() && kernel_pid && p.get<std::int64_t>() == *kernel_pid) pid_named = true;
+    const bool log_says = !v_.array("/oom_evidence/matched_pids").empty();
+    const bool log_readable = v_.flag("/oom_evidence/kernel_log_readable");
+    const bool other_kills = v_.integer("/oom_evidence/other_oom_kills_seen").value_or(0) > 0;
+    const bool counter_says =
+        cg_delta > 0 && (v_.flag("/cgroup/created_by_watchdog") || !log_readable || !other_kills);
+    const bool oom_killed = log_says || counter_says || v_.flag("/oom_evidence/oom_killed");
     // The line saying whom it killed, and the one saying why (the constraint).
     std::optional<std::size_t> killed_line, constraint_line;
     bool memcg = false, global = false;
@@ -240,17 +258,18 @@ class Rules {
       if (line.find("constraint=") != std::string::npos) constraint_line = i;
       if (line.find("Killed process") != std::string::npos) killed_line = i;
     }
-    if (!oom_killed && cg_delta <= 0 && !pid_named) return std::nullopt;
+    if (!oom_killed) return std::nullopt;
 
     Finding f;
     const bool cgroup = (cg_delta > 0 || memcg) && !global;
-    f.cause = cgroup ? "oom_killed_cgroup" : "oom_killed_system";
+    f.cause = cgroup ? CauseId::oom_killed_cgroup : CauseId::oom_killed_system;
     f.confidence =
-        oom_killed || pid_named || v_.flag("/cgroup/created_by_watchdog") ? "high" : "medium";
+        log_says || pid_named || v_.flag("/cgroup/created_by_watchdog") ? "high" : "medium";
     termination(f);
-    if (oom_killed)
-      f.evidence.push_back(
-          {"the OOM killer's record names the kernel", "/oom_evidence/oom_killed"});
+    if (log_says)
+      f.evidence.push_back({pid_named ? "the OOM killer's record names the kernel"
+                                      : "the OOM killer's record names a process of the kernel",
+                            "/oom_evidence/matched_pids"});
     if (cg_delta > 0) {
       const auto before = v_.integer("/cgroup/oom_kill_before");
       const auto after = v_.integer("/cgroup/oom_kill_after");
@@ -271,10 +290,9 @@ class Rules {
       std::string limit;
       if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
         limit = " (" + util::format_bytes(static_cast<double>(*l)) + ")";
-      f.headline = "Killed by the OOM killer: the kernel's cgroup reached its memory limit" +
-                   limit + cell_phrase();
+      f.headline = title(f) + limit + cell_phrase();
     } else {
-      f.headline = "Killed by the Linux OOM killer: the machine ran out of memory" + cell_phrase();
+      f.headline = title(f) + cell_phrase();
     }
     return f;
   }
@@ -282,11 +300,11 @@ class Rules {
   std::optional<Finding> killed() const {
     if (!sigkill()) return std::nullopt;
     Finding f;
-    f.cause = "killed";
+    f.cause = CauseId::killed;
     termination(f);
     const bool checked = v_.has("/oom_evidence");
     if (checked)
-      f.evidence.push_back({"no OOM-kill record names the kernel", "/oom_evidence/oom_killed"});
+      f.evidence.push_back({"no OOM-kill record names the kernel", "/oom_evidence/matched_pids"});
     if (auto before = v_.integer("/cgroup/oom_kill_after"))
       f.evidence.push_back({"cgroup oom_kill counter unchanged (" + std::to_string(*before) + ")",
                             "/cgroup/oom_kill_after"});
@@ -334,10 +352,10 @@ class Rules {
   std::optional<Finding> gpu_fault() const {
     if (sigkill()) return std::nullopt;
     const auto xids = our_xid_events();
-    const SignatureHit* h = in_.best_hit("gpu_driver_fault");
+    const SignatureHit* h = in_.best_hit(CauseId::gpu_driver_fault);
     if (xids.empty() && h == nullptr) return std::nullopt;
     Finding f;
-    f.cause = "gpu_driver_fault";
+    f.cause = CauseId::gpu_driver_fault;
     f.confidence =
         !xids.empty() || (h->recent() && h->signature->strength == "strong") ? "high" : "medium";
     std::string what;
@@ -353,11 +371,11 @@ class Rules {
       hit(f, *h);
       if (what.empty()) what = shorten(h->from_match, 90);
     }
-    more_hits(f, "gpu_driver_fault", h);
+    more_hits(f, CauseId::gpu_driver_fault, h);
     termination(f);
     traceback(f);
     cell(f);
-    f.headline = "GPU fault (" + what + "); the kernel then " + how_it_died() + cell_phrase();
+    f.headline = title(f) + " (" + what + "); the kernel then " + how_it_died() + cell_phrase();
     if (!v_.has("/gpu"))
       f.missing.push_back("gpu: no GPU probe data (driver state, Xid events) in the report");
     return f;
@@ -389,11 +407,11 @@ class Rules {
 
   std::optional<Finding> gpu_oom() const {
     if (sigkill()) return std::nullopt;
-    const SignatureHit* h = in_.best_hit("gpu_out_of_memory");
+    const SignatureHit* h = in_.best_hit(CauseId::gpu_out_of_memory);
     const auto device = full_device();
     if (h == nullptr && !(device && in_.death.signaled)) return std::nullopt;
     Finding f;
-    f.cause = "gpu_out_of_memory";
+    f.cause = CauseId::gpu_out_of_memory;
     if (h != nullptr) {
       const auto& strength = h->signature->strength;
       f.confidence = strength == "strong" && h->recent() ? "high"
@@ -404,14 +422,14 @@ class Rules {
       f.confidence = "medium";
     }
     if (device) f.evidence.push_back(*device);
-    more_hits(f, "gpu_out_of_memory", h);
+    more_hits(f, CauseId::gpu_out_of_memory, h);
     termination(f);
     traceback(f);
     cell(f);
     const bool unified =
         h != nullptr && (h->signature->family == "mps" || h->signature->family == "mlx" ||
                          h->signature->family == "metal");
-    f.headline = std::string(unified ? "GPU (unified) memory exhausted" : "GPU out of memory");
+    f.headline = unified ? std::string("GPU (unified) memory exhausted") : title(f);
     if (h != nullptr) f.headline += " (" + shorten(h->from_match, 90) + ")";
     f.headline += "; the kernel then " + how_it_died() + cell_phrase();
     if (!v_.has("/gpu") && !unified)
@@ -423,18 +441,18 @@ class Rules {
     if (!in_.death.signaled || !kNativeCrashSignals.contains(in_.death.signal_name))
       return std::nullopt;
     Finding f;
-    f.cause = "native_crash";
+    f.cause = CauseId::native_crash;
     f.confidence = "high";
     termination(f);
     traceback(f);
-    const SignatureHit* h = in_.best_hit("native_crash");
+    const SignatureHit* h = in_.best_hit(CauseId::native_crash);
     if (h != nullptr) hit(f, *h);
-    more_hits(f, "native_crash", h);
+    more_hits(f, CauseId::native_crash, h);
     // A CPU-feature mismatch is an abort by message but a SIGILL by signal.
-    if (const auto* ill = in_.best_hit("abort"); ill && in_.death.signal_name == "SIGILL")
+    if (const auto* ill = in_.best_hit(CauseId::abort); ill && in_.death.signal_name == "SIGILL")
       hit(f, *ill);
     cell(f);
-    f.headline = "Native crash: " + in_.death.signal_name + " (" +
+    f.headline = title(f) + ": " + in_.death.signal_name + " (" +
                  signal_meaning(in_.death.signal_name)
                      .substr(0, signal_meaning(in_.death.signal_name).find(':')) +
                  ")";
@@ -451,22 +469,23 @@ class Rules {
   std::optional<Finding> aborted() const {
     if (!in_.death.signaled || in_.death.signal_name != "SIGABRT") return std::nullopt;
     Finding f;
-    f.cause = "abort";
+    f.cause = CauseId::abort;
     f.confidence = "high";
     termination(f);
     // The library's own message says more than faulthandler's generic "Aborted".
     const SignatureHit* reason = nullptr;
     for (const auto& h : in_.hits)
-      if (h.signature->supports == "abort" && h.signature->id != "python.faulthandler_abort" &&
+      if (h.signature->supports == cause(CauseId::abort).id &&
+          h.signature->id != "python.faulthandler_abort" &&
           (reason == nullptr ||
            std::make_tuple(h.recent(), h.line) > std::make_tuple(reason->recent(), reason->line)))
         reason = &h;
-    if (reason == nullptr) reason = in_.best_hit("abort");
+    if (reason == nullptr) reason = in_.best_hit(CauseId::abort);
     if (reason != nullptr) hit(f, *reason);
-    more_hits(f, "abort", reason);
+    more_hits(f, CauseId::abort, reason);
     traceback(f);
     cell(f);
-    f.headline = "Aborted (SIGABRT)";
+    f.headline = title(f);
     if (reason != nullptr && reason->signature->id != "python.faulthandler_abort")
       f.headline += ": " + shorten(reason->from_match, 110);
     else if (auto site = crash_site(); site && site->first.find(" of cell [") != std::string::npos)
@@ -483,10 +502,26 @@ class Rules {
   std::optional<Finding> other_signal() const {
     if (!in_.death.signaled) return std::nullopt;
     Finding f;
-    f.cause = "killed";
+    f.cause = CauseId::killed;
     f.confidence = "high";
     termination(f);
     cell(f);
+    // A signal the watchdog was sent too went to the whole process group: the kernel
+    // manager (an interrupt, a shutdown) or the terminal, not a stranger.
+    const auto& received = v_.array("/termination/watchdog_received");
+    const bool to_group = std::any_of(received.begin(), received.end(), [&](const auto& s) {
+      return s.is_string() && s.template get<std::string>() == in_.death.signal_name;
+    });
+    if (to_group) {
+      f.evidence.push_back({"the watchdog received " + in_.death.signal_name +
+                                " too: it was sent to the kernel's whole process group",
+                            "/termination/watchdog_received"});
+      f.headline = "Killed by " + in_.death.signal_name +
+                   " sent to the kernel's process group (by its kernel manager or the "
+                   "terminal; an interrupt the kernel did not handle)" +
+                   cell_phrase();
+      return f;
+    }
     f.headline = "Killed by " + in_.death.signal_name +
                  " sent to the kernel by another process (not by its kernel manager)" +
                  cell_phrase();
@@ -527,14 +562,13 @@ class Rules {
     Finding f;
     termination(f);
     if (code == 0) {
-      f.cause = "exited";
+      f.cause = CauseId::exited;
       f.confidence = "high";
       cell(f);
-      f.headline =
-          "Kernel process exited with code 0 although no shutdown was requested" + cell_phrase();
+      f.headline = title(f) + cell_phrase();
       return f;
     }
-    f.cause = "exited_with_error";
+    f.cause = CauseId::exited_with_error;
     f.confidence = "high";
     if (code > 128 && code <= 128 + 64)
       f.evidence.push_back({"exit code " + std::to_string(code) + " = 128 + " +
@@ -553,7 +587,7 @@ class Rules {
         fact += ": " + shorten(*evalue, 160);
       f.evidence.push_back({fact, "/execution/last_error"});
     }
-    more_hits(f, "abort", nullptr);
+    more_hits(f, CauseId::abort, nullptr);
     cell(f);
     f.headline = "Kernel process exited with code " + std::to_string(code);
     if (!why.empty()) f.headline += " after " + shorten(why, 110);
@@ -563,9 +597,9 @@ class Rules {
 
   [[nodiscard]] Finding unknown() const {
     Finding f;
-    f.cause = "unknown";
+    f.cause = CauseId::unknown;
     f.confidence = "low";
-    f.headline = "Cause unknown: the report does not say how the kernel ended";
+    f.headline = title(f);
     f.missing.push_back("termination: no exit status or signal was recorded");
     for (const auto& h : in_.hits)
       hit(f, h);

@@ -9,20 +9,18 @@
 #include <sstream>
 
 #include "kwd/data/embedded_files.hpp"
+#include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/pattern_literals.hpp"
 
 namespace kwd::diagnosis {
 namespace {
 
-const std::set<std::string> kSupportable{"oom_killed_system",
-                                         "oom_killed_cgroup",
-                                         "gpu_out_of_memory",
-                                         "gpu_driver_fault",
-                                         "native_crash",
-                                         "abort",
-                                         "killed",
-                                         "hang",
-                                         "context"};
+// What a signature may say it supports: a cause a stderr line can show, or "context".
+bool supportable(std::string_view supports) {
+  if (supports == "context") return true;
+  const Cause* c = find_cause(supports);
+  return c != nullptr && c->shown_by_stderr;
+}
 const std::set<std::string> kStrengths{"strong", "supporting", "weak"};
 
 std::string required(const nlohmann::json& entry, const char* key, const std::string& where) {
@@ -56,7 +54,7 @@ SignatureTable SignatureTable::parse(std::string_view json_text, std::string ori
     s.strength = required(entry, "strength", named);
     s.remedy = entry.value("remedy", "");
     s.source = required(entry, "source", named);
-    if (!kSupportable.contains(s.supports))
+    if (!supportable(s.supports))
       throw TableError(named + ": 'supports' is not a cause: " + s.supports);
     if (!kStrengths.contains(s.strength))
       throw TableError(named + ": 'strength' must be strong, supporting or weak");

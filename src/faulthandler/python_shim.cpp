@@ -1,26 +1,21 @@
 #include "kwd/faulthandler/python_shim.hpp"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "kwd/data/embedded_files.hpp"
-#include "kwd/util/private_files.hpp"
-#include "kwd/util/process_exists.hpp"
 
 namespace kwd::faulthandler {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::string_view kPrefix = "pyshim-";
-
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+// Under our own runtime directory, and directly in the shared temporary directory.
+constexpr std::string_view kPrivatePrefix = "pyshim-";
+constexpr std::string_view kSharedPrefix = "kernel-watchdog-shim-";
 
 std::vector<std::string>::iterator find_var(std::vector<std::string>& env, std::string_view name) {
   for (auto it = env.begin(); it != env.end(); ++it)
@@ -30,48 +25,42 @@ std::vector<std::string>::iterator find_var(std::vector<std::string>& env, std::
   return env.end();
 }
 
+// $XDG_RUNTIME_DIR/kernel-watchdog, if there is one and it passes the checks; else nothing,
+// and the shim goes into the shared temporary directory.
+std::optional<util::SafeDir> private_runtime_dir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg == nullptr || !fs::path(xdg).is_absolute()) return std::nullopt;
+  try {
+    return util::SafeDir::open_private(fs::path(xdg) / "kernel-watchdog");
+  } catch (const util::FileError& e) {
+    spdlog::debug("not using $XDG_RUNTIME_DIR for the faulthandler shim: {}", e.what());
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
-fs::path runtime_dir() {
-  const std::string xdg = env_or_empty("XDG_RUNTIME_DIR");
-  if (!xdg.empty() && fs::path(xdg).is_absolute()) return fs::path(xdg) / "kernel-watchdog";
-  std::string tmp = env_or_empty("TMPDIR");
-  if (tmp.empty() || !fs::path(tmp).is_absolute()) tmp = "/tmp";
-  return fs::path(tmp) / ("kernel-watchdog-" + std::to_string(::geteuid())) / "run";
-}
-
-int sweep_stale_shims(const fs::path& base) {
-  int removed = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(base, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(kPrefix)) continue;
-    const pid_t owner = util::pid_after_prefix(name, kPrefix).value_or(0);
-    if (owner > 0 && util::process_exists(owner)) continue;
-    if (fs::remove_all(entry.path(), ec) > 0) ++removed;
-  }
-  return removed;
-}
-
 PythonShim PythonShim::create() {
-  const fs::path base = runtime_dir();
-  util::ensure_private_dir(base);
-  sweep_stale_shims(base);
-  std::string tmpl =
-      (base / (std::string(kPrefix) + std::to_string(::getpid()) + "-XXXXXX")).string();
-  if (::mkdtemp(tmpl.data()) == nullptr)
-    throw util::FileError("cannot create a directory in " + base.string() + ": " +
-                          std::strerror(errno));
-  PythonShim shim{fs::path(tmpl)};
-  util::write_file_atomically(shim.dir_, "sitecustomize.py", data::sitecustomize_py(), 0600);
+  std::optional<util::SafeDir> base = private_runtime_dir();
+  std::string_view prefix = kPrivatePrefix;
+  if (!base) {
+    base = util::SafeDir::open(util::shared_temp_dir());
+    prefix = kSharedPrefix;
+  }
+  base->sweep_dead_owners(prefix);
+  util::SafeDir dir = base->make_unique_dir(std::string(prefix) + std::to_string(::getpid()) + "-");
+  PythonShim shim(std::move(*base), dir.path());
+  dir.write_file("sitecustomize.py", data::sitecustomize_py(), 0600);
   return shim;
 }
 
-PythonShim::PythonShim(PythonShim&& other) noexcept : dir_(std::exchange(other.dir_, {})) {}
+PythonShim::PythonShim(PythonShim&& other) noexcept
+    : parent_(std::exchange(other.parent_, std::nullopt)), dir_(std::exchange(other.dir_, {})) {}
 
 PythonShim& PythonShim::operator=(PythonShim&& other) noexcept {
   if (this != &other) {
     remove();
+    parent_ = std::exchange(other.parent_, std::nullopt);
     dir_ = std::exchange(other.dir_, {});
   }
   return *this;
@@ -99,9 +88,8 @@ void PythonShim::apply(std::vector<std::string>& env) const {
 }
 
 void PythonShim::remove() noexcept {
-  if (dir_.empty()) return;
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
+  if (dir_.empty() || !parent_) return;
+  parent_->remove_tree(dir_.filename().string());
   dir_.clear();
 }
 

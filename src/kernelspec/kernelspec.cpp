@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "kwd/platform/host.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/self_exe.hpp"
 
@@ -86,12 +87,7 @@ bool Kernelspec::wrapped() const {
 
 fs::path user_data_dir() {
   if (auto d = env("JUPYTER_DATA_DIR"); !d.empty()) return d;
-#if defined(__APPLE__)
-  return fs::path(env("HOME")) / "Library" / "Jupyter";
-#else
-  if (auto xdg = env("XDG_DATA_HOME"); !xdg.empty()) return fs::path(xdg) / "jupyter";
-  return fs::path(env("HOME")) / ".local" / "share" / "jupyter";
-#endif
+  return platform::jupyter_user_data_dir();
 }
 
 std::vector<fs::path> jupyter_data_path() {

@@ -185,8 +185,11 @@ std::string redact(std::string message, const json& doc) {
     if (it == doc.end() || !it->is_string()) continue;
     const auto& secret = it->get_ref<const std::string&>();
     if (secret.empty()) continue;
-    for (auto at = message.find(secret); at != std::string::npos; at = message.find(secret, at))
-      message.replace(at, secret.size(), "<secret>");
+    // Searched again after the mark: a key like "e" is also inside "<secret>".
+    constexpr std::string_view mark = "<secret>";
+    for (auto at = message.find(secret); at != std::string::npos;
+         at = message.find(secret, at + mark.size()))
+      message.replace(at, secret.size(), mark);
   }
   return message;
 }
@@ -202,6 +205,9 @@ ConnectionInfo parse_connection_info(std::string_view json_text) {
   } catch (const json::parse_error& e) {
     throw ConnectionFileError("not valid JSON (syntax error near byte " + std::to_string(e.byte) +
                               ")");
+  } catch (const json::exception&) {
+    // out_of_range 406, a number no double holds ("1e400"); its text quotes the number.
+    throw ConnectionFileError("not valid JSON (a number out of range)");
   }
   const WipeSecretFields wipe_on_exit{doc};
   if (!doc.is_object())

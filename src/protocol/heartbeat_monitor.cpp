@@ -9,7 +9,7 @@
 
 namespace kwd::protocol {
 
-HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, supervisor::EventLoop& loop,
+HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, loop::EventLoop& loop,
                                    ConnectionInfo info, WireLimits limits, HeartbeatOptions options,
                                    AliveCheck alive, HangHandler on_hang)
     : context_(context),

@@ -36,9 +36,8 @@ std::int64_t ms_since(std::int64_t steady_ns) {
 
 }  // namespace
 
-KernelListener::KernelListener(supervisor::EventLoop& loop, pid_t kernel_pid,
-                               std::string connection_file, ListenerOptions options,
-                               HangHandler on_hang, SampleNow sample_now)
+KernelListener::KernelListener(loop::EventLoop& loop, pid_t kernel_pid, std::string connection_file,
+                               ListenerOptions options, HangHandler on_hang, SampleNow sample_now)
     : loop_(loop),
       kernel_pid_(kernel_pid),
       path_(std::move(connection_file)),

@@ -5,12 +5,15 @@
 #include <set>
 #include <sstream>
 
+#include "kwd/diagnosis/causes.hpp"
+#include "kwd/diagnosis/report_view.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::report {
 namespace {
 
+using diagnosis::ReportView;
 using nlohmann::json;
 
 // Inline only: the Content-Security-Policy allows inline styles and nothing else.
@@ -21,6 +24,7 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px;border-bot
 .headline{font-size:22px;font-weight:600;color:#82071e;margin:8px 0}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;background:#eaeef2;margin-right:6px;font-size:12px}
 .badge.high{background:#dafbe1}.badge.medium{background:#fff8c5}.badge.low{background:#ffebe9}
+.badge.error{background:#ffebe9;color:#82071e}.badge.warning{background:#fff8c5;color:#7d4e00}
 table{border-collapse:collapse;margin:4px 0;font-size:13px;max-width:100%} td,th{border:1px solid #d0d7de;padding:3px 6px;vertical-align:top;text-align:left;overflow-wrap:anywhere}
 th{background:#f6f8fa} code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap;word-break:break-all}
@@ -39,9 +43,10 @@ std::string text_of(const json& v) {
   return v.dump();
 }
 
-const json& at(const json& j, const char* key) {
-  static const json null_value;
-  return j.is_object() && j.contains(key) ? j[key] : null_value;
+// A field of the report (or of one item of it) as HTML-escaped text; "—" when not known.
+std::string field(const ReportView& v, std::string_view pointer) {
+  const auto* value = v.find(pointer);
+  return esc(value != nullptr ? text_of(*value) : "—");
 }
 
 // Any JSON value as HTML: objects as key/value tables, arrays of objects as tables, long or
@@ -115,70 +120,76 @@ void section(std::ostringstream& out, const std::string& id, const std::string& 
   out << "<h2 id=\"" << esc(id) << "\">" << esc(title) << "</h2>\n";
 }
 
-void diagnosis_section(std::ostringstream& out, const json& d) {
-  if (!d.is_object()) return;
-  const auto evidence = at(d, "evidence");
+void diagnosis_section(std::ostringstream& out, const ReportView& r) {
+  const auto d = r.object("/diagnosis");
+  if (!d) return;
+  const auto& evidence = d->array("/evidence");
   section(out, "evidence", "Evidence");
-  if (evidence.is_array() && !evidence.empty()) {
+  if (!evidence.empty()) {
     out << "<table><tr><th>fact</th><th>where in the report</th></tr>";
-    for (const auto& e : evidence)
-      out << "<tr><td>" << esc(text_of(at(e, "fact"))) << "</td><td><code>"
-          << esc(text_of(at(e, "pointer")))
-          << (at(e, "line").is_number() ? " line " + at(e, "line").dump() : "")
-          << "</code></td></tr>";
+    for (const auto& item : evidence) {
+      const ReportView e(item);
+      out << "<tr><td>" << (item.is_object() ? field(e, "/fact") : field(e, ""))
+          << "</td><td><code>" << field(e, "/pointer");
+      if (auto line = e.scalar("/line"); line && e.number("/line")) out << " line " << esc(*line);
+      out << "</code></td></tr>";
+    }
     out << "</table>\n";
   } else {
     out << "<p class=\"muted\">No evidence items.</p>\n";
   }
   section(out, "remedies", "What to do");
   out << "<ol class=\"remedies\">";
-  for (const auto& r : at(d, "remedies").is_array() ? d["remedies"] : json::array())
-    out << "<li>" << esc(text_of(at(r, "text")))
-        << "<div class=\"why\">why: " << esc(text_of(at(r, "why"))) << "</div></li>";
+  for (const auto& item : d->array("/remedies")) {
+    const ReportView remedy(item);
+    out << "<li>" << (item.is_object() ? field(remedy, "/text") : field(remedy, ""))
+        << "<div class=\"why\">why: " << field(remedy, "/why") << "</div></li>";
+  }
   out << "</ol>\n";
-  const auto missing = at(d, "missing");
-  if (missing.is_array() && !missing.empty()) {
+  const auto& missing = d->array("/missing");
+  if (!missing.empty()) {
     out << "<p><b>What the report could not tell:</b></p><ul class=\"missing\">";
     for (const auto& m : missing)
       out << "<li>" << esc(text_of(m)) << "</li>";
     out << "</ul>\n";
   }
-  const auto sigs = at(d, "signatures");
-  if (sigs.is_array() && !sigs.empty()) {
+  const auto& sigs = d->array("/signatures");
+  if (!sigs.empty()) {
     out << "<details><summary>Recognised stderr signatures (" << sigs.size()
         << ")</summary><table><tr><th>signature</th><th>supports</th><th>line</th><th>text</th>"
            "<th>seen in public</th></tr>";
-    for (const auto& s : sigs)
-      out << "<tr><td>" << esc(text_of(at(s, "id"))) << "</td><td>"
-          << esc(text_of(at(s, "supports"))) << "</td><td>" << esc(text_of(at(s, "pointer"))) << " "
-          << esc(text_of(at(s, "line"))) << "</td><td><code>" << esc(text_of(at(s, "text")))
-          << "</code></td><td>" << esc(text_of(at(s, "source"))) << "</td></tr>";
+    for (const auto& item : sigs) {
+      const ReportView sig(item);
+      out << "<tr><td>" << field(sig, "/id") << "</td><td>" << field(sig, "/supports")
+          << "</td><td>" << field(sig, "/pointer") << " " << field(sig, "/line")
+          << "</td><td><code>" << field(sig, "/text") << "</code></td><td>" << field(sig, "/source")
+          << "</td></tr>";
+    }
     out << "</table></details>\n";
   }
 }
 
-int crash_line(const json& r) {
-  for (const auto& f : at(at(r, "python_traceback"), "frames").is_array()
-                           ? r["python_traceback"]["frames"]
-                           : json::array())
-    if (at(f, "cell").is_string() && f["cell"] == "in flight" && at(f, "line").is_number())
-      return f["line"].get<int>();
+std::int64_t crash_line(const ReportView& r) {
+  for (const auto& frame : r.array("/python_traceback/frames")) {
+    const ReportView f(frame);
+    if (f.text("/cell").value_or("") == "in flight")
+      if (auto line = f.integer("/line")) return *line;
+  }
   return 0;
 }
 
-void cell_section(std::ostringstream& out, const json& r) {
-  const json& cell = at(at(r, "execution"), "cell_in_flight");
-  if (!cell.is_object()) return;
-  section(out, "cell", "Cell in flight [" + text_of(at(cell, "execution_count")) + "]");
-  out << "<p class=\"muted\">running for " << esc(text_of(at(cell, "running_for_s"))) << " s";
-  if (at(cell, "rss_at_start").is_number())
-    out << ", RSS at start " << esc(util::format_bytes(cell["rss_at_start"].get<double>()));
-  if (at(cell, "rss_peak").is_number())
-    out << ", peak " << esc(util::format_bytes(cell["rss_peak"].get<double>()));
+void cell_section(std::ostringstream& out, const ReportView& r) {
+  const auto cell = r.object("/execution/cell_in_flight");
+  if (!cell) return;
+  section(out, "cell", "Cell in flight [" + cell->scalar("/execution_count").value_or("—") + "]");
+  out << "<p class=\"muted\">running for " << field(*cell, "/running_for_s") << " s";
+  if (auto rss = cell->number("/rss_at_start"))
+    out << ", RSS at start " << esc(util::format_bytes(*rss));
+  if (auto peak = cell->number("/rss_peak")) out << ", peak " << esc(util::format_bytes(*peak));
   out << "</p><pre class=\"code\">";
-  std::istringstream code(at(cell, "code").is_string() ? cell["code"].get<std::string>() : "");
-  const int here = crash_line(r);
-  int n = 0;
+  std::istringstream code(cell->text("/code").value_or(""));
+  const std::int64_t here = crash_line(r);
+  std::int64_t n = 0;
   for (std::string line; std::getline(code, line);) {
     ++n;
     const std::string row = (n < 10 ? " " : "") + std::to_string(n) + "  " + line;
@@ -190,32 +201,42 @@ void cell_section(std::ostringstream& out, const json& r) {
   out << "</pre>\n";
 }
 
-void traceback_section(std::ostringstream& out, const json& tb) {
-  if (!tb.is_object()) return;
+void traceback_section(std::ostringstream& out, const ReportView& r) {
+  const auto tb = r.object("/python_traceback");
+  if (!tb) return;
   section(out, "python_traceback", "Python stack at the crash");
-  out << "<p>" << esc(text_of(at(tb, "fatal_error"))) << " — <span class=\"muted\">"
-      << esc(text_of(at(tb, "source"))) << "; " << esc(text_of(at(tb, "thread")))
+  out << "<p>" << field(*tb, "/fatal_error") << " — <span class=\"muted\">" << field(*tb, "/source")
+      << "; " << field(*tb, "/thread")
       << ", most recent call first</span></p><table><tr><th>function</th><th>file</th><th>line</th>"
          "<th>code</th></tr>";
-  for (const auto& f : at(tb, "frames").is_array() ? tb["frames"] : json::array())
-    out << "<tr"
-        << (at(f, "in_cell").is_boolean() && f["in_cell"].get<bool>() ? " class=\"here\"" : "")
-        << "><td>" << esc(text_of(at(f, "function"))) << "</td><td><code>"
-        << esc(text_of(at(f, "file"))) << "</code></td><td>" << esc(text_of(at(f, "line")))
-        << "</td><td><code>" << esc(at(f, "code").is_string() ? f["code"].get<std::string>() : "")
+  for (const auto& frame : tb->array("/frames")) {
+    const ReportView f(frame);
+    out << "<tr" << (f.flag("/in_cell") ? " class=\"here\"" : "") << "><td>"
+        << field(f, "/function") << "</td><td><code>" << field(f, "/file") << "</code></td><td>"
+        << field(f, "/line") << "</td><td><code>" << esc(f.text("/code").value_or(""))
         << "</code></td></tr>";
+  }
   out << "</table><details><summary>faulthandler's full output</summary><pre>"
-      << esc(text_of(at(tb, "text"))) << "</pre></details>\n";
+      << field(*tb, "/text") << "</pre></details>\n";
+}
+
+// "cause: crash in native code" for a cause of the table; the bare id for any other.
+std::string cause_badge(const ReportView& d) {
+  const auto id = d.scalar("/cause");
+  const auto* cause = diagnosis::find_cause(id.value_or(""));
+  if (cause == nullptr) return "<span class=\"badge\">cause: " + esc(id.value_or("—")) + "</span>";
+  return "<span class=\"badge " + std::string(diagnosis::severity_name(cause->severity)) +
+         "\" title=\"" + esc(std::string(cause->id)) +
+         "\">cause: " + esc(std::string(cause->name)) + "</span>";
 }
 
 }  // namespace
 
-std::string render_html(const json& r) {
+std::string render_html(const json& report) {
+  const ReportView r(report);
   std::ostringstream out;
-  const json& d = at(r, "diagnosis");
-  const json& kernel = at(r, "kernel");
-  const bool hang = at(r, "kind").is_string() && r["kind"] == "hang";
-  const std::string headline = cause_line(r.is_object() ? r : json::object());
+  const bool hang = r.text("/kind").value_or("") == "hang";
+  const std::string headline = cause_line(report);
 
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
       << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
@@ -224,23 +245,23 @@ std::string render_html(const json& r) {
       << "<title>" << esc(headline) << " — kernel-watchdog</title>\n<style>" << kStyle
       << "</style></head><body><main>\n";
   out << "<h1>Kernel " << (hang ? "hang" : "crash") << " report <span class=\"muted\">"
-      << esc(text_of(at(r, "id"))) << "</span></h1>\n";
+      << field(r, "/id") << "</span></h1>\n";
   out << "<div class=\"headline\">" << esc(headline) << "</div>\n<p>";
-  if (d.is_object()) {
-    out << "<span class=\"badge\">cause: " << esc(text_of(at(d, "cause"))) << "</span>"
-        << "<span class=\"badge " << esc(text_of(at(d, "confidence")))
-        << "\">confidence: " << esc(text_of(at(d, "confidence"))) << "</span>";
+  if (const auto d = r.object("/diagnosis")) {
+    const std::string confidence = d->scalar("/confidence").value_or("—");
+    out << cause_badge(*d) << "<span class=\"badge " << esc(confidence)
+        << "\">confidence: " << esc(confidence) << "</span>";
   }
-  out << "<span class=\"muted\">kernel pid " << esc(text_of(at(kernel, "pid"))) << ", started "
-      << esc(text_of(at(kernel, "started_at"))) << ", "
-      << (hang ? "hang detected" : "died " + esc(text_of(at(kernel, "died_at")))) << ", up "
-      << esc(text_of(at(kernel, "uptime_s"))) << " s</span></p>\n";
+  out << "<span class=\"muted\">kernel pid " << field(r, "/kernel/pid") << ", started "
+      << field(r, "/kernel/started_at") << ", "
+      << (hang ? "hang detected" : "died " + field(r, "/kernel/died_at")) << ", up "
+      << field(r, "/kernel/uptime_s") << " s</span></p>\n";
 
-  diagnosis_section(out, d);
+  diagnosis_section(out, r);
   section(out, "memory", "Memory over time");
-  out << render_memory_chart(r, 1040, 340);
+  out << render_memory_chart(report, 1040, 340);
   cell_section(out, r);
-  traceback_section(out, at(r, "python_traceback"));
+  traceback_section(out, r);
 
   // Every other section, in a stable and useful order, then anything else there is.
   const std::vector<std::pair<const char*, const char*>> order{
@@ -264,10 +285,11 @@ std::string render_html(const json& r) {
   std::set<std::string> shown{"diagnosis", "python_traceback", "stderr_tail", "id",
                               "schema",    "schema_version",   "kind"};
   for (const auto& [key, title] : order) {
-    if (!r.is_object() || !r.contains(key)) continue;
     shown.insert(key);
+    const auto* found = r.find(std::string("/") + key);
+    if (found == nullptr) continue;
     section(out, key, title);
-    json value = r[key];
+    json value = *found;
     if (std::string_view(key) == "memory" && value.is_object()) {
       // The series are in the chart; the table keeps the rest.
       for (const char* series : {"samples", "older_samples"})
@@ -281,24 +303,21 @@ std::string render_html(const json& r) {
     render_value(out, value);
     out << "\n";
   }
-  if (r.is_object())
-    for (const auto& [key, value] : r.items()) {
-      if (shown.contains(key)) continue;
+  // Sections from other writers, shown as they are.
+  if (const auto* whole = r.find(""); whole != nullptr && whole->is_object())
+    for (const auto& [key, value] : whole->items()) {
+      if (shown.contains(key) || value.is_null()) continue;
       section(out, key, key);
       render_value(out, value);
       out << "\n";
     }
   section(out, "stderr", "Kernel stderr (last bytes kept)");
-  const json& tail = at(r, "stderr_tail");
-  out << "<p class=\"muted\">" << esc(text_of(at(tail, "bytes_total"))) << " bytes written in all"
-      << (at(tail, "truncated").is_boolean() && tail["truncated"].get<bool>()
-              ? ", older bytes dropped"
-              : "")
-      << "</p><pre>" << esc(at(tail, "text").is_string() ? tail["text"].get<std::string>() : "")
-      << "</pre>\n";
-  out << "<h2 id=\"raw\">The report as JSON</h2><details><summary>" << esc(text_of(at(r, "schema")))
-      << " version " << esc(text_of(at(r, "schema_version"))) << "</summary><pre>"
-      << esc(to_text(r, 1)) << "</pre></details>\n";
+  out << "<p class=\"muted\">" << field(r, "/stderr_tail/bytes_total") << " bytes written in all"
+      << (r.flag("/stderr_tail/truncated") ? ", older bytes dropped" : "") << "</p><pre>"
+      << esc(r.text("/stderr_tail/text").value_or("")) << "</pre>\n";
+  out << "<h2 id=\"raw\">The report as JSON</h2><details><summary>" << field(r, "/schema")
+      << " version " << field(r, "/schema_version") << "</summary><pre>" << esc(to_text(report, 1))
+      << "</pre></details>\n";
   out << "</main></body></html>\n";
   return out.str();
 }

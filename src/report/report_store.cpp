@@ -30,19 +30,16 @@ fs::path ReportStore::resolve_dir(const std::string& explicit_dir) {
 }
 
 fs::path ReportStore::fallback_dir() {
-  std::string tmp = env_or_empty("TMPDIR");
-  if (tmp.empty() || !fs::path(tmp).is_absolute()) tmp = "/tmp";
-  return fs::path(tmp) / ("kernel-watchdog-" + std::to_string(::geteuid())) / "reports";
+  return util::shared_temp_dir() / ("kernel-watchdog-" + std::to_string(::geteuid())) / "reports";
 }
 
 void ReportStore::prepare() const {
-  util::ensure_private_dir(dir_);
-  util::sweep_temporaries(dir_);
+  util::SafeDir::open_private(dir_).sweep_temporaries();
 }
 
 fs::path ReportStore::write(const std::string& id, const std::string& json_text) const {
-  util::ensure_private_dir(dir_);
-  return util::write_file_atomically(dir_, id + ".json", json_text, 0600);
+  return util::SafeDir::open_private(dir_).write_file(id + ".json", json_text, 0600,
+                                                      util::Replace::kNever);
 }
 
 std::vector<StoredReport> ReportStore::list() const {

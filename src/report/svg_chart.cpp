@@ -5,12 +5,14 @@
 #include <sstream>
 #include <vector>
 
+#include "kwd/diagnosis/report_view.hpp"
 #include "kwd/report/html_page.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::report {
 namespace {
 
+using diagnosis::ReportView;
 using nlohmann::json;
 
 struct Point {
@@ -32,23 +34,14 @@ std::string num(double v) {
   return buf;
 }
 
-const json& at(const json& j, const char* key) {
-  static const json null_value;
-  return j.is_object() && j.contains(key) ? j[key] : null_value;
-}
-
 // Coarse samples (older, one per period) then the full-rate ones, for one series.
-std::vector<Point> series_points(const json& memory, const char* key) {
+std::vector<Point> series_points(const ReportView& r, const std::string& key) {
   std::vector<Point> points;
-  double recent_start = INFINITY;
-  const json& recent = at(memory, "samples");
-  if (at(recent, "t_ms").is_array() && !recent["t_ms"].empty() && recent["t_ms"][0].is_number())
-    recent_start = recent["t_ms"][0].get<double>();
+  const double recent_start = r.number("/memory/samples/t_ms/0").value_or(INFINITY);
   for (const char* part : {"older_samples", "samples"}) {
-    const json& s = at(memory, part);
-    const json& t = at(s, "t_ms");
-    const json& v = at(s, key);
-    if (!t.is_array() || !v.is_array()) continue;
+    const std::string base = std::string("/memory/") + part + "/";
+    const auto& t = r.array(base + "t_ms");
+    const auto& v = r.array(base + key);
     for (std::size_t i = 0; i < std::min(t.size(), v.size()); ++i) {
       if (!t[i].is_number() || !v[i].is_number()) continue;
       const double when = t[i].get<double>();
@@ -61,6 +54,8 @@ std::vector<Point> series_points(const json& memory, const char* key) {
 }
 
 std::string relative_time(double seconds) {
+  // Beyond a century the axis is meaningless anyway, and lround would overflow.
+  if (!std::isfinite(seconds) || std::fabs(seconds) > 3.2e9) return "?";
   const long s = std::lround(seconds);
   if (s == 0) return "0 s";
   const long a = std::labs(s);
@@ -72,8 +67,8 @@ std::string relative_time(double seconds) {
 
 }  // namespace
 
-std::string render_memory_chart(const json& r, int width, int height) {
-  const json& memory = at(r, "memory");
+std::string render_memory_chart(const json& report, int width, int height) {
+  const ReportView r(report);
   std::vector<Series> series{
       {"rss", "RSS (kernel processes)", "#1f6feb", false, {}},
       {"gpu_used", "GPU memory (kernel)", "#8250df", false, {}},
@@ -81,14 +76,11 @@ std::string render_memory_chart(const json& r, int width, int height) {
       {"cgroup_limit", "cgroup limit", "#cf222e", true, {}},
   };
   for (auto& s : series)
-    s.points = series_points(memory, s.key);
+    s.points = series_points(r, s.key);
 
   // The end of the story: the death, or when the hang was detected.
-  double end_t = NAN;
-  if (at(at(r, "kernel"), "died_at_ms").is_number())
-    end_t = r["kernel"]["died_at_ms"].get<double>();
-  else if (at(at(r, "hang"), "detected_at_ms").is_number())
-    end_t = r["hang"]["detected_at_ms"].get<double>();
+  const double end_t =
+      r.number("/kernel/died_at_ms").value_or(r.number("/hang/detected_at_ms").value_or(NAN));
 
   // Cells as spans: the finished ones, then the one in flight up to the end.
   struct Span {
@@ -96,18 +88,17 @@ std::string render_memory_chart(const json& r, int width, int height) {
     std::string label, status;
   };
   std::vector<Span> spans;
-  const json& execution = at(r, "execution");
-  for (const auto& c :
-       at(execution, "last_cells").is_array() ? execution["last_cells"] : json::array())
-    if (at(c, "started_at_ms").is_number() && at(c, "ended_at_ms").is_number())
-      spans.push_back({c["started_at_ms"].get<double>(), c["ended_at_ms"].get<double>(),
-                       "[" + at(c, "execution_count").dump() + "]",
-                       at(c, "status").is_string() ? c["status"].get<std::string>() : "ok"});
-  const json& flight = at(execution, "cell_in_flight");
-  if (at(flight, "started_at_ms").is_number())
-    spans.push_back({flight["started_at_ms"].get<double>(),
-                     std::isnan(end_t) ? flight["started_at_ms"].get<double>() : end_t,
-                     "[" + at(flight, "execution_count").dump() + "]", "in flight"});
+  const auto label = [](const ReportView& cell) {
+    return "[" + cell.scalar("/execution_count").value_or("?") + "]";
+  };
+  for (const auto& item : r.array("/execution/last_cells")) {
+    const ReportView c(item);
+    const auto from = c.number("/started_at_ms"), to = c.number("/ended_at_ms");
+    if (from && to) spans.push_back({*from, *to, label(c), c.text("/status").value_or("ok")});
+  }
+  if (const auto flight = r.object("/execution/cell_in_flight"))
+    if (const auto from = flight->number("/started_at_ms"))
+      spans.push_back({*from, std::isnan(end_t) ? *from : end_t, label(*flight), "in flight"});
 
   double t0 = INFINITY, t1 = -INFINITY, vmax = 0;
   for (const auto& s : series)
@@ -117,13 +108,8 @@ std::string render_memory_chart(const json& r, int width, int height) {
       vmax = std::max(vmax, p.v);
     }
   // The tightest limit is drawn across the whole chart (if it is not off the scale).
-  double limit = NAN;
-  std::string limit_name;
-  const json& tightest = at(at(memory, "limits"), "tightest");
-  if (at(tightest, "bytes").is_number()) {
-    limit = tightest["bytes"].get<double>();
-    limit_name = at(tightest, "name").is_string() ? tightest["name"].get<std::string>() : "limit";
-  }
+  const double limit = r.number("/memory/limits/tightest/bytes").value_or(NAN);
+  const std::string limit_name = r.text("/memory/limits/tightest/name").value_or("limit");
   if (!std::isnan(end_t)) t1 = std::max(t1, end_t);
   for (const auto& sp : spans) {
     t0 = std::min(t0, sp.from);
@@ -211,12 +197,11 @@ std::string render_memory_chart(const json& r, int width, int height) {
   // The death (or the hang) marker.
   if (!std::isnan(end_t)) {
     std::string what = "died";
-    const json& term = at(r, "termination");
-    if (at(term, "signal_name").is_string())
-      what += " of " + term["signal_name"].get<std::string>();
-    else if (at(term, "exit_code").is_number())
-      what += ", exit " + term["exit_code"].dump();
-    if (!at(r, "hang").is_null() && term.is_null()) what = "hang detected";
+    if (auto signal = r.text("/termination/signal_name"))
+      what += " of " + *signal;
+    else if (r.number("/termination/exit_code"))
+      what += ", exit " + r.scalar("/termination/exit_code").value_or("?");
+    if (r.has("/hang") && !r.has("/termination")) what = "hang detected";
     svg << "<g class=\"death\"><line x1=\"" << num(X(end_t)) << "\" x2=\"" << num(X(end_t))
         << "\" y1=\"" << y0 << "\" y2=\"" << y1 + 28
         << "\" stroke=\"#82071e\" stroke-width=\"2\"/><text x=\"" << num(X(end_t) - 4) << "\" y=\""

@@ -6,11 +6,17 @@
 #include <sstream>
 #include <vector>
 
+#include "kwd/diagnosis/causes.hpp"
+#include "kwd/diagnosis/report_view.hpp"
+#include "kwd/report/report_document.hpp"
+#include "kwd/report/terminal_text.hpp"
+#include "kwd/util/clock.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::report {
 namespace {
 
+using diagnosis::ReportView;
 using nlohmann::json;
 
 struct Paint {
@@ -19,12 +25,6 @@ struct Paint {
     return on ? std::string("\x1b[") + code + "m" + text + "\x1b[0m" : text;
   }
 };
-
-std::string str(const json& j, const char* key, const std::string& fallback = "?") {
-  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return fallback;
-  if (j[key].is_string()) return j[key].get<std::string>();
-  return j[key].dump();
-}
 
 std::vector<std::string> last_lines(const std::string& text, std::size_t n) {
   std::vector<std::string> lines;
@@ -88,180 +88,219 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
 
 std::string clip(const std::string& text, std::size_t width) {
   if (text.size() <= width) return text;
-  return text.substr(0, width > 1 ? width - 1 : 0) + "…";
+  // Cut before a whole UTF-8 character, never inside one.
+  std::size_t cut = width > 1 ? width - 1 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut;
+  return text.substr(0, cut) + "…";
+}
+
+// Text from the report, safe for the terminal: a string, or a number as JSON writes it.
+std::string text(const ReportView& v, std::string_view pointer, const std::string& fallback = "?") {
+  const auto value = v.scalar(pointer);
+  return value ? terminal_safe(*value) : fallback;
 }
 
 // The line number of the running cell at which Python was when it died, or 0.
-int crash_line_in_cell(const json& r) {
-  const json& tb = r.value("python_traceback", json::object());
-  if (!tb.is_object()) return 0;
-  for (const auto& f : tb.value("frames", json::array()))
-    if (f.value("cell", "") == "in flight") return f.value("line", 0);
+std::int64_t crash_line_in_cell(const ReportView& r) {
+  for (const auto& frame : r.array("/python_traceback/frames")) {
+    const ReportView f(frame);
+    if (f.text("/cell").value_or("") == "in flight") return f.integer("/line").value_or(0);
+  }
   return 0;
 }
 
-void cell_section(std::ostringstream& out, const json& r, const Paint& paint, std::size_t width) {
-  const json* execution =
-      r.contains("execution") && r["execution"].is_object() ? &r["execution"] : nullptr;
-  if (execution == nullptr) return;
-  const json& cell = execution->value("cell_in_flight", json());
-  if (!cell.is_object()) {
+std::vector<std::string> code_lines(const std::string& code) {
+  std::vector<std::string> lines;
+  std::istringstream in(code);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+void cell_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
+                  std::size_t width) {
+  const auto execution = r.object("/execution");
+  if (!execution) return;
+  const std::int64_t crash = crash_line_in_cell(r);
+  const auto cell = execution->object("/cell_in_flight");
+  if (!cell) {
     out << "\n" << paint("Cell in flight", "1");
-    if (crash_line_in_cell(r) > 0)
-      out << "  one, never announced on IOPub (the kernel died as it started; its line "
-          << crash_line_in_cell(r) << " is on the crashing stack)\n";
+    if (crash > 0)
+      out << "  one, never announced on IOPub (the kernel died as it started; its line " << crash
+          << " is on the crashing stack)\n";
     else
-      out << "  none (kernel was " << execution->value("state_at_death", std::string("?")) << ")\n";
+      out << "  none (kernel was " << text(*execution, "/state_at_death") << ")\n";
     return;
   }
-  out << "\n" << paint("Cell in flight", "1") << "  [" << str(cell, "execution_count") << "]";
-  if (cell.contains("running_for_s")) out << "  running " << str(cell, "running_for_s") << " s";
-  if (cell.contains("rss_at_start") && cell["rss_at_start"].is_number())
-    out << "  (RSS at start " << util::format_bytes(cell["rss_at_start"].get<double>()) << ")";
+  out << "\n" << paint("Cell in flight", "1") << "  [" << text(*cell, "/execution_count") << "]";
+  if (cell->has("/running_for_s")) out << "  running " << text(*cell, "/running_for_s") << " s";
+  if (auto rss = cell->number("/rss_at_start"))
+    out << "  (RSS at start " << util::format_bytes(*rss) << ")";
   out << "\n";
-  std::vector<std::string> lines;
-  std::istringstream code(cell.value("code", std::string()));
-  for (std::string line; std::getline(code, line);)
-    lines.push_back(line);
-  const int crash = crash_line_in_cell(r);
-  // Seven lines: around the crash when it is known, else the start of the cell.
-  const int n = static_cast<int>(lines.size());
-  int first = crash > 0 ? std::max(1, crash - 3) : 1;
-  const int last = std::min(n, first + 6);
-  first = std::max(1, last - 6);
-  for (int i = first; i <= last; ++i) {
-    const bool here = i == crash;
-    std::string row = (here ? "> " : "  ") + std::to_string(i) + " | " + lines[i - 1];
+  const auto lines = code_lines(terminal_safe(cell->text("/code").value_or("")));
+  const auto n = static_cast<std::int64_t>(lines.size());
+  // Seven lines: around the crash when it is known (and inside the code), else the start.
+  const std::int64_t here = crash <= n ? crash : 0;
+  std::int64_t first = here > 0 ? std::max<std::int64_t>(1, here - 3) : 1;
+  const std::int64_t last = std::min(n, first + 6);
+  first = std::max<std::int64_t>(1, last - 6);
+  for (std::int64_t i = first; i <= last; ++i) {
+    const bool at_crash = i == here;
+    std::string row = (at_crash ? "> " : "  ") + std::to_string(i) + " | " +
+                      lines[static_cast<std::size_t>(i - 1)];
     row = clip(row, width - 2);
-    out << "  " << (here ? paint(row, "1;31") : row) << "\n";
+    out << "  " << (at_crash ? paint(row, "1;31") : row) << "\n";
   }
   if (last < n) out << "     ... " << (n - last) << " more lines\n";
 }
 
-void memory_section(std::ostringstream& out, const json& r, const Paint& paint, int width) {
-  const json& memory = r.value("memory", json::object());
-  const json& samples = memory.value("samples", json::object());
-  if (!samples.is_object() || !samples.contains("rss")) return;
+void memory_section(std::ostringstream& out, const ReportView& r, const Paint& paint, int width) {
+  const auto* rss = r.find("/memory/samples/rss");
+  if (rss == nullptr || !rss->is_array()) return;
   const auto bars = static_cast<std::size_t>(std::max(width - 40, 10));
-  const json& peak = memory.value("peak", json::object());
   out << "\n"
-      << paint("Memory", "1") << " (kernel processes, last " << samples["rss"].size()
-      << " samples)\n";
-  out << "  RSS " << sparkline(samples["rss"], bars);
-  if (peak.contains("rss")) out << "  peak " << util::format_bytes(peak["rss"].get<double>());
-  const auto& rss = samples["rss"];
-  if (!rss.empty() && rss.back().is_number())
-    out << ", last " << util::format_bytes(rss.back().get<double>());
+      << paint("Memory", "1") << " (kernel processes, last " << rss->size() << " samples)\n";
+  out << "  RSS " << sparkline(*rss, bars);
+  if (auto peak = r.number("/memory/peak/rss")) out << "  peak " << util::format_bytes(*peak);
+  if (!rss->empty() && rss->back().is_number())
+    out << ", last " << util::format_bytes(rss->back().get<double>());
   out << "\n";
-  if (samples.contains("gpu_used") && !sparkline(samples["gpu_used"], bars).empty()) {
-    out << "  GPU " << sparkline(samples["gpu_used"], bars);
-    if (peak.contains("gpu_used"))
-      out << "  peak " << util::format_bytes(peak["gpu_used"].get<double>());
+  const auto& gpu = r.array("/memory/samples/gpu_used");
+  if (!sparkline(gpu, bars).empty()) {
+    out << "  GPU " << sparkline(gpu, bars);
+    if (auto peak = r.number("/memory/peak/gpu_used"))
+      out << "  peak " << util::format_bytes(*peak);
     out << "\n";
   }
-  const json& limits = memory.value("limits", json::object());
-  const json& tightest = limits.is_object() ? limits.value("tightest", json()) : json();
   std::string extra;
-  if (tightest.is_object() && tightest.contains("bytes") && tightest["bytes"].is_number())
-    extra += "limit " + util::format_bytes(tightest["bytes"].get<double>()) + " (" +
-             tightest.value("name", std::string("?")) + ")";
-  const json& trend = memory.value("trend", json::object());
-  if (trend.is_object() && trend.contains("rss") && trend["rss"].is_object() &&
-      trend["rss"].contains("slope_60s") && trend["rss"]["slope_60s"].is_number()) {
-    const double slope = trend["rss"]["slope_60s"].get<double>();
-    extra += std::string(extra.empty() ? "" : " · ") + (slope >= 0 ? "+" : "-") +
-             util::format_bytes(std::abs(slope)) + "/s over the last minute";
-  }
+  if (auto limit = r.number("/memory/limits/tightest/bytes"))
+    extra += "limit " + util::format_bytes(*limit) + " (" +
+             text(r, "/memory/limits/tightest/name") + ")";
+  if (auto slope = r.number("/memory/trend/rss/slope_60s"))
+    extra += std::string(extra.empty() ? "" : " · ") + (*slope >= 0 ? "+" : "-") +
+             util::format_bytes(std::abs(*slope)) + "/s over the last minute";
   if (!extra.empty()) out << "  " << extra << "\n";
 }
 
-void environment_line(std::ostringstream& out, const json& r, const Paint& paint,
+void environment_line(std::ostringstream& out, const ReportView& r, const Paint& paint,
                       std::size_t width) {
-  const json& fp = r.value("fingerprint", json::object());
-  if (!fp.is_object()) return;
+  const auto fp = r.object("/fingerprint");
+  if (!fp) return;
   std::string line;
-  const json& py = fp.value("python", json::object());
-  if (py.is_object() && py.contains("version") && py["version"].is_string())
-    line = "python " + py["version"].get<std::string>();
-  for (const auto& f : fp.value("frameworks", json::array()))
-    if (f.is_object())
-      line +=
-          (line.empty() ? "" : " · ") + f.value("name", std::string("?")) +
-          (f.contains("version") && f["version"].is_string() ? " " + f["version"].get<std::string>()
-                                                             : "");
+  if (auto version = fp->text("/python/version")) line = "python " + terminal_safe(*version);
+  for (const auto& framework : fp->array("/frameworks")) {
+    const ReportView f(framework);
+    if (!framework.is_object()) continue;
+    line += (line.empty() ? "" : " · ") + text(f, "/name");
+    if (auto version = f.text("/version")) line += " " + terminal_safe(*version);
+  }
   if (!line.empty()) out << paint("Environment", "1") << "  " << clip(line, width - 13) << "\n";
-  for (const auto& inc : fp.value("incompatibilities", json::array()))
-    if (inc.is_object())
-      out << paint("  incompatible: ", "1;33") << inc.value("what", std::string("?")) << "\n";
+  for (const auto& incompatibility : fp->array("/incompatibilities"))
+    if (incompatibility.is_object())
+      out << paint("  incompatible: ", "1;33") << text(ReportView(incompatibility), "/what")
+          << "\n";
+}
+
+// The one-line items of a list (evidence facts, missing facts): an object's `field`, or the
+// item itself when it is a plain value.
+std::string item_text(const nlohmann::json& item, std::string_view field) {
+  const ReportView v(item);
+  return text(v, item.is_object() ? field : "", "");
+}
+
+void evidence_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
+                      std::size_t width) {
+  const auto& evidence = r.array("/diagnosis/evidence");
+  if (evidence.empty()) return;
+  out << "\n" << paint("Evidence", "1") << "\n";
+  for (std::size_t i = 0; i < evidence.size() && i < 6; ++i)
+    out << clip("  • " + item_text(evidence[i], "/fact"), width) << "\n";
+  if (evidence.size() > 6) out << "    (" << evidence.size() - 6 << " more)\n";
+}
+
+void remedies_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
+                      std::size_t width) {
+  const auto& remedies = r.array("/diagnosis/remedies");
+  if (remedies.empty()) return;
+  out << "\n" << paint("What to do", "1") << "\n";
+  for (std::size_t i = 0; i < remedies.size() && i < 4; ++i) {
+    const std::string num = std::to_string(i + 1) + ". ";
+    out << wrap(item_text(remedies[i], "/text"), width, "  " + num, "     ");
+    out << paint(wrap("why: " + text(ReportView(remedies[i]), "/why", ""), width, "     ", "     "),
+                 "2");
+  }
+  if (remedies.size() > 4) out << "     (" << remedies.size() - 4 << " more in the report)\n";
+}
+
+// The headline in the colour of the cause's severity.
+const char* headline_colour(const ReportView& r) {
+  const auto* cause = diagnosis::find_cause(r.text("/diagnosis/cause").value_or(""));
+  return cause != nullptr && cause->severity == diagnosis::Severity::warning ? "1;33" : "1;31";
+}
+
+std::string title_line(const ReportView& r, bool hang) {
+  std::string title = hang ? "Kernel hang report" : "Kernel crash report";
+  if (const auto* cause = diagnosis::find_cause(r.text("/diagnosis/cause").value_or("")))
+    title += ": " + std::string(cause->name);
+  return title;
+}
+
+std::string facts_line(const ReportView& r, bool hang) {
+  std::string facts;
+  if (r.has("/diagnosis/cause"))
+    facts = "cause " + text(r, "/diagnosis/cause") + " · confidence " +
+            text(r, "/diagnosis/confidence") + " · ";
+  facts += "pid " + text(r, "/kernel/pid") + " · up " + text(r, "/kernel/uptime_s") + " s · ";
+  if (hang) {
+    const auto detected = r.integer("/hang/detected_at_ms");
+    facts += "detected " + (detected ? util::iso8601_utc(*detected) : std::string("?"));
+  } else {
+    facts += "died " + text(r, "/kernel/died_at");
+  }
+  return facts;
 }
 
 }  // namespace
 
-std::string render_summary(const json& r, const SummaryStyle& style) {
+std::string render_summary(const json& report, const SummaryStyle& style) {
+  const ReportView r(report);
   const Paint paint{style.color};
   const auto width = static_cast<std::size_t>(std::max(style.width, 40));
+  const bool hang = r.text("/kind").value_or("") == "hang";
   std::ostringstream out;
-  const json& kernel = r.value("kernel", json::object());
-  const json& term = r.value("termination", json::object());
-  const json& diag = r.value("diagnosis", json::object());
-  const bool hang = r.value("kind", std::string()) == "hang";
 
-  out << paint(hang ? "Kernel hang report" : "Kernel crash report", "1") << "  " << str(r, "id")
-      << "\n";
-  const std::string headline = diag.is_object() && diag.contains("headline")
-                                   ? str(diag, "headline")
-                                   : "Kernel " + str(term, "description");
-  // The answer first, in red when the terminal shows colour.
+  out << paint(title_line(r, hang), "1") << "  " << text(r, "/id") << "\n";
+  // The answer first, in colour when the terminal shows colour.
+  // Without a diagnosis, how it ended ("Kernel killed by SIGKILL").
+  const bool diagnosed = !r.text("/diagnosis/headline").value_or("").empty();
+  const auto description = r.text("/termination/description");
+  const std::string headline =
+      terminal_safe(!diagnosed && description && !description->empty() ? "Kernel " + *description
+                                                                       : cause_line(report));
   std::istringstream headline_lines(wrap(headline, width, "", "  "));
   for (std::string line; std::getline(headline_lines, line);)
-    out << paint(line, "1;31") << "\n";
-  std::string facts;
-  if (diag.is_object() && diag.contains("cause"))
-    facts = "cause " + str(diag, "cause") + " · confidence " + str(diag, "confidence") + " · ";
-  facts += "pid " + str(kernel, "pid") + " · up " + str(kernel, "uptime_s") + " s · " +
-           (hang ? "detected " + str(r.value("hang", json::object()), "detected_at_ms")
-                 : "died " + str(kernel, "died_at"));
-  out << "  " << paint(clip(facts, width - 2), "2") << "\n";
+    out << paint(line, headline_colour(r)) << "\n";
+  out << "  " << paint(clip(facts_line(r, hang), width - 2), "2") << "\n";
 
-  if (diag.is_object() && !diag.value("evidence", json::array()).empty()) {
-    out << "\n" << paint("Evidence", "1") << "\n";
-    int shown = 0;
-    for (const auto& e : diag["evidence"]) {
-      if (++shown > 6) break;
-      out << clip("  • " + e.value("fact", std::string()), width) << "\n";
-    }
-    if (diag["evidence"].size() > 6) out << "    (" << diag["evidence"].size() - 6 << " more)\n";
-  }
+  evidence_section(out, r, paint, width);
   cell_section(out, r, paint, width);
   memory_section(out, r, paint, static_cast<int>(width));
-
-  if (diag.is_object() && !diag.value("remedies", json::array()).empty()) {
-    out << "\n" << paint("What to do", "1") << "\n";
-    int n = 0;
-    for (const auto& rem : diag["remedies"]) {
-      if (++n > 4) break;
-      const std::string num = std::to_string(n) + ". ";
-      out << wrap(rem.value("text", std::string()), width, "  " + num, "     ");
-      out << paint(wrap("why: " + rem.value("why", std::string()), width, "     ", "     "), "2");
-    }
-    if (diag["remedies"].size() > 4)
-      out << "     (" << diag["remedies"].size() - 4 << " more in the report)\n";
-  }
+  remedies_section(out, r, paint, width);
   out << "\n";
   environment_line(out, r, paint, width);
-  if (diag.is_object())
-    for (const auto& m : diag.value("missing", json::array()))
-      out << paint("not known: ", "33") << clip(m.get<std::string>(), width - 11) << "\n";
+  for (const auto& missing : r.array("/diagnosis/missing"))
+    if (auto m = item_text(missing, ""); !m.empty())
+      out << paint("not known: ", "33") << clip(m, width - 11) << "\n";
 
-  const json& tail = r.value("stderr_tail", json::object());
-  const std::string stderr_text = tail.is_object() ? tail.value("text", "") : "";
-  if (!stderr_text.empty()) {
+  if (const auto stderr_text = r.text("/stderr_tail/text"); stderr_text && !stderr_text->empty()) {
     out << paint("Last stderr lines", "1") << "\n";
-    for (const auto& line : last_lines(stderr_text, 4))
+    for (const auto& line : last_lines(terminal_safe(*stderr_text), 4))
       out << clip("  | " + line, width) << "\n";
   }
-  for (const auto& note : r.value("notes", json::array()))
-    if (note.is_string()) out << paint("note: ", "33") << note.get<std::string>() << "\n";
+  for (const auto& note : r.array("/notes"))
+    if (note.is_string())
+      out << paint("note: ", "33") << terminal_safe(note.get<std::string>()) << "\n";
   return out.str();
 }
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kwd/platform/host.hpp"
+#include "kwd/util/private_files.hpp"
 #include "kwd/util/self_exe.hpp"
 
 extern char** environ;
@@ -16,11 +18,7 @@ extern char** environ;
 namespace kwd::util {
 
 std::string open_with_default_app(const std::filesystem::path& file) {
-#ifdef __APPLE__
-  const std::string opener = "open";
-#else
-  const std::string opener = "xdg-open";
-#endif
+  const std::string opener = platform::default_opener();
   const auto program = find_on_path(opener);
   if (!program) return opener + " was not found on PATH; open " + file.string() + " yourself";
   std::vector<std::string> args{program->string(), file.string()};
@@ -48,9 +46,7 @@ std::filesystem::path user_cache_dir(const std::string& what) {
   const char* home = std::getenv("HOME");
   if (home != nullptr && *home == '/')
     return std::filesystem::path(home) / ".cache" / "kernel-watchdog" / what;
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string base = tmp != nullptr && *tmp == '/' ? tmp : "/tmp";
-  return std::filesystem::path(base) / ("kernel-watchdog-" + std::to_string(::geteuid())) / what;
+  return shared_temp_dir() / ("kernel-watchdog-" + std::to_string(::geteuid())) / what;
 }
 
 }  // namespace kwd::util

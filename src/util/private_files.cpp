@@ -1,5 +1,6 @@
 #include "kwd/util/private_files.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,55 +8,114 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <random>
 #include <string>
-#include <vector>
 
 #include "kwd/util/process_exists.hpp"
-#include "kwd/util/unique_fd.hpp"
 
 namespace kwd::util {
 namespace fs = std::filesystem;
 
 namespace {
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
+
+constexpr int kMaxTreeDepth = 16;
 
 [[noreturn]] void fail(const std::string& what, const fs::path& path, int err) {
-  throw FileError(what + " " + path.string() + ": " + errno_text(err));
+  throw FileError(what + " " + path.string() + ": " + std::strerror(err));
 }
+
 }  // namespace
 
-void ensure_private_dir(const fs::path& dir) {
-  if (dir.empty()) throw FileError("empty directory path");
-  fs::path partial;
-  for (const auto& part : dir) {
-    partial /= part;
-    if (::mkdir(partial.c_str(), 0700) == 0 || errno == EEXIST) continue;
-    fail("cannot create directory", partial, errno);
-  }
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) fail("cannot inspect", dir, errno);
-  if (!S_ISDIR(st.st_mode)) throw FileError(dir.string() + " exists and is not a directory");
-  if (st.st_uid != ::geteuid()) throw FileError(dir.string() + " belongs to another user");
-  if ((st.st_mode & 077) != 0 && ::chmod(dir.c_str(), 0700) != 0)
-    fail("cannot make private", dir, errno);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) fail("cannot write into", dir, errno);
+std::string random_name(std::size_t n) {
+  static constexpr std::string_view kAlphabet =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device device;
+  std::uniform_int_distribution<std::size_t> pick(0, kAlphabet.size() - 1);
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i)
+    out += kAlphabet[pick(device)];
+  return out;
 }
 
-fs::path write_file_atomically(const fs::path& dir, std::string_view name,
-                               std::string_view contents, unsigned mode) {
-  std::string tmpl =
-      (dir / (std::string(kTemporaryPrefix) + std::to_string(::getpid()) + "-XXXXXX")).string();
-  std::vector<char> tmp_name(tmpl.begin(), tmpl.end());
-  tmp_name.push_back('\0');
-  UniqueFd fd(::mkostemp(tmp_name.data(), O_CLOEXEC));
+namespace {
+
+// Who may change what a name under this directory points to: only root and we, or the
+// directory is unsafe to keep anything private under.
+void check_safe(const struct stat& st, const fs::path& at) {
+  if (!S_ISDIR(st.st_mode)) throw FileError(at.string() + " is not a directory");
+  const std::string refusing = ": refusing to keep private files under it";
+  if (st.st_uid != 0 && st.st_uid != ::geteuid())
+    throw FileError(at.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
+                    ")" + refusing);
+  const bool sticky = (st.st_mode & S_ISVTX) != 0;
+  if ((st.st_mode & S_IWOTH) != 0 && !sticky)
+    throw FileError(at.string() + " is writable by others (and not sticky)" + refusing);
+  // A group of our own (user private groups) is us; any other group is other users.
+  if ((st.st_mode & S_IWGRP) != 0 && !sticky && st.st_gid != ::getegid())
+    throw FileError(at.string() + " is writable by group " + std::to_string(st.st_gid) +
+                    " (and not sticky)" + refusing);
+}
+
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+using DirStream = std::unique_ptr<DIR, DirCloser>;
+
+// A listing of the directory behind `fd` (the descriptor itself stays ours and open).
+DirStream list_dir(int fd) {
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return nullptr;
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    ::close(copy);
+    return nullptr;
+  }
+  ::rewinddir(d);
+  return DirStream(d);
+}
+
+template <typename F>
+void for_each_entry(int fd, F&& f) {
+  auto d = list_dir(fd);
+  if (!d) return;
+  while (const dirent* e = ::readdir(d.get())) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    f(std::string(name));
+  }
+}
+
+bool remove_tree_at(int parent, const std::string& name, int depth) noexcept {
+  struct stat st {};
+  if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT;
+  if (!S_ISDIR(st.st_mode)) return ::unlinkat(parent, name.c_str(), 0) == 0;
+  if (st.st_uid != ::geteuid() || depth > kMaxTreeDepth) return false;
+  UniqueFd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return false;
+  bool whole = true;
+  try {
+    for_each_entry(fd.get(), [&](const std::string& entry) {
+      whole = remove_tree_at(fd.get(), entry, depth + 1) && whole;
+    });
+  } catch (...) {  // allocation failure while listing: leave it to the next sweep
+    return false;
+  }
+  return ::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 && whole;
+}
+
+// Writes into `dir_fd`; `dir` only names it in messages and in the returned path.
+fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name, std::string_view contents,
+                  unsigned mode, Replace replace) {
+  const std::string tmp_name =
+      std::string(kTemporaryPrefix) + std::to_string(::getpid()) + "-" + random_name(6);
+  UniqueFd fd(::openat(dir_fd, tmp_name.c_str(),
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) fail("cannot create a temporary file in", dir, errno);
-  const fs::path tmp_path(tmp_name.data());
   auto abandon = [&](const std::string& what) {
     const int err = errno;
-    ::unlink(tmp_path.c_str());
-    fail(what, tmp_path, err);
+    ::unlinkat(dir_fd, tmp_name.c_str(), 0);
+    fail(what, dir / tmp_name, err);
   };
   if (::fchmod(fd.get(), static_cast<mode_t>(mode)) != 0) abandon("cannot set the mode of");
   std::size_t done = 0;
@@ -67,24 +127,141 @@ fs::path write_file_atomically(const fs::path& dir, std::string_view name,
   }
   if (::fsync(fd.get()) != 0) abandon("cannot fsync");
   if (::close(fd.release()) != 0) abandon("cannot close");
-  const fs::path final_path = dir / std::string(name);
-  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) abandon("cannot rename into place");
-  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd) ::fsync(dir_fd.get());  // best effort: the file itself is already durable
-  return final_path;
+  const std::string final_name(name);
+  if (replace == Replace::kNever) {
+    // link(2) fails with EEXIST rather than replace: the one portable no-clobber rename.
+    if (::linkat(dir_fd, tmp_name.c_str(), dir_fd, final_name.c_str(), 0) != 0)
+      abandon("cannot link into place as " + final_name + ":");
+    ::unlinkat(dir_fd, tmp_name.c_str(), 0);
+  } else if (::renameat(dir_fd, tmp_name.c_str(), dir_fd, final_name.c_str()) != 0) {
+    abandon("cannot rename into place");
+  }
+  ::fsync(dir_fd);  // best effort: the file itself is already durable
+  return dir / final_name;
 }
 
-int sweep_temporaries(const fs::path& dir) {
-  int removed = 0;
+}  // namespace
+
+SafeDir SafeDir::open(const fs::path& path) {
+  return walk(path, false);
+}
+
+SafeDir SafeDir::open_private(const fs::path& path) {
+  return walk(path, true);
+}
+
+SafeDir SafeDir::walk(const fs::path& path, bool create) {
+  if (path.empty()) throw FileError("empty directory path");
+  if (!path.is_absolute()) throw FileError(path.string() + " is not an absolute path");
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(kTemporaryPrefix)) continue;
-    const pid_t writer = pid_after_prefix(name, kTemporaryPrefix).value_or(0);
-    if (writer > 0 && process_exists(writer)) continue;
-    if (fs::remove(entry.path(), ec)) ++removed;
+  // Links resolved once, up front: from here on a link anywhere on the way is refused.
+  fs::path resolved = fs::weakly_canonical(path, ec);
+  if (ec) resolved = path.lexically_normal();
+  UniqueFd fd(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) fail("cannot open", "/", errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail("cannot inspect", "/", errno);
+  check_safe(st, "/");
+  fs::path at = "/";
+  for (const auto& part : resolved.relative_path()) {
+    const std::string name = part.string();
+    if (name.empty() || name == ".") continue;
+    if (name == "..") throw FileError(path.string() + ": '..' in a private path");
+    at /= part;
+    constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    UniqueFd next(::openat(fd.get(), name.c_str(), kFlags));
+    if (!next && errno == ENOENT && create) {
+      if (::mkdirat(fd.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
+        fail("cannot create directory", at, errno);
+      next.reset(::openat(fd.get(), name.c_str(), kFlags));
+    }
+    if (!next) {
+      if (errno == ENOTDIR || errno == ELOOP)
+        throw FileError(at.string() + " exists and is not a directory (or is a symbolic link)");
+      fail("cannot open", at, errno);
+    }
+    if (::fstat(next.get(), &st) != 0) fail("cannot inspect", at, errno);
+    check_safe(st, at);
+    fd = std::move(next);
   }
+  if (create) {
+    if (st.st_uid != ::geteuid())
+      throw FileError(at.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
+                      ")");
+    if ((st.st_mode & 077) != 0 && ::fchmod(fd.get(), 0700) != 0)
+      fail("cannot make private", at, errno);
+    if (::faccessat(fd.get(), ".", W_OK | X_OK, 0) != 0) fail("cannot write into", at, errno);
+  }
+  return SafeDir(std::move(fd), at);
+}
+
+SafeDir SafeDir::make_unique_dir(std::string_view prefix) const {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const std::string name = std::string(prefix) + random_name(8);
+    if (::mkdirat(fd_.get(), name.c_str(), 0700) != 0) {
+      if (errno == EEXIST) continue;
+      fail("cannot create a directory in", path_, errno);
+    }
+    UniqueFd fd(::openat(fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) fail("cannot open", path_ / name, errno);
+    struct stat st {};
+    // Ours unless the name was taken over between mkdirat and openat, which the walk that
+    // opened this directory rules out; checked anyway, it costs one fstat.
+    if (::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
+      throw FileError(path_.string() + "/" + name + " was replaced while being created");
+    return SafeDir(std::move(fd), path_ / name);
+  }
+  throw FileError("cannot find a free name in " + path_.string());
+}
+
+fs::path SafeDir::write_file(std::string_view name, std::string_view contents, unsigned mode,
+                             Replace replace) const {
+  return write_at(fd_.get(), path_, name, contents, mode, replace);
+}
+
+int SafeDir::sweep_temporaries() const {
+  int removed = 0;
+  for_each_entry(fd_.get(), [&](const std::string& name) {
+    if (!name.starts_with(kTemporaryPrefix)) return;
+    const pid_t writer = pid_after_prefix(name, kTemporaryPrefix).value_or(0);
+    if (writer > 0 && process_exists(writer)) return;
+    if (::unlinkat(fd_.get(), name.c_str(), 0) == 0) ++removed;
+  });
   return removed;
+}
+
+int SafeDir::sweep_dead_owners(std::string_view prefix) const {
+  int removed = 0;
+  for_each_entry(fd_.get(), [&](const std::string& name) {
+    const pid_t owner = pid_after_prefix(name, prefix).value_or(0);
+    if (owner <= 0 || process_exists(owner)) return;
+    struct stat st {};
+    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+    if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return;
+    if (remove_tree_at(fd_.get(), name, 0)) ++removed;
+  });
+  return removed;
+}
+
+bool SafeDir::remove_tree(std::string_view name) const noexcept {
+  try {
+    return remove_tree_at(fd_.get(), std::string(name), 0);
+  } catch (...) {
+    return false;
+  }
+}
+
+fs::path shared_temp_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  if (tmp != nullptr && fs::path(tmp).is_absolute()) return tmp;
+  return "/tmp";
+}
+
+fs::path write_file_atomically(const fs::path& dir, std::string_view name,
+                               std::string_view contents, unsigned mode) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) fail("cannot open directory", dir, errno);
+  return write_at(fd.get(), dir, name, contents, mode, Replace::kAllowed);
 }
 
 }  // namespace kwd::util

@@ -6,26 +6,8 @@
 #include <sstream>
 #include <vector>
 
-#if defined(__APPLE__)
-#include <mach-o/dyld.h>
-#endif
-
 namespace kwd::util {
 namespace fs = std::filesystem;
-
-fs::path self_executable() {
-#if defined(__APPLE__)
-  std::uint32_t size = 0;
-  _NSGetExecutablePath(nullptr, &size);
-  std::vector<char> buf(size + 1);
-  if (_NSGetExecutablePath(buf.data(), &size) == 0) return fs::weakly_canonical(buf.data());
-  return {};
-#else
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path() : p;
-#endif
-}
 
 std::optional<fs::path> find_on_path(const std::string& name) {
   if (name.empty()) return std::nullopt;

@@ -74,8 +74,7 @@ def test_oom_kill_under_memory_limit_is_proven(start_kernel, jupyter_env):
     assert not pathlib.Path(cg["dir"]).exists()
 
     ev = report["oom_evidence"]
-    assert ev["oom_killed"] is True
-    assert ev["cgroup_oom_kill_delta"] == 1
+    assert report["diagnosis"]["cause"] == "oom_killed_cgroup"
     if ev["kernel_log_readable"]:  # /dev/kmsg is readable by root here
         assert kernel_pid in ev["matched_pids"]
         assert ev["kernel_pid_named"] is True
@@ -121,7 +120,9 @@ def test_unwritable_cgroup_hierarchy_says_so_and_runs_the_kernel_unlimited():
     # An unprivileged user may not create cgroups here: a real refusal, not a simulated one.
     # (pytest's tmp_path is private to root, so the store lives in a directory of its own.)
     with tempfile.TemporaryDirectory(prefix="kwd-nobody-") as scratch:
-        os.chmod(scratch, 0o777)
+        # Sticky, like /tmp: a world-writable directory without it is (rightly) refused as a
+        # place for private files.
+        os.chmod(scratch, 0o1777)
         reports = pathlib.Path(scratch) / "reports"
         env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(reports), HOME=scratch,
                    TMPDIR=scratch)
@@ -139,7 +140,7 @@ def test_unwritable_cgroup_hierarchy_says_so_and_runs_the_kernel_unlimited():
         assert any("not applied" in n and "cannot create the memory cgroup" in n
                    for n in report["notes"])
         assert report["cgroup"]["created_by_watchdog"] is False
-        assert report["oom_evidence"]["oom_killed"] is False
+        assert report["diagnosis"]["cause"] not in ("oom_killed_cgroup", "oom_killed_system")
 
 
 # --- 2. a SIGKILL from someone else is not an OOM kill -----------------------------------
@@ -157,11 +158,10 @@ def test_sigkill_from_outside_is_not_an_oom_kill(limited, start_kernel, jupyter_
     report = only_report(jupyter_env)
     assert report["termination"]["signal_name"] == "SIGKILL"
     ev = report["oom_evidence"]
-    assert ev["oom_killed"] is False
+    assert report["diagnosis"]["cause"] == "killed"
     assert ev["matched_pids"] == []
     assert ev["kernel_log"] == []
     assert ev["kernel_pid_named"] is False
-    assert ev["cgroup_oom_kill_delta"] == 0
     assert report["cgroup"]["created_by_watchdog"] is limited
     assert report["cgroup"]["oom_kill_delta"] == 0
 

@@ -122,9 +122,9 @@ TEST_CASE("every cause is reached by some fixture", "[diagnosis]") {
     std::ifstream in(file);
     reached.insert(json::parse(in)["expect"]["cause"].get<std::string>());
   }
-  for (const char* cause : kwd::diagnosis::kCauses) {
-    INFO(cause);
-    CHECK(reached.contains(cause));
+  for (const auto& cause : kwd::diagnosis::causes()) {
+    INFO(cause.id);
+    CHECK(reached.contains(std::string(cause.id)));
   }
 }
 
@@ -150,4 +150,41 @@ TEST_CASE("complete_report adds the traceback and the diagnosis, and survives ga
   json garbage = {{"termination", "not an object"}, {"stderr_tail", 42}, {"execution", {1, 2}}};
   kwd::diagnosis::complete_report(garbage);
   CHECK(garbage["diagnosis"]["cause"] == "unknown");
+}
+
+// Reports recorded on an NVIDIA H100 (tests/fixtures/gpu, copied from the GPU kit's
+// fixtures), judged again the way `reports diagnose` does: the stored diagnosis set aside.
+TEST_CASE("recorded H100 reports re-diagnose right", "[diagnosis]") {
+  struct Expected {
+    const char* file;
+    const char* cause;
+    const char* headline_contains;
+  };
+  const Expected expected[] = {
+      {"cgroup_pinned.json", "oom_killed_system", "OOM killer"},
+      {"device_assert.json", "gpu_driver_fault", "Xid 43"},
+      {"hold20g_abort.json", "abort", "Aborted"},
+      {"illegal_address.json", "gpu_driver_fault", "Xid 31"},
+      {"jax_oom.json", "gpu_out_of_memory", "RESOURCE_EXHAUSTED"},
+      {"segv_holding_gpu.json", "native_crash", "SIGSEGV"},
+      {"torch_oom_grow.json", "gpu_out_of_memory", "Tried to allocate 8.00 GiB"},
+  };
+  const fs::path dir = fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "gpu";
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    files += e.path().extension() == ".json";
+  CHECK(files == std::size(expected));  // a new recording gets an expectation here
+  for (const auto& x : expected) {
+    INFO(x.file);
+    std::ifstream in(dir / x.file);
+    const json stored = json::parse(in);
+    const json report = kwd::diagnosis::rediagnose(stored);
+    const json& d = report["diagnosis"];
+    INFO(d.dump(1));
+    CHECK(d["cause"] == x.cause);
+    CHECK_THAT(d["headline"].get<std::string>(), Catch::Contains(x.headline_contains));
+    // No over-claim: every piece of evidence points at a fact in the report.
+    for (const auto& ev : d["evidence"])
+      CHECK(report.contains(json::json_pointer(ev["pointer"].get<std::string>())));
+  }
 }

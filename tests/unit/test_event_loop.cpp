@@ -7,13 +7,13 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "kwd/loop/event_loop.hpp"
 #include "kwd/protocol/kernel_socket.hpp"
-#include "kwd/supervisor/event_loop.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 using namespace std::chrono_literals;
-using kwd::supervisor::EventLoop;
+using kwd::loop::EventLoop;
 
 namespace {
 

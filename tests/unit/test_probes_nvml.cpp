@@ -130,6 +130,21 @@ TEST_CASE("NVML: a current driver answers through the v2 memory struct and _v3 p
   CHECK(log.find("nvmlDeviceGetMemoryInfo_v2 25") == std::string::npos);  // version word right
 }
 
+// Found by tests/fuzz/fuzz_nvml.cpp: the buffer grew to whatever count INSUFFICIENT_SIZE
+// came with (here 2e9 processes: 48 GB).
+TEST_CASE("NVML: a process count no GPU has does not grow the buffer without bound") {
+  FakeScript script(kTwoDevices + "device.0.filler_processes=2000000000\n");
+  std::string problem;
+  const auto lib = NvmlLibrary::load(kCurrent, problem);
+  REQUIRE(lib);
+  ProcessBuffer buffer;
+  std::vector<GpuProcess> processes;
+  const Return rc = lib->compute_processes(lib->device(0).value, buffer, processes);
+  CHECK(rc == kErrorInsufficientSize);
+  CHECK(buffer.v2.size() <= 4096);
+  CHECK(processes.empty());
+}
+
 TEST_CASE("NVML: an old driver without _v2/_v3 entry points is read through v1") {
   FakeScript script(kTwoDevices + "device.1.process=777:na\n");
   std::string problem;

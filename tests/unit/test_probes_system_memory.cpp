@@ -22,6 +22,9 @@ TEST_CASE("PSI text is parsed, with and without the full line") {
   CHECK_FALSE(old->has_full);
   CHECK_FALSE(parse_pressure("nonsense"));
   CHECK_FALSE(parse_pressure("some avg10=x"));
+  // Found by tests/fuzz/fuzz_pressure.cpp: a total no int64 holds was converted anyway (UB).
+  CHECK_FALSE(parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=1.596e88\n"));
+  CHECK_FALSE(parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=nan\n"));
 }
 
 TEST_CASE("the system probe reads this machine's meminfo and pressure") {

@@ -42,4 +42,7 @@ TEST_CASE("find_kb_field reads kB lines as bytes") {
   CHECK(find_kb_field(status, "Threads") == 4);
   CHECK_FALSE(find_kb_field(status, "VmRS"));
   CHECK_FALSE(find_kb_field(status, "Missing"));
+  // Found by tests/fuzz/fuzz_procfs.cpp: kB beyond what bytes in an int64 can say overflowed.
+  CHECK_FALSE(find_kb_field("VmRSS:\t24677777777783620 kB\n", "VmRSS"));
+  CHECK(find_kb_field("VmRSS:\t24677777777783620\n", "VmRSS") == 24677777777783620);
 }

@@ -133,6 +133,24 @@ TEST_CASE("the key never appears in an error, whatever is wrong") {
   }
 }
 
+// Found by tests/fuzz/fuzz_connection_file.cpp: nlohmann throws out_of_range, not
+// parse_error, for a number no double holds, and that escaped as another exception.
+TEST_CASE("a number too large for a double is a connection-file error") {
+  CHECK(error_of(R"({"iopub_port": 1e400, "hb_port": 2})") ==
+        "not valid JSON (a number out of range)");
+}
+
+// A key that is part of the redaction mark used to be found again inside each mark put in
+// its place, for ever.
+TEST_CASE("redaction ends when the key is part of the mark") {
+  CHECK(error_of(R"({"iopub_port": 1, "hb_port": 2, "key": "e", "transport": "ethernet"})") ==
+        "fi<secret>ld 'transport': '<secret>th<secret>rn<secret>t' is n<secret>ith<secret>r tcp "
+        "nor ipc");
+  CHECK(
+      error_of(R"({"iopub_port": 1, "hb_port": 2, "key": "<secret>", "transport": "<secret>"})") ==
+      "field 'transport': '<secret>' is neither tcp nor ipc");
+}
+
 TEST_CASE("CurveZMQ keys are read and checked") {
   const auto pair = make_curve_pair();
   auto info =

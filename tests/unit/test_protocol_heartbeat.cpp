@@ -3,8 +3,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "kwd/loop/event_loop.hpp"
 #include "kwd/protocol/heartbeat_monitor.hpp"
-#include "kwd/supervisor/event_loop.hpp"
 
 using namespace std::chrono_literals;
 using kwd::protocol::ConnectionInfo;
@@ -51,7 +51,7 @@ struct EchoKernel {
 
 TEST_CASE("heartbeats: misses make one hang per episode, answers end it") {
   EchoKernel kernel;
-  kwd::supervisor::EventLoop loop;
+  kwd::loop::EventLoop loop;
   loop.watch_socket(kernel.router.handle(), [&] { kernel.pump(); });
 
   ConnectionInfo info;
@@ -102,7 +102,7 @@ TEST_CASE("heartbeats: misses make one hang per episode, answers end it") {
 TEST_CASE("heartbeats: no hang while the process is not alive, nor before it ever answered") {
   EchoKernel kernel;
   kernel.answering = false;  // never answers at all: a kernel still starting
-  kwd::supervisor::EventLoop loop;
+  kwd::loop::EventLoop loop;
   loop.watch_socket(kernel.router.handle(), [&] { kernel.pump(); });
   ConnectionInfo info;
   info.hb_port = kernel.port;

@@ -4,18 +4,33 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
-#include "kwd/supervisor/kernel_argv.hpp"
 
 namespace fs = std::filesystem;
 using namespace kwd;
 
-TEST_CASE("report ids sort by time and name the kernel") {
-  const auto id = report::make_report_id(1'700'000'000'000, "4f6c1a2b-9999-aaaa", 4242);
-  CHECK(id == "20231114T221320Z-4f6c1a2b-4242");
-  CHECK(report::make_report_id(0, "", 1) == "19700101T000000Z-kernel-1");
+TEST_CASE("report ids sort by time, name the kernel, and never repeat") {
+  const auto id = report::make_report_id(1'700'000'000'042, "4f6c1a2b-9999-aaaa", 4242);
+  CHECK(id.starts_with("20231114T221320.042Z-4f6c1a2b-4242-"));
+  CHECK(id.size() == std::string("20231114T221320.042Z-4f6c1a2b-4242-").size() + 4);
+  CHECK(report::make_report_id(0, "", 1).starts_with("19700101T000000.000Z-kernel-1-"));
   CHECK(report::make_report_id(0, "../x/y", 1).find('/') == std::string::npos);
+  // The same kernel, the same millisecond (a hang report, then the crash): two names.
+  CHECK(report::make_report_id(5, "k", 2) != report::make_report_id(5, "k", 2));
+}
+
+TEST_CASE("the store never replaces a report") {
+  const auto dir = fs::temp_directory_path() / ("kwd-noreplace-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  report::ReportStore store(dir);
+  store.write("same", R"({"id": "first"})");
+  CHECK_THROWS(store.write("same", R"({"id": "second"})"));
+  std::ifstream in(dir / "same.json");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  CHECK(text == R"({"id": "first"})");
+  fs::remove_all(dir);
 }
 
 TEST_CASE("ReportStore lists newest first and finds by id, prefix and latest") {
@@ -45,7 +60,7 @@ TEST_CASE("to_text never fails on bytes that are not UTF-8") {
 }
 
 TEST_CASE("the connection file is found in every spelling kernels accept") {
-  using supervisor::find_connection_file;
+  using protocol::find_connection_file;
   CHECK(find_connection_file({"python", "-m", "ipykernel_launcher", "-f", "/r/kernel-1.json"}) ==
         "/r/kernel-1.json");
   CHECK(find_connection_file({"python", "-f=/r/k.json"}) == "/r/k.json");
@@ -54,11 +69,11 @@ TEST_CASE("the connection file is found in every spelling kernels accept") {
   CHECK(find_connection_file({"python", "--connection-file=/r/k.json"}) == "/r/k.json");
   CHECK_FALSE(find_connection_file({"python", "-m", "x"}));
   CHECK_FALSE(find_connection_file({"python", "-f"}));
-  CHECK(supervisor::kernel_id_from_connection_file("/run/kernel-4f6c.json") == "4f6c");
+  CHECK(protocol::kernel_id_from_connection_file("/run/kernel-4f6c.json") == "4f6c");
 }
 
 TEST_CASE("a relative connection file is looked for where ipykernel looks for it") {
-  using supervisor::resolve_connection_file;
+  using protocol::resolve_connection_file;
   const fs::path base = fs::temp_directory_path() / ("kwd-cf-" + std::to_string(::getpid()));
   const fs::path work = base / "work", runtime = base / "runtime";
   fs::create_directories(work);

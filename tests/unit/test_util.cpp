@@ -51,49 +51,91 @@ fs::path fresh_dir(const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE("ensure_private_dir creates 0700 directories and refuses non-directories") {
+TEST_CASE("SafeDir::open_private creates 0700 directories and refuses non-directories") {
   const auto base = fresh_dir("private");
-  ensure_private_dir(base / "a" / "b");
+  const auto dir = SafeDir::open_private(base / "a" / "b");
+  CHECK(dir.path() == fs::weakly_canonical(base / "a" / "b"));
   struct stat st {};
   REQUIRE(::stat((base / "a" / "b").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0700);
+  fs::permissions(base / "a" / "b", fs::perms::owner_all | fs::perms::group_read);
+  SafeDir::open_private(base / "a" / "b");
+  REQUIRE(::stat((base / "a" / "b").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);  // made private again
   std::ofstream(base / "file") << "x";
-  CHECK_THROWS_AS(ensure_private_dir(base / "file"), FileError);
-  CHECK_THROWS_AS(ensure_private_dir(base / "file" / "sub"), FileError);
+  CHECK_THROWS_AS(SafeDir::open_private(base / "file"), FileError);
+  CHECK_THROWS_AS(SafeDir::open_private(base / "file" / "sub"), FileError);
+  CHECK_THROWS_AS(SafeDir::open_private("relative/dir"), FileError);
   fs::remove_all(base);
 }
 
-TEST_CASE("write_file_atomically leaves a complete 0600 file and no temporaries") {
-  const auto dir = fresh_dir("atomic");
-  ensure_private_dir(dir);
-  const auto path = write_file_atomically(dir, "r.json", "{\"ok\": true}");
+TEST_CASE("SafeDir refuses a path through a directory others may change") {
+  const auto base = fresh_dir("unsafe");
+  SafeDir::open_private(base);
+  fs::create_directory(base / "open");
+  fs::permissions(base / "open", fs::perms::all);  // 0777, not sticky
+  try {
+    SafeDir::open_private(base / "open" / "mine");
+    FAIL("a directory writable by others was accepted");
+  } catch (const FileError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("writable by others"));
+  }
+  CHECK_FALSE(fs::exists(base / "open" / "mine"));
+  // Sticky, as /tmp is: others cannot rename what is ours in it.
+  fs::permissions(base / "open", fs::perms::all | fs::perms::sticky_bit);
+  CHECK_NOTHROW(SafeDir::open_private(base / "open" / "mine"));
+  // A link on the way is resolved once up front; one the walk meets is refused.
+  fs::create_directory_symlink(base / "open", base / "link");
+  CHECK(SafeDir::open(base / "link").path() == fs::weakly_canonical(base / "open"));
+  fs::remove_all(base);
+}
+
+TEST_CASE("SafeDir writes atomically, never replacing when told not to") {
+  const auto base = fresh_dir("atomic");
+  const auto dir = SafeDir::open_private(base);
+  const auto path = dir.write_file("r.json", "{\"ok\": true}");
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   CHECK(text == "{\"ok\": true}");
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
+  CHECK_THROWS_AS(dir.write_file("r.json", "other", 0600, Replace::kNever), FileError);
+  CHECK_NOTHROW(dir.write_file("r.json", "newer", 0600, Replace::kAllowed));
   int entries = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  for (const auto& e : fs::directory_iterator(base)) {
     (void)e;
     ++entries;
   }
-  CHECK(entries == 1);
-  CHECK_THROWS_AS(write_file_atomically(dir / "missing", "r.json", "x"), FileError);
-  fs::remove_all(dir);
+  CHECK(entries == 1);  // no temporary left by the refused write
+  CHECK_THROWS_AS(write_file_atomically(base / "missing", "r.json", "x"), FileError);
+  fs::remove_all(base);
 }
 
-TEST_CASE("sweep_temporaries removes only what dead writers left") {
-  const auto dir = fresh_dir("sweep");
-  ensure_private_dir(dir);
-  std::ofstream(dir / ".tmp-999999999-abc") << "half";
-  std::ofstream(dir / (".tmp-" + std::to_string(::getpid()) + "-abc")) << "in progress";
-  std::ofstream(dir / "kept.json") << "{}";
-  CHECK(sweep_temporaries(dir) == 1);
-  CHECK_FALSE(fs::exists(dir / ".tmp-999999999-abc"));
-  CHECK(fs::exists(dir / (".tmp-" + std::to_string(::getpid()) + "-abc")));
-  CHECK(fs::exists(dir / "kept.json"));
-  fs::remove_all(dir);
+TEST_CASE("SafeDir sweeps what dead writers and dead watchdogs left, and only that") {
+  const auto base = fresh_dir("sweep");
+  const auto dir = SafeDir::open_private(base);
+  std::ofstream(base / ".tmp-999999999-abc") << "half";
+  std::ofstream(base / (".tmp-" + std::to_string(::getpid()) + "-abc")) << "in progress";
+  std::ofstream(base / "kept.json") << "{}";
+  CHECK(dir.sweep_temporaries() == 1);
+  CHECK_FALSE(fs::exists(base / ".tmp-999999999-abc"));
+  CHECK(fs::exists(base / (".tmp-" + std::to_string(::getpid()) + "-abc")));
+  CHECK(fs::exists(base / "kept.json"));
+
+  fs::create_directories(base / "shim-999999999-x" / "__pycache__");
+  std::ofstream(base / "shim-999999999-x" / "__pycache__" / "a.pyc") << "x";
+  fs::create_directory_symlink(base / "kept-target", base / "shim-999999998-link");
+  fs::create_directory(base / "kept-target");
+  const std::string live = "shim-" + std::to_string(::getpid()) + "-y";
+  fs::create_directory(base / live);
+  CHECK(dir.sweep_dead_owners("shim-") == 1);
+  CHECK_FALSE(fs::exists(base / "shim-999999999-x"));
+  CHECK(fs::exists(base / live));
+  CHECK(fs::exists(base / "kept-target"));  // a link is never followed
+  CHECK(dir.remove_tree(live));
+  CHECK_FALSE(fs::exists(base / live));
+  fs::remove_all(base);
 }
 
 TEST_CASE("owners of swept things: the pid in a name, and whether it still exists") {

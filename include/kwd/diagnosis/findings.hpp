@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/diagnosis/signature_scan.hpp"
 
@@ -20,7 +21,7 @@ struct Evidence {
 
 // What the rules concluded, before remedies are chosen.
 struct Finding {
-  std::string cause;
+  CauseId cause = CauseId::unknown;
   std::string confidence;  // high | medium | low
   std::string headline;
   std::vector<Evidence> evidence;
@@ -64,7 +65,7 @@ struct DiagnosisInput {
   // Environment variable as the fingerprint saw it at kernel start, if allow-listed and set.
   [[nodiscard]] std::optional<std::string> env(const std::string& name) const;
   // The strongest hit supporting `cause` (recent and strong first), or nullptr.
-  [[nodiscard]] const SignatureHit* best_hit(const std::string& cause) const;
+  [[nodiscard]] const SignatureHit* best_hit(CauseId cause) const;
 };
 
 Death read_death(const ReportView& view);

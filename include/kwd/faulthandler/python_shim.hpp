@@ -1,8 +1,11 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "kwd/util/private_files.hpp"
 
 namespace kwd::faulthandler {
 
@@ -13,9 +16,14 @@ namespace kwd::faulthandler {
 // A private directory (0700) holding the sitecustomize.py shim; the kernel finds it first on
 // its PYTHONPATH. The shim removes itself from sys.path and os.environ once it has run, so
 // the notebook sees the environment it would have seen without the watchdog.
+//
+// Whatever is on that PYTHONPATH runs inside the kernel, so the directory is one no other
+// user can swap: in $XDG_RUNTIME_DIR/kernel-watchdog when that is usable, else created
+// with a random name directly in $TMPDIR (never under a fixed name there, which another
+// user could create first). See util::SafeDir for the checks.
 class PythonShim {
  public:
-  // Creates the directory under runtime_dir(). Throws util::FileError.
+  // Throws util::FileError saying why no shim could be made.
   static PythonShim create();
   PythonShim(PythonShim&& other) noexcept;
   PythonShim& operator=(PythonShim&& other) noexcept;
@@ -31,15 +39,10 @@ class PythonShim {
   void remove() noexcept;
 
  private:
-  explicit PythonShim(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  PythonShim(util::SafeDir parent, std::filesystem::path dir)
+      : parent_(std::move(parent)), dir_(std::move(dir)) {}
+  std::optional<util::SafeDir> parent_;
   std::filesystem::path dir_;
 };
-
-// $XDG_RUNTIME_DIR/kernel-watchdog, else ${TMPDIR:-/tmp}/kernel-watchdog-<uid>/run.
-std::filesystem::path runtime_dir();
-
-// Removes shim directories left by watchdogs that are no longer running (killed with
-// SIGKILL before they could clean up). Returns how many.
-int sweep_stale_shims(const std::filesystem::path& base);
 
 }  // namespace kwd::faulthandler

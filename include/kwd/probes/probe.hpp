@@ -39,7 +39,8 @@ class Probe {
   // costlier source reads it at its own lower rate and carries its last value forward.
   virtual void sample(timeline::MemorySample& into) = 0;
   // Facts beyond the timeline (devices, counters, log lines) for the crash report. Probes
-  // contribute in list order; a later probe may read what an earlier one wrote.
+  // write their own sections and read no other's: what the facts add up to is decided by
+  // the diagnosis alone.
   virtual void contribute(nlohmann::json& report) const;
   // Called once when the kernel has died unasked, before contribute(): a last look at
   // counters and logs.

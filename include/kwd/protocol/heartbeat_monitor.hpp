@@ -8,10 +8,10 @@
 #include <optional>
 #include <zmq.hpp>
 
+#include "kwd/loop/event_loop.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/protocol/wire.hpp"
-#include "kwd/supervisor/event_loop.hpp"
 
 namespace kwd::protocol {
 
@@ -31,7 +31,7 @@ class HeartbeatMonitor {
   using AliveCheck = std::function<bool()>;
   using HangHandler = std::function<void(int consecutive_misses)>;
 
-  HeartbeatMonitor(zmq::context_t& context, supervisor::EventLoop& loop, ConnectionInfo info,
+  HeartbeatMonitor(zmq::context_t& context, loop::EventLoop& loop, ConnectionInfo info,
                    WireLimits limits, HeartbeatOptions options, AliveCheck alive,
                    HangHandler on_hang);
   ~HeartbeatMonitor();
@@ -60,7 +60,7 @@ class HeartbeatMonitor {
   void record(bool ok, double rtt_ms);
 
   zmq::context_t& context_;
-  supervisor::EventLoop& loop_;
+  loop::EventLoop& loop_;
   ConnectionInfo info_;
   WireLimits limits_;
   HeartbeatOptions options_;
@@ -68,7 +68,7 @@ class HeartbeatMonitor {
   HangHandler on_hang_;
 
   std::optional<zmq::socket_t> socket_;
-  std::optional<supervisor::EventLoop::TimerId> timer_;
+  std::optional<loop::EventLoop::TimerId> timer_;
   bool outstanding_ = false;
   std::int64_t sent_ns_ = 0;
   std::int64_t sent_wall_ms_ = 0;

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "kwd/hang/thread_snapshot.hpp"
+#include "kwd/loop/event_loop.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/heartbeat_monitor.hpp"
 #include "kwd/protocol/kernel_activity.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/protocol/wire.hpp"
-#include "kwd/supervisor/event_loop.hpp"
 #include "kwd/timeline/memory_sample.hpp"
 
 namespace zmq {
@@ -48,7 +48,7 @@ class KernelListener {
   using SampleNow = std::function<void()>;
 
   // `connection_file` may be empty (a command line without one): nothing is listened to.
-  KernelListener(supervisor::EventLoop& loop, pid_t kernel_pid, std::string connection_file,
+  KernelListener(loop::EventLoop& loop, pid_t kernel_pid, std::string connection_file,
                  ListenerOptions options, HangHandler on_hang, SampleNow sample_now = {});
   ~KernelListener();
   KernelListener(const KernelListener&) = delete;
@@ -83,7 +83,7 @@ class KernelListener {
   void on_hang(int consecutive_misses);
   void on_message(const Message& message);
 
-  supervisor::EventLoop& loop_;
+  loop::EventLoop& loop_;
   pid_t kernel_pid_;
   std::string path_;
   ListenerOptions options_;
@@ -99,8 +99,8 @@ class KernelListener {
   bool warned_ = false;
   std::int64_t waiting_since_ns_ = 0;
   bool warned_slow_bind_ = false;
-  std::optional<supervisor::EventLoop::TimerId> poll_timer_;
-  std::optional<supervisor::EventLoop::TimerId> reconnect_timer_;
+  std::optional<loop::EventLoop::TimerId> poll_timer_;
+  std::optional<loop::EventLoop::TimerId> reconnect_timer_;
 
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<IopubListener> iopub_;

@@ -5,26 +5,73 @@
 #include <string>
 #include <string_view>
 
+#include "kwd/util/unique_fd.hpp"
+
 namespace kwd::util {
 
 struct FileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// mkdir -p where every directory this call creates is 0700; the leaf must end up a directory
-// owned by us (a leaf someone else planted, e.g. in /tmp, is refused). Throws FileError.
-void ensure_private_dir(const std::filesystem::path& dir);
+inline constexpr std::string_view kTemporaryPrefix = ".tmp-";
 
-// Writes `contents` to dir/name as Crashpad and Apport do: a temporary name in the same
-// directory (".tmp-<pid>-XXXXXX", mode 0600), fsync, rename into place, fsync the directory.
-// A reader never sees a partial file; a crash mid-write leaves only a temporary that
-// sweep_temporaries() removes. Throws FileError naming the step that failed.
+enum class Replace { kAllowed, kNever };
+
+// A directory held open by a descriptor, after every directory on its path, from / down, was
+// found to be one that only root and we can change: owned by root or by us, and not writable
+// by others unless sticky (as /tmp is). What is private is created relative to that
+// descriptor (mkdirat, openat, renameat), never found again by name; and because no one else
+// can rename what lies on the path, the path itself may be handed out (a kernel's PYTHONPATH).
+//
+// Symbolic links in the path given are resolved once, first (macOS's /tmp -> /private/tmp);
+// the walk itself follows none, and path() is the resolved path.
+class SafeDir {
+ public:
+  // An existing directory; nothing is created. Throws FileError saying which directory on the
+  // way is unsafe and why.
+  static SafeDir open(const std::filesystem::path& path);
+  // mkdir -p: what is missing is created 0700; the last directory must be ours and is made
+  // 0700 if it was looser. Throws FileError.
+  static SafeDir open_private(const std::filesystem::path& path);
+
+  // A new directory "<prefix><random>" (0700) inside this one; never an existing one.
+  [[nodiscard]] SafeDir make_unique_dir(std::string_view prefix) const;
+  // Writes `contents` to `name` as Crashpad and Apport do: a temporary ".tmp-<pid>-XXXXXX"
+  // in this directory, fsync, then renamed into place (Replace::kAllowed) or linked there
+  // only if the name is free (Replace::kNever: FileError with EEXIST semantics otherwise),
+  // then the directory fsync'd. A reader never sees a partial file.
+  std::filesystem::path write_file(std::string_view name, std::string_view contents,
+                                   unsigned mode = 0600, Replace replace = Replace::kAllowed) const;
+  // Removes temporaries whose writer is no longer alive. Returns how many.
+  int sweep_temporaries() const;
+  // Removes directories "<prefix><pid>-..." of ours whose pid is no longer alive (what a
+  // watchdog killed with SIGKILL left behind). Returns how many.
+  int sweep_dead_owners(std::string_view prefix) const;
+  // Removes `name` and everything under it, if it is a directory of ours; links are removed,
+  // never followed. Returns false when it could not be removed whole.
+  bool remove_tree(std::string_view name) const noexcept;
+
+  [[nodiscard]] int fd() const { return fd_.get(); }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  SafeDir(UniqueFd fd, std::filesystem::path path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  static SafeDir walk(const std::filesystem::path& path, bool create);
+
+  UniqueFd fd_;
+  std::filesystem::path path_;
+};
+
+// `n` random letters and digits, for names that must not be guessed or collide.
+std::string random_name(std::size_t n);
+
+// $TMPDIR when it is an absolute path, else /tmp: a place other users share.
+std::filesystem::path shared_temp_dir();
+
+// For directories that are the user's to choose and may be shared on purpose (a kernelspec
+// directory, an HTML export): written atomically like SafeDir::write_file, without the
+// ownership walk. Throws FileError naming the step that failed.
 std::filesystem::path write_file_atomically(const std::filesystem::path& dir, std::string_view name,
                                             std::string_view contents, unsigned mode = 0600);
-
-// Removes temporaries left by writers that are no longer alive. Returns how many.
-int sweep_temporaries(const std::filesystem::path& dir);
-
-inline constexpr std::string_view kTemporaryPrefix = ".tmp-";
 
 }  // namespace kwd::util

@@ -1,5 +1,6 @@
 #include "kwd/platform/memory_limit.hpp"
 
+#include "kwd/platform/host.hpp"
 #include "kwd/platform/linux/enter_cgroup.hpp"
 #include "kwd/platform/linux/kernel_cgroup.hpp"
 #include "kwd/util/self_exe.hpp"
@@ -27,7 +28,7 @@ class CgroupMemoryLimit final : public KernelMemoryLimit {
 }  // namespace
 
 std::unique_ptr<KernelMemoryLimit> make_memory_limit(std::uint64_t bytes, std::string& problem) {
-  const auto self = util::self_executable();
+  const auto self = platform::self_executable();
   if (self.empty()) {
     problem = "cannot find our own executable (/proc/self/exe) to start the kernel in its cgroup";
     return nullptr;

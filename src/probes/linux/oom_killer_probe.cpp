@@ -119,26 +119,11 @@ void OomKillerProbe::on_kernel_exit(const KernelExit& how) {
 
 void OomKillerProbe::contribute(nlohmann::json& report) const {
   using nlohmann::json;
-  // The cgroup probe contributed before us.
-  std::int64_t delta = 0;
-  bool exclusive_cgroup = false;
-  json delta_field = nullptr;
-  if (const auto it = report.find("cgroup"); it != report.end() && it->is_object()) {
-    if (const auto d = it->find("oom_kill_delta"); d != it->end() && d->is_number_integer()) {
-      delta = d->get<std::int64_t>();
-      delta_field = delta;
-    }
-    exclusive_cgroup = it->value("created_by_watchdog", false);
-  }
-  // A counter rise is ours when the cgroup holds the kernel alone, when no log could tell
-  // otherwise, or when the log showed no kill of anything else meanwhile.
-  const bool counter_says = delta > 0 && (exclusive_cgroup || !kmsg_ || other_kills_ == 0);
-  const bool log_says = !killed_pids_.empty();
+  // Evidence only: whether it adds up to an OOM kill of the kernel is the diagnosis's to
+  // decide (diagnosis/rules.cpp), in one place, with the cgroup's counter next to it.
   const bool kernel_itself =
       std::find(killed_pids_.begin(), killed_pids_.end(), processes_->root()) != killed_pids_.end();
-  report["oom_evidence"] = {{"oom_killed", log_says || counter_says},
-                            {"cgroup_oom_kill_delta", delta_field},
-                            {"kernel_log", lines_},
+  report["oom_evidence"] = {{"kernel_log", lines_},
                             {"matched_pids", killed_pids_},
                             {"kernel_pid_named", kernel_itself},
                             {"kernel_log_readable", kmsg_.valid()},

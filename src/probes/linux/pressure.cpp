@@ -37,6 +37,8 @@ std::optional<Pressure> parse_pressure(std::string_view text) {
       const auto a10 = field(line, "avg10="), a60 = field(line, "avg60="),
                  a300 = field(line, "avg300="), total = field(line, "total=");
       if (!a10 || !a60 || !a300 || !total) return std::nullopt;
+      // total= counts microseconds: a value no int64 holds (or NaN) is not PSI text.
+      if (!(*total >= 0 && *total < 0x1p63)) return std::nullopt;
       if (is_some) {
         p.some_avg10 = *a10, p.some_avg60 = *a60, p.some_avg300 = *a300;
         p.some_total_us = static_cast<std::int64_t>(*total);

@@ -94,7 +94,8 @@ std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_vie
       std::int64_t n = 0;
       if (!to_number(v.substr(0, sp), n)) return std::nullopt;
       const bool kb = sp != std::string_view::npos && v.substr(sp + 1).starts_with("kB");
-      return kb ? n * 1024 : n;
+      if (kb && __builtin_mul_overflow(n, 1024, &n)) return std::nullopt;  // no such size
+      return n;
     }
     if (eol == std::string_view::npos) break;
     pos = eol + 1;

@@ -9,6 +9,10 @@ namespace {
 
 constexpr const char* kDefaultLibrary = "libnvidia-ml.so.1";
 
+// More compute processes than any GPU runs: a driver's count beyond this is not believed
+// (a bad count must not make the watchdog allocate gigabytes).
+constexpr std::size_t kMaxProcesses = 4096;
+
 // A versioned entry point that is there but not implemented by this driver.
 bool entry_point_refused(Return code) {
   return code == kErrorFunctionNotFound || code == kErrorArgumentVersionMismatch;
@@ -222,7 +226,11 @@ Return NvmlLibrary::compute_processes(Device device, ProcessBuffer& buffer,
       unsigned int count = static_cast<unsigned int>(vec.size());
       const Return rc = fn(device, &count, vec.data());
       if (rc == kErrorInsufficientSize) {
-        vec.resize(std::max<std::size_t>(static_cast<std::size_t>(count) + 8, vec.size() * 2));
+        const std::size_t grown =
+            std::min(std::max<std::size_t>(static_cast<std::size_t>(count) + 8, vec.size() * 2),
+                     kMaxProcesses);
+        if (grown <= vec.size()) return rc;
+        vec.resize(grown);
         continue;
       }
       if (rc == kSuccess) {

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace kwd::loop {
+
+// One watched kernel = one single-threaded loop: plain fds and ZeroMQ sockets in one poll(2),
+// plus timers. Handlers run on the loop's thread, one at a time.
+//
+// ZeroMQ sockets are watched through their ZMQ_FD, which only says "look at ZMQ_EVENTS":
+// it is edge-like, and any operation on the socket can consume the wake-up that announced a
+// message. So a socket's events are read after its fd fires, after its handler ran (until
+// it has nothing left), and after socket_used(). An idle wake-up then costs one poll(2), not
+// the two zmq_poll passes with a check of every socket that zmq_poll makes.
+class EventLoop {
+ public:
+  using Handler = std::function<void()>;
+  using TimerId = std::uint64_t;
+
+  void watch_fd(int fd, Handler on_readable);
+  // `zmq_socket` is the raw libzmq handle (cppzmq: `socket.handle()`). The handler is called
+  // while the socket has input; it may leave some for the next call (a budget), never all.
+  void watch_socket(void* zmq_socket, Handler on_readable);
+  void unwatch_fd(int fd);
+  void unwatch_socket(void* zmq_socket);
+  // Code that sends on, connects or reconnects a watched socket outside its own handler says
+  // so, because that can swallow the wake-up of a message that arrived meanwhile.
+  void socket_used(void* zmq_socket);
+
+  TimerId every(std::chrono::milliseconds interval, Handler on_tick);
+  TimerId after(std::chrono::milliseconds delay, Handler on_fire);
+  void cancel(TimerId id);
+
+  // Runs until stop(); returns false if polling itself failed.
+  bool run();
+  void stop() noexcept { running_ = false; }
+
+ private:
+  struct Watch {
+    void* socket;
+    int fd;  // a socket's ZMQ_FD; -1 if libzmq would not give one (checked on every pass)
+    Handler handler;
+    bool removed;
+    bool check;  // a socket whose events must be read before the loop may block
+  };
+  struct Timer {
+    TimerId id;
+    std::int64_t due_ns;
+    std::int64_t interval_ns;  // 0 = one-shot
+    Handler handler;
+  };
+  // Calls the handler of every socket that has input; true if any may have more.
+  bool service_sockets();
+  void fire_due_timers();
+  [[nodiscard]] long poll_timeout_ms() const;
+
+  std::vector<Watch> watches_;
+  std::vector<Timer> timers_;
+  TimerId next_timer_ = 1;
+  std::int64_t next_socket_sweep_ns_ = 0;
+  bool running_ = false;
+};
+
+}  // namespace kwd::loop

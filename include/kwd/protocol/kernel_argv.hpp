@@ -1,0 +1,23 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kwd::protocol {
+
+// The connection file named in a kernel's argv: `-f PATH`, `-f=PATH`, `--f=PATH`,
+// `--f PATH`, `--connection-file PATH`, `--connection-file=PATH` (ipykernel and most
+// kernels built on its launcher accept these).
+std::optional<std::string> find_connection_file(const std::vector<std::string>& kernel_argv);
+
+// Where the kernel will read (or write) the file it was given, as ipykernel resolves it: an
+// absolute path as it is; a relative one in the working directory if it is there, else in
+// Jupyter's runtime directory ($JUPYTER_RUNTIME_DIR, or runtime/ under the user data dir);
+// a bare name found in neither is one the kernel creates in the runtime directory.
+std::string resolve_connection_file(const std::string& named);
+
+// "kernel-4f6c….json" -> "4f6c…"; otherwise the file's stem; "" without a file.
+std::string kernel_id_from_connection_file(const std::string& path);
+
+}  // namespace kwd::protocol

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "kwd/report/report_file.hpp"
+#include "kwd/report/report_store.hpp"
+
+namespace kwd::report {
+
+// One line of `reports list`: what any report, whole, half-filled or unreadable, can say.
+struct ListedReport {
+  StoredReport stored;
+  // When the kernel died: kernel.died_at_ms, else (a hang report) hang.detected_at_ms, else
+  // the file's modification time. Newest first by this.
+  std::int64_t at_ms = 0;
+  std::string when;    // at_ms (or the report's own died_at text) for people
+  std::string kernel;  // the kernel id, else "pid N", else "?"
+  std::string cause;   // the diagnosis headline, else how it ended; or why it could not be read
+  bool readable = false;
+};
+
+ListedReport list_row(const StoredReport& stored, const nlohmann::json& document);
+ListedReport list_row(const StoredReport& stored, const ReportFile& file);
+
+// Every report of the store, read and ordered newest first; a file that cannot be read is a
+// row that says why.
+std::vector<ListedReport> list_reports(const ReportStore& store);
+
+// The table as `reports list` prints it: made safe for a terminal, one line each.
+std::string list_header();
+std::string format_list_row(const ListedReport& row);
+
+}  // namespace kwd::report

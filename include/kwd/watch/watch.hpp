@@ -1,0 +1,110 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kwd/loop/event_loop.hpp"
+#include "kwd/probes/probe.hpp"
+#include "kwd/protocol/kernel_listener.hpp"
+#include "kwd/timeline/timeline.hpp"
+#include "kwd/util/byte_ring.hpp"
+#include "kwd/watch/death_source.hpp"
+
+namespace kwd::watch {
+
+struct WatchOptions {
+  pid_t kernel_pid = -1;
+  std::string connection_file;    // empty: no IOPub or heartbeat, the process alone is watched
+  std::string mode = "launcher";  // report field watchdog.mode: launcher | daemon | smoke
+  std::vector<std::string> kernel_argv;
+  std::chrono::milliseconds sample_interval{100};
+  std::chrono::seconds full_rate_window{120};
+  protocol::ListenerOptions listener;
+  probes::ProbeOptions probes;  // kernel_pid is filled in from kernel_pid
+  bool fingerprint = true;
+  // A collector (a section of the report) that takes longer than this is named under the
+  // report's `problems`; the report is written all the same.
+  std::chrono::milliseconds collector_budget{200};
+};
+
+// What a front end adds to a report: what only it knows.
+struct ReportContext {
+  const ProcessEnd* end = nullptr;             // null for a hang report (the kernel is alive)
+  std::int64_t at_ms = 0;                      // death, or hang detection
+  std::vector<std::string> watchdog_received;  // signals the watchdog itself was sent
+  bool faulthandler = false;
+  std::vector<std::string> notes;
+};
+
+// One watched kernel: its listeners (IOPub, heartbeat), probes, memory timeline and stderr
+// tail, on the caller's event loop, and one death event. The front ends compose it: `run`
+// with a child it launched, the daemon with kernels it found. It decides nothing about
+// whether a death was a crash (that is the front end's policy and the diagnosis's job); it
+// gathers the facts.
+class Watch {
+ public:
+  // The process has ended and what it published last has been read.
+  using DeathHandler = std::function<void(const ProcessEnd&, std::int64_t died_at_ms)>;
+  using HangHandler = std::function<void(const protocol::HangEvidence&)>;
+
+  Watch(loop::EventLoop& loop, WatchOptions options, std::unique_ptr<DeathSource> death,
+        DeathHandler on_death, HangHandler on_hang);
+  ~Watch();
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+
+  // Probes, listeners and timers; never throws (what cannot be watched is said once).
+  void start();
+  // Adds probes beyond the platform's (tests: probes that fail on purpose).
+  void add_probe(std::unique_ptr<probes::Probe> probe);
+  // The owner's stderr capture of the kernel, when it has one; it must outlive the Watch.
+  void set_stderr_tail(const util::ByteRing* tail) { stderr_tail_ = tail; }
+  // Takes a memory sample now (besides the timer's): a cell edge, a write on stderr.
+  void sample_now();
+  // Asks the death source (a parent's SIGCHLD says when); calls the death handler once.
+  void check_death();
+
+  [[nodiscard]] pid_t pid() const { return options_.kernel_pid; }
+  [[nodiscard]] bool shutdown_requested() const;
+  [[nodiscard]] std::int64_t started_at_ms() const { return started_at_ms_; }
+  [[nodiscard]] std::int64_t last_sample_ns() const { return last_sample_ns_; }
+  [[nodiscard]] const timeline::Timeline& timeline() const { return timeline_; }
+  [[nodiscard]] const protocol::KernelListener* listener() const { return listener_.get(); }
+
+  // The report document of the death or hang in `context`, diagnosis included. Each
+  // section is gathered on its own: one that throws or overruns its budget is named under
+  // `problems` and the rest is kept. Never throws.
+  nlohmann::json build_report(const ReportContext& context, const std::string& id);
+
+ private:
+  void on_sample_tick();
+  void on_death_fd();
+  void finish(const ProcessEnd& end);
+
+  loop::EventLoop& loop_;
+  WatchOptions options_;
+  std::unique_ptr<DeathSource> death_;
+  DeathHandler on_death_;
+  HangHandler on_hang_;
+  probes::ProbeList probes_;
+  timeline::Timeline timeline_;
+  const util::ByteRing* stderr_tail_ = nullptr;
+  std::int64_t started_at_ms_ = 0;
+  std::int64_t last_sample_ns_ = 0;
+  bool started_ = false;
+  bool dead_ = false;
+  std::optional<loop::EventLoop::TimerId> sample_timer_;
+  std::optional<loop::EventLoop::TimerId> death_retry_timer_;
+  // IOPub + heartbeat; declared last (it unregisters from the loop when destroyed).
+  std::unique_ptr<protocol::KernelListener> listener_;
+};
+
+}  // namespace kwd::watch

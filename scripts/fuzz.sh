@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/, clang, ASan + UBSan) into build-fuzz and runs
+# each on its seed corpus tests/fuzz/corpus/<target>/ for FUZZ_SECONDS (default 30), FUZZ_JOBS
+# (default: the number of cores) at a time.
+#   scripts/fuzz.sh [TARGET...]      e.g. scripts/fuzz.sh wire iopub
+# What a run finds is kept in build-fuzz/corpus/<target>/ (never written into the repo); a
+# crash, leak, UB or timeout leaves its input in build-fuzz/findings/ and fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${FUZZ_SECONDS:-30}"
+
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKWD_FUZZ=ON -DKWD_BUILD_TESTS=OFF >/dev/null
+cmake --build build-fuzz -j "${KWD_BUILD_JOBS:-$(nproc)}" --target kwd-fuzzers
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in tests/fuzz/fuzz_*.cpp; do
+    n="$(basename "$f" .cpp)"
+    targets+=("${n#fuzz_}")
+  done
+fi
+
+export ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
+mkdir -p build-fuzz/findings
+
+# One target: its log in build-fuzz/fuzz-<target>.log, a line saying how it went.
+fuzz_one() {
+  local t="$1" log="build-fuzz/fuzz-$1.log"
+  mkdir -p "build-fuzz/corpus/$t"
+  # Seeds: tests/fuzz/corpus/<target>, and the test fixtures of that name (diagnosis: reports).
+  local seeds=("tests/fuzz/corpus/$t")
+  if [ -d "tests/fixtures/$t" ]; then seeds+=("tests/fixtures/$t"); fi
+  if "build-fuzz/tests/fuzz/kwd-fuzz-$t" -max_total_time="$seconds" -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t-" \
+      "build-fuzz/corpus/$t" "${seeds[@]}" >"$log" 2>&1; then
+    echo "fuzz $t: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$log" | tail -1)"
+  else
+    echo "fuzz $t: FAILED (build-fuzz/findings/, $log)"
+    tail -60 "$log"
+    return 1
+  fi
+}
+
+# As many at a time as there are cores (each target is one process).
+jobs="${FUZZ_JOBS:-$(nproc)}"
+rm -f build-fuzz/failed-*
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+    sleep 1
+  done
+  (fuzz_one "$t" || touch "build-fuzz/failed-$t") &
+done
+wait
+if compgen -G "build-fuzz/failed-*" >/dev/null; then
+  exit 1
+fi

@@ -1,0 +1,65 @@
+#include "kwd/launch/child_process.hpp"
+
+#include <spawn.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace kwd::launch {
+namespace {
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& s : strings)
+    out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// RAII for the posix_spawn attribute objects.
+struct SpawnAttributes {
+  posix_spawnattr_t attr{};
+  posix_spawn_file_actions_t actions{};
+  SpawnAttributes() {
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_init(&actions);
+  }
+  ~SpawnAttributes() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+  SpawnAttributes(const SpawnAttributes&) = delete;
+  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+};
+
+}  // namespace
+
+ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
+  if (request.argv.empty()) throw SpawnError("no kernel command given", EINVAL);
+  SpawnAttributes sa;
+  // No POSIX_SPAWN_SETPGROUP / setsid: the kernel stays in our process group on purpose.
+  // Handlers we installed do not survive exec, but ignored dispositions (SIGPIPE) would.
+  posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setsigdefault(&sa.attr, &request.reset_to_default);
+  if (request.stderr_fd >= 0) posix_spawn_file_actions_adddup2(&sa.actions, request.stderr_fd, 2);
+
+  auto argv = c_strings(request.argv);
+  auto envp = c_strings(request.environment);
+  ChildProcess child;
+  const int rc =
+      posix_spawnp(&child.pid_, argv[0], &sa.actions, &sa.attr, argv.data(), envp.data());
+  if (rc != 0) {
+    throw SpawnError("cannot start " + request.argv[0] + ": " + std::strerror(rc), rc);
+  }
+  return child;
+}
+
+bool ChildProcess::send_signal(int signal) const {
+  return ::kill(pid_, signal) == 0;
+}
+
+}  // namespace kwd::launch

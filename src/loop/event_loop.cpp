@@ -1,0 +1,191 @@
+#include "kwd/loop/event_loop.hpp"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+
+#include "kwd/util/clock.hpp"
+
+namespace kwd::loop {
+
+namespace {
+
+// Every socket's events are read at least this often whatever its fd says: a wake-up lost
+// to an operation nobody reported costs at most this much delay, never a stall.
+constexpr std::int64_t kSocketSweepNs = 1'000'000'000;
+// A socket without a ZMQ_FD is looked at this often.
+constexpr long kFdlessSocketPollMs = 20;
+
+// A handler's exception stops at the loop: whatever one part of the watchdog could not do,
+// the kernel is still watched, and its death still reported and mirrored (fail open).
+void call(const EventLoop::Handler& handler) {
+  try {
+    handler();
+  } catch (const std::exception& e) {
+    spdlog::error("internal error, carrying on: {}", e.what());
+  }
+}
+
+}  // namespace
+
+void EventLoop::watch_fd(int fd, Handler on_readable) {
+  watches_.push_back({nullptr, fd, std::move(on_readable), false, false});
+}
+
+void EventLoop::watch_socket(void* zmq_socket, Handler on_readable) {
+  int fd = -1;
+  std::size_t size = sizeof fd;
+  if (zmq_getsockopt(zmq_socket, ZMQ_FD, &fd, &size) != 0) fd = -1;
+  watches_.push_back({zmq_socket, fd, std::move(on_readable), false, true});
+}
+
+void EventLoop::socket_used(void* zmq_socket) {
+  for (auto& w : watches_)
+    if (w.socket == zmq_socket) w.check = true;
+}
+
+void EventLoop::unwatch_fd(int fd) {
+  for (auto& w : watches_)
+    if (w.socket == nullptr && w.fd == fd) w.removed = true;
+}
+
+void EventLoop::unwatch_socket(void* zmq_socket) {
+  for (auto& w : watches_)
+    if (w.socket == zmq_socket) w.removed = true;
+}
+
+EventLoop::TimerId EventLoop::every(std::chrono::milliseconds interval, Handler on_tick) {
+  const std::int64_t ns = std::max<std::int64_t>(interval.count(), 1) * 1'000'000;
+  timers_.push_back({next_timer_, util::steady_ns() + ns, ns, std::move(on_tick)});
+  return next_timer_++;
+}
+
+EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, Handler on_fire) {
+  timers_.push_back(
+      {next_timer_, util::steady_ns() + delay.count() * 1'000'000, 0, std::move(on_fire)});
+  return next_timer_++;
+}
+
+void EventLoop::cancel(TimerId id) {
+  std::erase_if(timers_, [id](const Timer& t) { return t.id == id; });
+}
+
+long EventLoop::poll_timeout_ms() const {
+  bool have_sockets = false, fdless_socket = false;
+  for (const auto& w : watches_) {
+    if (w.socket == nullptr || w.removed) continue;
+    have_sockets = true;
+    fdless_socket = fdless_socket || w.fd < 0;
+  }
+  if (timers_.empty() && !have_sockets) return -1;
+  std::int64_t soonest = have_sockets ? next_socket_sweep_ns_ : INT64_MAX;
+  for (const auto& t : timers_)
+    soonest = std::min(soonest, t.due_ns);
+  const std::int64_t wait_ns = soonest - util::steady_ns();
+  if (wait_ns <= 0) return 0;
+  const long wait_ms =
+      static_cast<long>(std::min<std::int64_t>((wait_ns + 999'999) / 1'000'000, INT32_MAX));
+  return fdless_socket ? std::min(wait_ms, kFdlessSocketPollMs) : wait_ms;
+}
+
+bool EventLoop::service_sockets() {
+  bool more = false;
+  // By index: a handler may add watches and move `watches_`.
+  for (std::size_t i = 0; i < watches_.size() && running_; ++i) {
+    if (watches_[i].socket == nullptr || watches_[i].removed) continue;
+    if (!watches_[i].check && watches_[i].fd >= 0) continue;
+    int events = 0;
+    std::size_t size = sizeof events;
+    if (zmq_getsockopt(watches_[i].socket, ZMQ_EVENTS, &events, &size) != 0) {
+      // Interrupted by a signal: ask again on the next pass. Anything else (a socket being
+      // torn down) is left to the sweep.
+      if (zmq_errno() == EINTR)
+        more = true;
+      else
+        watches_[i].check = false;
+      continue;
+    }
+    if ((events & ZMQ_POLLIN) == 0) {
+      watches_[i].check = false;
+      continue;
+    }
+    Handler handler = watches_[i].handler;
+    call(handler);
+    // Its events are read again before the loop blocks: it may have left input behind.
+    if (i < watches_.size() && !watches_[i].removed) watches_[i].check = true;
+    more = true;
+  }
+  return more;
+}
+
+void EventLoop::fire_due_timers() {
+  const std::int64_t now = util::steady_ns();
+  std::vector<TimerId> due;
+  for (const auto& t : timers_)
+    if (t.due_ns <= now) due.push_back(t.id);
+  for (TimerId id : due) {
+    auto it =
+        std::find_if(timers_.begin(), timers_.end(), [id](const Timer& t) { return t.id == id; });
+    if (it == timers_.end()) continue;  // cancelled by an earlier handler
+    Handler handler = it->handler;
+    if (it->interval_ns > 0) {
+      // Skip missed ticks rather than bursting to catch up.
+      do
+        it->due_ns += it->interval_ns;
+      while (it->due_ns <= now);
+    } else {
+      timers_.erase(it);
+    }
+    call(handler);
+    if (!running_) return;
+  }
+}
+
+bool EventLoop::run() {
+  running_ = true;
+  next_socket_sweep_ns_ = util::steady_ns() + kSocketSweepNs;
+  std::vector<pollfd> fds;
+  std::vector<std::size_t> owners;
+  while (running_) {
+    std::erase_if(watches_, [](const Watch& w) { return w.removed; });
+    const bool sockets_have_more = service_sockets();
+    if (!running_) break;
+    fds.clear();
+    owners.clear();
+    for (std::size_t i = 0; i < watches_.size(); ++i) {
+      if (watches_[i].fd < 0) continue;
+      fds.push_back({watches_[i].fd, POLLIN, 0});
+      owners.push_back(i);
+    }
+    const long timeout = sockets_have_more ? 0 : poll_timeout_ms();
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(timeout));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      running_ = false;
+      return false;
+    }
+    for (std::size_t k = 0; k < fds.size() && running_ && n > 0; ++k) {
+      if ((fds[k].revents & (POLLIN | POLLERR | POLLHUP)) == 0) continue;
+      if (watches_[owners[k]].removed) continue;
+      if (watches_[owners[k]].socket != nullptr) {
+        watches_[owners[k]].check = true;
+        continue;
+      }
+      Handler handler = watches_[owners[k]].handler;  // it may add watches and move `watches_`
+      call(handler);
+    }
+    if (const std::int64_t now = util::steady_ns(); now >= next_socket_sweep_ns_) {
+      next_socket_sweep_ns_ = now + kSocketSweepNs;
+      for (auto& w : watches_)
+        if (w.socket != nullptr) w.check = true;
+    }
+    if (running_) fire_due_timers();
+  }
+  return true;
+}
+
+}  // namespace kwd::loop

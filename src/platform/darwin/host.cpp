@@ -1,0 +1,34 @@
+// Not built on this project's Linux CI; written from Apple's documented APIs.
+#include "kwd/platform/host.hpp"
+
+#include <mach-o/dyld.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+namespace kwd::platform {
+namespace fs = std::filesystem;
+
+fs::path self_executable() {
+  std::uint32_t size = 0;
+  _NSGetExecutablePath(nullptr, &size);
+  std::vector<char> buf(size + 1);
+  if (_NSGetExecutablePath(buf.data(), &size) == 0) return fs::weakly_canonical(buf.data());
+  return {};
+}
+
+std::string default_opener() {
+  return "open";
+}
+
+fs::path jupyter_user_data_dir() {
+  const char* home = std::getenv("HOME");
+  return fs::path(home != nullptr ? home : "") / "Library" / "Jupyter";
+}
+
+std::optional<int> run_internal_step(int /*argc*/, char** /*argv*/) {
+  return std::nullopt;
+}
+
+}  // namespace kwd::platform

@@ -1,0 +1,36 @@
+#include "kwd/platform/host.hpp"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "kwd/platform/linux/enter_cgroup.hpp"
+
+namespace kwd::platform {
+namespace fs = std::filesystem;
+
+fs::path self_executable() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : p;
+}
+
+std::string default_opener() {
+  return "xdg-open";
+}
+
+fs::path jupyter_user_data_dir() {
+  const char* xdg = std::getenv("XDG_DATA_HOME");
+  if (xdg != nullptr && *xdg != '\0') return fs::path(xdg) / "jupyter";
+  const char* home = std::getenv("HOME");
+  return fs::path(home != nullptr ? home : "") / ".local" / "share" / "jupyter";
+}
+
+std::optional<int> run_internal_step(int argc, char** argv) {
+  // `run --memory-limit` starts the kernel through this step (see enter_cgroup.hpp); it
+  // must exec the kernel before anything else is set up.
+  if (argc > 1 && std::string_view(argv[1]) == linux_cgroup::kEnterCgroupVerb)
+    return linux_cgroup::enter_cgroup_and_exec(argc, argv);
+  return std::nullopt;
+}
+
+}  // namespace kwd::platform

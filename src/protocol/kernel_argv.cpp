@@ -1,0 +1,53 @@
+#include "kwd/protocol/kernel_argv.hpp"
+
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
+
+#include "kwd/kernelspec/kernelspec.hpp"
+
+namespace kwd::protocol {
+
+std::optional<std::string> find_connection_file(const std::vector<std::string>& argv) {
+  static constexpr std::array<std::string_view, 3> kFlags{"-f", "--f", "--connection-file"};
+  // argv[0] is the program; scanning from 1 keeps a program called "-f" out of it.
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg == "--") break;
+    for (std::string_view flag : kFlags) {
+      if (arg == flag && i + 1 < argv.size()) return argv[i + 1];
+      if (arg.size() > flag.size() + 1 && arg.starts_with(flag) && arg[flag.size()] == '=')
+        return arg.substr(flag.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string resolve_connection_file(const std::string& named) {
+  namespace fs = std::filesystem;
+  const fs::path path(named);
+  if (named.empty() || path.is_absolute()) return named;
+  std::error_code ec;
+  const fs::path in_cwd = fs::absolute(path, ec);
+  if (ec) return named;
+  if (fs::exists(in_cwd, ec)) return in_cwd.lexically_normal().string();
+  const char* runtime_env = std::getenv("JUPYTER_RUNTIME_DIR");
+  const fs::path runtime = runtime_env != nullptr && *runtime_env != '\0'
+                               ? fs::path(runtime_env)
+                               : kernelspec::user_data_dir() / "runtime";
+  const fs::path in_runtime = runtime / path;
+  if (fs::exists(in_runtime, ec)) return in_runtime.lexically_normal().string();
+  if (!path.has_parent_path()) return in_runtime.lexically_normal().string();
+  return in_cwd.lexically_normal().string();
+}
+
+std::string kernel_id_from_connection_file(const std::string& path) {
+  if (path.empty()) return {};
+  std::string stem = std::filesystem::path(path).stem().string();
+  if (stem.starts_with("kernel-")) stem.erase(0, 7);
+  return stem;
+}
+
+}  // namespace kwd::protocol

@@ -1,0 +1,76 @@
+#include "kwd/report/report_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "kwd/util/unique_fd.hpp"
+
+namespace kwd::report {
+namespace {
+
+using nlohmann::json;
+
+// Thrown from the parser callback to stop at the first level too deep, before the parser has
+// built (or the caller could render) anything deeper.
+struct TooDeep {};
+
+ReportFile refused(const std::string& name, std::string why) {
+  return {name, std::nullopt, std::move(why)};
+}
+
+ReportFile too_large(const std::string& name) {
+  return refused(name, "larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB");
+}
+
+}  // namespace
+
+ReportFile parse_report(std::string_view text, const std::string& name) {
+  if (text.size() > kMaxReportBytes) return too_large(name);
+  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxReportDepth)
+      throw TooDeep{};
+    return true;
+  };
+  try {
+    json doc = json::parse(text, limit_depth);
+    if (!doc.is_object()) return refused(name, "not a JSON object");
+    return {name, std::move(doc), {}};
+  } catch (const TooDeep&) {
+    return refused(name, "nested deeper than " + std::to_string(kMaxReportDepth) + " levels");
+  } catch (const json::parse_error& e) {
+    return refused(name, "not valid JSON (at byte " + std::to_string(e.byte) + ")");
+  } catch (const std::exception& e) {
+    return refused(name, e.what());
+  }
+}
+
+ReportFile read_report_file(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  // Non-blocking, so that a FIFO put in place of a report cannot hang the reader.
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd) return refused(name, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return refused(name, "not a regular file");
+  if (static_cast<std::uintmax_t>(st.st_size) > kMaxReportBytes) return too_large(name);
+  // The size is checked again while reading: the file may grow meanwhile.
+  std::string text;
+  text.reserve(static_cast<std::size_t>(st.st_size));
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return refused(name, std::string("cannot read: ") + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > kMaxReportBytes) break;
+  }
+  return parse_report(text, name);
+}
+
+}  // namespace kwd::report

@@ -1,0 +1,76 @@
+#include "kwd/watch/termination.hpp"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+namespace kwd::watch {
+
+Termination Termination::from_wait_status(int status) {
+  Termination t;
+  if (WIFSIGNALED(status)) {
+    t.signaled = true;
+    t.signal = WTERMSIG(status);
+#ifdef WCOREDUMP
+    t.core_dumped = WCOREDUMP(status);
+#endif
+  } else if (WIFEXITED(status)) {
+    t.exit_code = WEXITSTATUS(status);
+  }
+  return t;
+}
+
+std::string Termination::describe() const {
+  if (!signaled) return "exited with status " + std::to_string(exit_code);
+  return "killed by " + signal_name(signal) + (core_dumped ? " (core dumped)" : "");
+}
+
+std::string signal_name(int signal) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  if (const char* abbrev = sigabbrev_np(signal)) return std::string("SIG") + abbrev;
+#else
+  switch (signal) {
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGILL:
+      return "SIGILL";
+    case SIGTRAP:
+      return "SIGTRAP";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGALRM:
+      return "SIGALRM";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGXCPU:
+      return "SIGXCPU";
+    case SIGXFSZ:
+      return "SIGXFSZ";
+    case SIGSYS:
+      return "SIGSYS";
+    default:
+      break;
+  }
+#endif
+  return "SIG" + std::to_string(signal);
+}
+
+}  // namespace kwd::watch

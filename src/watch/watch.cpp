@@ -1,0 +1,277 @@
+#include "kwd/watch/watch.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "kwd/diagnosis/diagnose.hpp"
+#include "kwd/fingerprint/make_fingerprint_probe.hpp"
+#include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/report/report_document.hpp"
+#include "kwd/timeline/trend.hpp"
+#include "kwd/util/clock.hpp"
+
+namespace kwd::watch {
+namespace {
+
+using nlohmann::json;
+
+std::size_t samples_in(std::chrono::seconds window, std::chrono::milliseconds interval) {
+  const auto n = std::chrono::duration_cast<std::chrono::milliseconds>(window).count() /
+                 std::max<std::int64_t>(interval.count(), 1);
+  return static_cast<std::size_t>(std::max<std::int64_t>(n, 16));
+}
+
+// Runs one collector of the report: whatever it throws, or a run past its budget, becomes a
+// line of `problems` instead of the loss of the whole report.
+class Collectors {
+ public:
+  explicit Collectors(std::chrono::milliseconds budget) : budget_ms_(budget.count()) {}
+
+  template <typename F>
+  void run(const std::string& name, F&& collect) {
+    const std::int64_t t0 = util::steady_ns();
+    try {
+      collect();
+    } catch (const std::exception& e) {
+      problems_.push_back({{"collector", name}, {"problem", e.what()}});
+    } catch (...) {
+      problems_.push_back({{"collector", name}, {"problem", "unknown exception"}});
+    }
+    const std::int64_t took_ms = (util::steady_ns() - t0) / 1'000'000;
+    if (took_ms > budget_ms_)
+      problems_.push_back({{"collector", name},
+                           {"problem", "took " + std::to_string(took_ms) + " ms (budget " +
+                                           std::to_string(budget_ms_) + " ms)"}});
+  }
+  [[nodiscard]] const json& problems() const { return problems_; }
+
+ private:
+  std::int64_t budget_ms_;
+  json problems_ = json::array();
+};
+
+}  // namespace
+
+Watch::Watch(loop::EventLoop& loop, WatchOptions options, std::unique_ptr<DeathSource> death,
+             DeathHandler on_death, HangHandler on_hang)
+    : loop_(loop),
+      options_(std::move(options)),
+      death_(std::move(death)),
+      on_death_(std::move(on_death)),
+      on_hang_(std::move(on_hang)),
+      // Before the full-rate window: one max-folded sample per 10 s for the last 2 hours.
+      timeline_(samples_in(options_.full_rate_window, options_.sample_interval), 10'000, 720) {
+  options_.probes.kernel_pid = options_.kernel_pid;
+}
+
+Watch::~Watch() {
+  if (sample_timer_) loop_.cancel(*sample_timer_);
+  if (death_retry_timer_) loop_.cancel(*death_retry_timer_);
+  if (death_ && death_->fd() >= 0 && started_ && !dead_) loop_.unwatch_fd(death_->fd());
+}
+
+void Watch::add_probe(std::unique_ptr<probes::Probe> probe) {
+  probes_.push_back(std::move(probe));
+}
+
+void Watch::start() {
+  started_ = true;
+  started_at_ms_ = util::wall_ms();
+  auto platform = probes::make_probes(options_.probes);
+  if (options_.fingerprint)
+    platform.push_back(fingerprint::make_fingerprint_probe(options_.kernel_pid));
+  // The platform's first (the process tree updates who belongs to the kernel), then extras.
+  std::move(probes_.begin(), probes_.end(), std::back_inserter(platform));
+  probes_ = std::move(platform);
+  for (const auto& p : probes_) {
+    const auto st = p->status();
+    // Debug, not info: "no NVIDIA driver" on a laptop is normal, and this line would land in
+    // the Jupyter server's log at every kernel start. The report lists every probe's status.
+    if (!st.available) spdlog::debug("probe {} unavailable: {}", st.name, st.reason);
+  }
+  // Fail open: the listener never throws out of start(); whatever it cannot do, it says
+  // once and the process is watched regardless.
+  listener_ = std::make_unique<protocol::KernelListener>(
+      loop_, options_.kernel_pid, options_.connection_file, options_.listener, on_hang_,
+      [this] { sample_now(); });
+  listener_->start();
+  sample_timer_ = loop_.every(options_.sample_interval, [this] { on_sample_tick(); });
+  if (death_->fd() >= 0) loop_.watch_fd(death_->fd(), [this] { on_death_fd(); });
+  on_sample_tick();
+}
+
+void Watch::sample_now() {
+  on_sample_tick();
+}
+
+void Watch::on_sample_tick() {
+  last_sample_ns_ = util::steady_ns();
+  timeline::MemorySample sample;
+  sample.t_ms = util::wall_ms();
+  for (auto& p : probes_)
+    p->sample(sample);
+  if (sample.rss >= 0) timeline_.add(sample);
+  if (listener_) listener_->on_memory_sample(sample);
+}
+
+void Watch::on_death_fd() {
+  // A pidfd stays readable once the process is gone: look once, then on a short timer while
+  // its status is not yet known (the parent has not reaped it).
+  loop_.unwatch_fd(death_->fd());
+  check_death();
+  if (!dead_)
+    death_retry_timer_ = loop_.every(std::chrono::milliseconds(5), [this] { check_death(); });
+}
+
+void Watch::check_death() {
+  if (dead_) return;
+  const auto end = death_->check();
+  if (!end) return;
+  dead_ = true;
+  if (death_retry_timer_) {
+    loop_.cancel(*death_retry_timer_);
+    death_retry_timer_.reset();
+  }
+  finish(*end);
+}
+
+void Watch::finish(const ProcessEnd& end) {
+  const std::int64_t died_at_ms = util::wall_ms();
+  if (sample_timer_) {
+    loop_.cancel(*sample_timer_);
+    sample_timer_.reset();
+  }
+  // What the kernel published last (a shutdown_reply, its last outputs) may still be on its
+  // way through libzmq's I/O thread. A dead process sends nothing more, so what is coming is
+  // already in our socket buffers: a short quiet spell ends the wait. An exit status gets a
+  // longer one, because a shutdown_reply decides whether it is a crash at all; after a fatal
+  // signal only the last outputs are at stake, and the report is due within milliseconds.
+  const bool clean = end.status && end.status->clean_exit();
+  if (listener_ && !clean) {
+    const bool signaled = end.status && end.status->signaled;
+    listener_->drain(std::chrono::milliseconds(signaled ? 5 : 20), std::chrono::milliseconds(150));
+  }
+  probes::KernelExit how;
+  if (end.status) how = {end.status->signaled, end.status->signal};
+  for (auto& p : probes_) {
+    try {
+      p->on_kernel_exit(how);
+    } catch (const std::exception& e) {
+      spdlog::debug("probe {}: {}", p->status().name, e.what());
+    }
+  }
+  on_death_(end, died_at_ms);
+}
+
+bool Watch::shutdown_requested() const {
+  return listener_ && listener_->shutdown_requested();
+}
+
+json Watch::build_report(const ReportContext& ctx, const std::string& id) {
+  json r;
+  Collectors collectors(options_.collector_budget);
+  const ProcessEnd* end = ctx.end;
+  const std::int64_t at_ms = ctx.at_ms;
+  r["schema"] = report::kSchemaName;
+  r["schema_version"] = report::kSchemaVersion;
+  r["id"] = id;
+  r["kind"] = end != nullptr ? "crash" : "hang";
+  r["watchdog"] = {{"version", KWD_VERSION},
+                   {"pid", ::getpid()},
+                   {"mode", options_.mode},
+                   {"faulthandler", ctx.faulthandler}};
+
+  collectors.run("kernel", [&] {
+    auto& kernel = r["kernel"];
+    const std::string& file = options_.connection_file;
+    kernel["argv"] = options_.kernel_argv;
+    kernel["pid"] = options_.kernel_pid;
+    kernel["connection_file"] = file.empty() ? json(nullptr) : json(file);
+    kernel["kernel_id"] = protocol::kernel_id_from_connection_file(file);
+    kernel["started_at"] = util::iso8601_utc(started_at_ms_);
+    kernel["died_at"] = end != nullptr ? json(util::iso8601_utc(at_ms)) : json(nullptr);
+    kernel["started_at_ms"] = started_at_ms_;
+    kernel["died_at_ms"] = end != nullptr ? json(at_ms) : json(nullptr);
+    kernel["uptime_s"] = static_cast<double>(at_ms - started_at_ms_) / 1000.0;
+  });
+
+  collectors.run("termination", [&] {
+    if (end == nullptr) {
+      r["termination"] = nullptr;  // a hang report: the kernel is still alive
+      return;
+    }
+    auto& term = r["termination"];
+    if (end->status) {
+      const Termination& t = *end->status;
+      term["kind"] = t.signaled ? "signal" : "exit";
+      term["exit_code"] = t.signaled ? json(nullptr) : json(t.exit_code);
+      term["signal"] = t.signaled ? json(t.signal) : json(nullptr);
+      term["signal_name"] = t.signaled ? json(signal_name(t.signal)) : json(nullptr);
+      term["core_dumped"] = t.core_dumped;
+      term["description"] = t.describe();
+      term["returncode"] = t.popen_returncode();
+    } else {
+      term["kind"] = "unknown";
+      term["exit_code"] = nullptr;
+      term["signal"] = nullptr;
+      term["signal_name"] = nullptr;
+      term["core_dumped"] = false;
+      term["description"] = "ended; how is not known: " + end->how_known;
+      term["returncode"] = nullptr;
+    }
+    term["status_source"] = end->how_known;
+    term["watchdog_received"] = ctx.watchdog_received;
+  });
+
+  collectors.run("memory", [&] {
+    auto& memory = r["memory"];
+    memory["interval_ms"] = options_.sample_interval.count();
+    memory["full_rate_window_s"] = options_.full_rate_window.count();
+    const auto recent = timeline_.recent();
+    memory["samples"] = timeline::samples_to_json(recent);
+    memory["older_samples"] = timeline::samples_to_json(timeline_.coarse());
+    auto& peak = memory["peak"] = json::object();
+    for (const auto& f : timeline::kSeriesFields)
+      if (timeline_.peak().*f.member >= 0) peak[std::string(f.name)] = timeline_.peak().*f.member;
+    memory["trend"] = timeline::trends_to_json(timeline::compute_trends(timeline_));
+    memory["limits"] = timeline::limits_to_json(timeline::compute_limits(recent));
+    memory["last_sample_before_death_ms"] =
+        recent.empty() ? json(nullptr) : json(at_ms - recent.back().t_ms);
+  });
+
+  collectors.run("stderr_tail", [&] {
+    if (stderr_tail_ == nullptr) {
+      r["stderr_tail"] = nullptr;  // not our child: its stderr is not ours to read
+      return;
+    }
+    const auto& tail = *stderr_tail_;
+    r["stderr_tail"] = {{"capacity", tail.capacity()},
+                        {"bytes_total", tail.total_bytes()},
+                        {"truncated", tail.total_bytes() > tail.size()},
+                        {"text", tail.contents()}};
+  });
+
+  auto& probe_list = r["probes"] = json::array();
+  for (const auto& p : probes_) {
+    std::string name = "probe";
+    collectors.run("probe", [&] {
+      const auto st = p->status();
+      name = st.name;
+      probe_list.push_back({{"name", st.name}, {"available", st.available}, {"reason", st.reason}});
+    });
+    collectors.run("probe " + name, [&] { p->contribute(r); });
+  }
+  if (listener_)
+    collectors.run("listener", [&] { listener_->contribute(r, at_ms, end == nullptr); });
+  r["notes"] = ctx.notes;
+  if (listener_)
+    for (const auto& note : listener_->notes())
+      r["notes"].push_back(note);
+  r["problems"] = collectors.problems();
+  diagnosis::complete_report(r);  // last: a pure function of everything above; never throws
+  return r;
+}
+
+}  // namespace kwd::watch

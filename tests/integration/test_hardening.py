@@ -1,0 +1,191 @@
+"""Hostile neighbours: what another local user can do to a watched kernel through the
+shared temporary directory.
+
+The attacker is a real second user (nobody) in a real process, racing the watchdog with
+renameat2(RENAME_EXCHANGE) as the issue's reproduction did.
+"""
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import KWD_BINARY
+
+NOBODY = 65534
+PYTHON = "/usr/bin/python3"
+
+EVIL_SITECUSTOMIZE = """
+import pathlib
+pathlib.Path(__file__).resolve().parents[2].joinpath("pwned").write_text("ran as uid %d" % __import__("os").getuid())
+"""
+
+# Runs as `nobody`: squats ${TMPDIR}/kernel-watchdog-<uid>, keeps exchanging the watchdog's
+# directory with one of its own, and plants its own sitecustomize.py under any shim
+# directory it manages to get hold of.
+ATTACKER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+def exchange(a, b):
+    return libc.renameat2(-100, a.encode(), -100, b.encode(), 2)
+squat, evil, deadline = sys.argv[1], sys.argv[2], time.monotonic() + float(sys.argv[3])
+os.umask(0)
+os.mkdir(squat, 0o777)
+mine = os.path.join(squat, "mine")
+os.mkdir(mine, 0o777)
+n = 0
+while time.monotonic() < deadline:
+    for run in ("run",):
+        exchange(os.path.join(squat, run), mine)
+    for d in (mine, os.path.join(squat, "run")):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(d, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if st.st_uid == 0 and name.startswith("pyshim"):
+                n += 1
+                try:
+                    os.rename(path, os.path.join(squat, "trash-%d" % n))
+                    os.mkdir(path, 0o777)
+                    with open(os.path.join(path, "sitecustomize.py"), "w") as f:
+                        f.write(open(evil).read())
+                except OSError:
+                    pass
+"""
+
+
+def shared_tmp():
+    """A directory like /tmp: root's, sticky, writable by everyone."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="kwd-shared-tmp-", dir="/tmp"))
+    d.chmod(0o1777)
+    return d
+
+
+def as_nobody():
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+@pytest.fixture
+def shared():
+    d = shared_tmp()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def watched_python(tmpdir, report_dir, code):
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "PYTHONPATH")}
+    env["TMPDIR"] = str(tmpdir)
+    env["KERNEL_WATCHDOG_REPORT_DIR"] = str(report_dir)
+    return subprocess.run([KWD_BINARY, "run", "--", PYTHON, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as a second user")
+
+
+@needs_root
+def test_another_user_cannot_plant_a_sitecustomize_through_the_shim_directory(shared, tmp_path):
+    evil = shared / "evil.py"
+    evil.write_text(EVIL_SITECUSTOMIZE)
+    evil.chmod(0o644)
+    squat = shared / f"kernel-watchdog-{os.geteuid()}"
+    attacker = subprocess.Popen([PYTHON, "-c", ATTACKER, str(squat), str(evil), "60"],
+                                preexec_fn=as_nobody)
+    try:
+        deadline = time.monotonic() + 10
+        while not (squat / "mine").exists():
+            assert attacker.poll() is None and time.monotonic() < deadline, "attacker did not start"
+            time.sleep(0.01)
+        checks = "import faulthandler, sys; print(faulthandler.is_enabled())"
+        for attempt in range(12):
+            proc = watched_python(shared, tmp_path / "reports", checks)
+            assert proc.returncode == 0, proc.stderr
+            assert not (shared / "pwned").exists(), (
+                f"attempt {attempt}: the other user's sitecustomize ran in the kernel")
+            # The watchdog's own shim still reached the kernel (it did not just give up).
+            assert proc.stdout.strip() == "True", proc.stderr
+    finally:
+        attacker.kill()
+        attacker.wait()
+    # Nothing of ours was created under the squatted directory.
+    owned_by_us = [p for p in squat.rglob("*") if p.lstat().st_uid == os.geteuid()]
+    assert owned_by_us == []
+
+
+@needs_root
+def test_a_squatted_runtime_directory_does_not_disable_the_shim(shared, tmp_path):
+    squat = shared / f"kernel-watchdog-{os.geteuid()}"
+    squat.mkdir(mode=0o755)
+    os.chown(squat, NOBODY, NOBODY)
+    proc = watched_python(shared, tmp_path / "reports",
+                          "import faulthandler; print(faulthandler.is_enabled())")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True", proc.stderr
+    # The shim lived directly in the shared directory and is gone with the kernel.
+    assert [p.name for p in shared.iterdir() if p != squat] == []
+
+
+@needs_root
+def test_a_shared_directory_writable_by_others_without_sticky_bit_is_refused(tmp_path):
+    loose = pathlib.Path(tempfile.mkdtemp(prefix="kwd-loose-tmp-", dir="/tmp"))
+    try:
+        loose.chmod(0o777)  # anyone may rename what we create here
+        proc = watched_python(loose, tmp_path / "reports",
+                              "import faulthandler; print(faulthandler.is_enabled())")
+        # Fail open: the kernel runs, without the shim, and the reason is said.
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "False"
+        assert "writable by others" in proc.stderr
+        assert list(loose.iterdir()) == []
+    finally:
+        shutil.rmtree(loose, ignore_errors=True)
+
+
+def signal_group_of_watched(tmp_path, handler, sig):
+    """Runs a Python 'kernel' under the watchdog in a session of its own, with `handler` as
+    its disposition for `sig`, sends `sig` to the whole process group as jupyter_client's
+    provisioner does, and returns (return code, watchdog stderr)."""
+    code = ("import signal, sys, time\n"
+            f"signal.signal(signal.{sig.name}, {handler})\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n")
+    env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(tmp_path / "reports"))
+    proc = subprocess.Popen([KWD_BINARY, "run", "--", PYTHON, "-c", code], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout.readline().strip() == "ready"
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, err
+
+
+def test_a_kernel_that_exits_143_on_the_managers_sigterm_gets_no_crash_report(tmp_path):
+    """JVM, Node, shell wrappers and Python kernels with a handler turn SIGTERM into an exit
+    code: the manager asked, so it is not a crash."""
+    rc, err = signal_group_of_watched(tmp_path, "lambda *a: sys.exit(143)", signal.SIGTERM)
+    assert rc == 143, err
+    reports = tmp_path / "reports"
+    assert not reports.exists() or list(reports.glob("*.json")) == [], err
+
+
+def test_an_interrupt_to_the_group_that_kills_the_kernel_is_not_blamed_on_a_stranger(tmp_path):
+    """SIGINT to the process group (jupyter_client's interrupt) that a kernel does not handle:
+    a death worth a report, but the signal came from the manager or the terminal."""
+    rc, err = signal_group_of_watched(tmp_path, "signal.SIG_DFL", signal.SIGINT)
+    assert rc == -signal.SIGINT, err
+    (report,) = [json.loads(p.read_text()) for p in (tmp_path / "reports").glob("*.json")]
+    assert report["termination"]["watchdog_received"] == ["SIGINT"]
+    headline = report["diagnosis"]["headline"]
+    assert "process group" in headline and "another process" not in headline, headline
