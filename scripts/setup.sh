@@ -14,6 +14,8 @@ packages=(
   # a real Jupyter stack for the demo and the integration tests (Debian's, not PyPI's)
   python3 python3-ipykernel python3-jupyter-client python3-zmq python3-psutil
   python3-nbformat python3-numpy python3-pytest python3-jsonschema
+  # smoke: JUnit files read by a real JUnit reader; nbclient for the side-by-side bench
+  python3-junitparser python3-nbclient
   # the HTML report is checked in headless Chromium
   chromium
 )

@@ -24,11 +24,12 @@ int main(int argc, char** argv) {
       "Start here:\n"
       "  kernel-watchdog kernelspec wrap python3   # a 'python3-watchdog' kernel for Jupyter\n"
       "  kernel-watchdog reports list              # what died, newest first\n"
-      "  kernel-watchdog reports show latest       # why");
+      "  kernel-watchdog reports show latest       # why\n"
+      "  kernel-watchdog smoke notebooks/*.ipynb   # CI: run notebooks, name every failure");
 
-  const std::vector<kwd::cli::Command> commands{kwd::cli::add_run_command(app),
-                                                kwd::cli::add_reports_command(app),
-                                                kwd::cli::add_kernelspec_command(app)};
+  const std::vector<kwd::cli::Command> commands{
+      kwd::cli::add_run_command(app), kwd::cli::add_reports_command(app),
+      kwd::cli::add_kernelspec_command(app), kwd::cli::add_smoke_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -39,7 +40,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    return 2;  // a usage error, as shells and argparse say it
+    // A usage error, as shells and argparse say it; `smoke` keeps 1 and 2 for results.
+    for (const auto& command : commands)
+      if (command.app->get_name() == "smoke" && command.app->parsed()) return 4;
+    return 2;
   }
   kwd::cli::setup_logging(log_level);
   try {

@@ -4,16 +4,29 @@ The watchdog puts a private directory holding this file first on PYTHONPATH, so 
 interpreter imports it as `sitecustomize` while it starts. It does three things and then
 steps aside (the third, keeping stderr whole, is _kernel_watchdog_keep_stderr below):
 
-1. Enables faulthandler on a *duplicate* of file descriptor 2 taken now. ipykernel later
-   dup2()s a pipe of its own over fd 2 and drains it from a thread; when the process dies
-   of SIGSEGV/SIGABRT that thread dies too, and whatever faulthandler wrote to fd 2 is lost.
-   The duplicate still points at the watchdog's stderr pipe, which outlives the kernel.
+1. Enables faulthandler (the crashing thread's stack) on the pipe the watchdog passed in
+   $KERNEL_WATCHDOG_FAULT_FD, else on a *duplicate* of file descriptor 2 taken now. Not on
+   fd 2 itself: ipykernel later dup2()s a pipe of its own over fd 2 and drains it from a
+   thread; when the process dies of SIGSEGV/SIGABRT that thread dies too, and whatever
+   faulthandler wrote to fd 2 would be lost.
 2. Imports the sitecustomize that would have been imported without us (Debian ships one),
    and removes every trace of itself from sys.path and PYTHONPATH, so the notebook sees
    the same interpreter it would have seen.
 
 Nothing here may raise: a failure only means no traceback.
 """
+
+
+def _kernel_watchdog_fault_fd(os):
+    # A pipe of the watchdog's own for faulthandler's output, kept apart from stderr: a
+    # library's dying message ("terminate called after...") goes to fd 2 while faulthandler
+    # writes from the signal handler, and on one pipe the two came out interleaved mid-line.
+    try:
+        fd = int(os.environ.pop("KERNEL_WATCHDOG_FAULT_FD", ""))
+        os.set_inheritable(fd, False)  # the kernel's own children do not get it
+        return fd
+    except Exception:
+        return None
 
 
 def _kernel_watchdog_start():
@@ -29,7 +42,8 @@ def _kernel_watchdog_start():
         # kernel do not get it. Only the crashing thread: walking the other threads' frames
         # from a signal handler races with those threads, and a second fault inside the dump
         # replaced a SIGABRT with a SIGSEGV (seen in CI, an uncaught C++ exception).
-        faulthandler.enable(file=os.dup(2), all_threads=False)
+        fault_fd = _kernel_watchdog_fault_fd(os)
+        faulthandler.enable(file=os.dup(2) if fault_fd is None else fault_fd, all_threads=False)
     except Exception:
         pass
 

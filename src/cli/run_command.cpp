@@ -25,7 +25,7 @@ Command add_run_command(CLI::App& app) {
                 "Pass SIGINT on to the kernel. Only for launchers that signal our pid alone: "
                 "jupyter_client signals the whole process group, so the kernel already got it.");
   run->add_flag_callback(
-      "--no-faulthandler", [options] { options->faulthandler = false; },
+      "--no-faulthandler", [options] { options->kernel.faulthandler = false; },
       "Do not turn on Python's faulthandler in the kernel. By default a private "
       "sitecustomize shim (first on the kernel's PYTHONPATH, then removed from it) and "
       "PYTHONFAULTHANDLER=1 make a dying Python kernel print its stack where the "
@@ -45,12 +45,12 @@ Command add_run_command(CLI::App& app) {
                   "if shorter) for its answer")
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
-  run->add_option("--heartbeat-misses", options->listener.heartbeat.misses_to_hang,
+  run->add_option("--heartbeat-misses", options->kernel.listener.heartbeat.misses_to_hang,
                   "Consecutive missed heartbeats, with the process alive, that make a hang "
                   "(and a hang report); 0 turns hang reports off")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
-  run->add_option("--last-cells", options->listener.last_cells,
+  run->add_option("--last-cells", options->kernel.listener.last_cells,
                   "How many finished cells a report lists, with their memory deltas")
       ->check(CLI::Range(0, 10000))
       ->capture_default_str();
@@ -59,14 +59,14 @@ Command add_run_command(CLI::App& app) {
                   "swap (e.g. 300M, 8G), so an OOM kill takes the kernel alone and the report "
                   "can prove it. Linux; where cgroups are not writable the kernel runs "
                   "unlimited and the report says why.");
-  run->add_option("--nvml-library", options->nvml_library,
+  run->add_option("--nvml-library", options->kernel.nvml_library,
                   "NVIDIA's libnvidia-ml to load (default: libnvidia-ml.so.1 from the dynamic "
                   "linker's search path)")
       ->envname("KERNEL_WATCHDOG_NVML");
   run->add_option("--gpu-rate", *gpu_hz, "GPU samples per second (NVML)")
       ->check(CLI::Range(0.1, 100.0))
       ->capture_default_str();
-  run->add_option("kernel_argv", options->kernel_argv, "The kernel's command line")->required();
+  run->add_option("kernel_argv", options->kernel.argv, "The kernel's command line")->required();
 
   return {
       run, [=]() -> int {
@@ -76,7 +76,7 @@ Command add_run_command(CLI::App& app) {
                         *stderr_buffer);
           return 2;
         }
-        options->stderr_buffer_bytes = *bytes;
+        options->kernel.stderr_buffer_bytes = *bytes;
         if (!memory_limit->empty()) {
           const auto limit = util::parse_size(*memory_limit);
           if (!limit || *limit < 1024 * 1024) {
@@ -84,14 +84,14 @@ Command add_run_command(CLI::App& app) {
                           *memory_limit);
             return 2;
           }
-          options->memory_limit = *limit;
+          options->kernel.memory_limit = *limit;
         }
-        options->gpu_interval =
+        options->kernel.gpu_interval =
             std::chrono::milliseconds(std::max<long>(10, static_cast<long>(1000.0 / *gpu_hz)));
-        auto& heartbeat = options->listener.heartbeat;
+        auto& heartbeat = options->kernel.listener.heartbeat;
         heartbeat.interval = std::chrono::milliseconds(static_cast<long>(*heartbeat_s * 1000.0));
         heartbeat.timeout = std::min(heartbeat.interval, std::chrono::milliseconds(1000));
-        options->sample_interval =
+        options->kernel.sample_interval =
             std::chrono::milliseconds(std::max<long>(1, static_cast<long>(1000.0 / *sample_hz)));
         launch::Launcher launcher(*options);
         return launcher.run();

@@ -46,6 +46,12 @@ ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
   posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setsigdefault(&sa.attr, &request.reset_to_default);
   if (request.stderr_fd >= 0) posix_spawn_file_actions_adddup2(&sa.actions, request.stderr_fd, 2);
+  if (request.stdout_fd >= 0) posix_spawn_file_actions_adddup2(&sa.actions, request.stdout_fd, 1);
+  // dup2 onto itself clears FD_CLOEXEC in the child only (POSIX 2024; glibc >= 2.29).
+  for (int fd : request.inherited_fds)
+    posix_spawn_file_actions_adddup2(&sa.actions, fd, fd);
+  if (!request.working_dir.empty())
+    posix_spawn_file_actions_addchdir_np(&sa.actions, request.working_dir.c_str());
 
   auto argv = c_strings(request.argv);
   auto envp = c_strings(request.environment);

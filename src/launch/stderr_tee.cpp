@@ -9,7 +9,8 @@
 
 namespace kwd::launch {
 
-StderrTee::StderrTee(std::size_t capacity) : ring_(capacity) {
+StderrTee::StderrTee(std::size_t capacity, bool passthrough)
+    : ring_(capacity), passthrough_ok_(passthrough) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("cannot create the stderr pipe");
   read_end_.reset(fds[0]);

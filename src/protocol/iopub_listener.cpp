@@ -20,43 +20,22 @@ IopubListener::IopubListener(zmq::context_t& context, const ConnectionInfo& info
       curve_(info.curve.has_value()),
       decoder_(std::move(decoder)),
       on_message_(std::move(on_message)),
-      socket_(make_kernel_socket(context, zmq::socket_type::sub, info, decoder_.limits())) {
+      socket_(make_kernel_socket(context, zmq::socket_type::sub, info, decoder_.limits())),
+      receiver_(decoder_.limits().max_frames) {
   socket_.set(zmq::sockopt::subscribe, "");
   monitor_.emplace(context, socket_, kMonitoredEvents);
   socket_.connect(endpoint_);
-  frames_.reserve(16);
-  views_.reserve(16);
 }
 
 bool IopubListener::receive_one() {
-  const std::size_t max_frames = decoder_.limits().max_frames;
-  std::size_t n = 0;
-  bool too_many = false;
-  for (;;) {
-    // Past the frame cap the rest of the message is still read (a multipart message comes
-    // whole), into one reused frame, so that the next message starts clean.
-    if (n == frames_.size()) {
-      if (n <= max_frames)
-        frames_.emplace_back();
-      else
-        too_many = true;
-    }
-    zmq::message_t& frame = frames_[std::min(n, frames_.size() - 1)];
-    const auto got = recv_through_signals(
-        socket_, frame, n == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
-    if (!got) return false;  // nothing waiting (only possible on the first frame)
-    ++n;
-    if (!frame.more()) break;
-  }
-  if (too_many) {
+  const auto got = receiver_.receive(socket_);
+  if (got == MultipartReceiver::Result::nothing_waiting) return false;
+  if (got == MultipartReceiver::Result::too_many_frames) {
     dropped_.add(DropReason::too_many_frames);
-    release_large(frames_.size());
+    receiver_.release_large();
     return true;
   }
-  views_.clear();
-  for (std::size_t i = 0; i < n; ++i)
-    views_.emplace_back(static_cast<const char*>(frames_[i].data()), frames_[i].size());
-  const DropReason why = decoder_.decode(views_, message_);
+  const DropReason why = decoder_.decode(receiver_.frames(), message_);
   if (why != DropReason::none) {
     dropped_.add(why);
     spdlog::debug("iopub: dropped a message ({})", drop_reason_name(why));
@@ -64,16 +43,10 @@ bool IopubListener::receive_one() {
     ++seen_;
     if (on_message_) on_message_(message_);
   }
-  release_large(n);
-  return true;
-}
-
-void IopubListener::release_large(std::size_t frames_used) {
-  // A big output (a plot, a widget's buffers) is not kept until the next message arrives.
+  receiver_.release_large();
   constexpr std::size_t kLarge = 256 * 1024;
-  for (std::size_t i = 0; i < std::min(frames_used, frames_.size()); ++i)
-    if (frames_[i].size() > kLarge) frames_[i].rebuild();
   if (message_.content_bytes > kLarge) message_.content = nullptr;
+  return true;
 }
 
 std::size_t IopubListener::receive(std::size_t budget) {

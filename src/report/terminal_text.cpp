@@ -68,4 +68,20 @@ std::string terminal_safe(std::string_view text) {
   return out;
 }
 
+std::string without_ansi_sequences(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      std::size_t j = i + 2;
+      while (j < text.size() && !(text[j] >= 0x40 && text[j] <= 0x7e))
+        ++j;
+      i = j;  // the final byte is skipped with the rest
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 }  // namespace kwd::report

@@ -14,6 +14,7 @@ struct Command {
 Command add_run_command(CLI::App& app);
 Command add_reports_command(CLI::App& app);
 Command add_kernelspec_command(CLI::App& app);
+Command add_smoke_command(CLI::App& app);
 
 void setup_logging(const std::string& level);
 

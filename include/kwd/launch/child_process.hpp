@@ -18,6 +18,9 @@ struct SpawnRequest {
   std::vector<std::string> argv;         // argv[0] is searched on PATH
   std::vector<std::string> environment;  // "NAME=value"
   int stderr_fd = -1;                    // dup2'ed onto the child's fd 2 when >= 0
+  int stdout_fd = -1;                    // dup2'ed onto the child's fd 1 when >= 0
+  std::string working_dir;               // empty: ours
+  std::vector<int> inherited_fds;        // kept open in the child, at the same numbers
   sigset_t reset_to_default{};           // dispositions restored to SIG_DFL in the child
 };
 

@@ -9,10 +9,10 @@
 namespace kwd::launch {
 
 // The kernel's stderr goes through us: every byte is passed on to our own stderr unchanged
-// and the last `capacity` bytes are kept for the report.
+// (unless `passthrough` is false) and the last `capacity` bytes are kept for the report.
 class StderrTee {
  public:
-  explicit StderrTee(std::size_t capacity);
+  explicit StderrTee(std::size_t capacity, bool passthrough = true);
 
   // The write end, for the child's fd 2; close it in the parent after spawning.
   util::UniqueFd take_child_end() { return std::move(child_end_); }

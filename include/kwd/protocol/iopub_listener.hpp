@@ -8,6 +8,7 @@
 #include <zmq.hpp>
 
 #include "kwd/protocol/connection_file.hpp"
+#include "kwd/protocol/multipart_receiver.hpp"
 #include "kwd/protocol/socket_monitor.hpp"
 #include "kwd/protocol/wire.hpp"
 
@@ -49,7 +50,6 @@ class IopubListener {
 
  private:
   bool receive_one();
-  void release_large(std::size_t frames_used);
 
   std::string endpoint_;
   bool curve_;
@@ -58,8 +58,7 @@ class IopubListener {
   zmq::socket_t socket_;
   std::optional<SocketMonitor> monitor_;  // after socket_: destroyed first
 
-  std::vector<zmq::message_t> frames_;  // reused between messages
-  std::vector<std::string_view> views_;
+  MultipartReceiver receiver_;
   Message message_;
 
   std::uint64_t seen_ = 0;

@@ -11,4 +11,8 @@ namespace kwd::report {
 // the screen or move the cursor. A CRLF is a newline. Bytes that are not UTF-8 become U+FFFD.
 std::string terminal_safe(std::string_view text);
 
+// Text without its ANSI escape sequences (CSI "ESC [ ... letter", as IPython colours its
+// tracebacks): for files and for logs that are not a terminal.
+std::string without_ansi_sequences(std::string_view text);
+
 }  // namespace kwd::report

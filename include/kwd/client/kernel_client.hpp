@@ -1,0 +1,59 @@
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <zmq.hpp>
+
+#include "kwd/loop/event_loop.hpp"
+#include "kwd/protocol/connection_file.hpp"
+#include "kwd/protocol/multipart_receiver.hpp"
+#include "kwd/protocol/wire.hpp"
+
+namespace kwd::client {
+
+enum class Channel { shell, control, stdin_channel, iopub };
+std::string_view channel_name(Channel channel);
+
+// A Jupyter client of one kernel, on the caller's event loop: DEALER sockets for shell,
+// control and stdin, a SUB socket for IOPub (everything), messages signed with the
+// connection file's key and only signed ones believed (protocol::MessageDecoder).
+class KernelClient {
+ public:
+  using Handler = std::function<void(Channel, const protocol::Message&)>;
+
+  // Throws zmq::error_t when a socket cannot be made or connected, and
+  // protocol::SignatureSchemeError for a scheme OpenSSL does not have.
+  KernelClient(zmq::context_t& context, loop::EventLoop& loop, const protocol::ConnectionInfo& info,
+               const protocol::WireLimits& limits, Handler on_message);
+  ~KernelClient();
+  KernelClient(const KernelClient&) = delete;
+  KernelClient& operator=(const KernelClient&) = delete;
+
+  // Sends a request; returns its msg_id (what the replies and outputs name as their parent).
+  std::string send(Channel channel, std::string_view msg_type, const nlohmann::json& content);
+  // Messages that were not believed, by reason.
+  [[nodiscard]] const protocol::DropCounts& drops() const { return drops_; }
+
+ private:
+  struct Socket {
+    Channel channel;
+    zmq::socket_t socket;
+    std::unique_ptr<protocol::MessageDecoder> decoder;
+  };
+  void on_readable(Socket& s);
+
+  loop::EventLoop& loop_;
+  protocol::MessageSigner signer_;
+  std::string session_;
+  Handler on_message_;
+  protocol::DropCounts drops_;
+  protocol::MultipartReceiver receiver_;
+  protocol::Message message_;  // reused
+  std::array<std::unique_ptr<Socket>, 4> sockets_;
+};
+
+}  // namespace kwd::client

@@ -1,0 +1,125 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kwd/faulthandler/python_shim.hpp"
+#include "kwd/launch/child_process.hpp"
+#include "kwd/launch/stderr_tee.hpp"
+#include "kwd/loop/event_loop.hpp"
+#include "kwd/platform/memory_limit.hpp"
+#include "kwd/protocol/listener_options.hpp"
+#include "kwd/watch/last_words.hpp"
+#include "kwd/watch/watch.hpp"
+
+namespace kwd::launch {
+
+// How to start and watch one kernel that is our child.
+struct KernelLaunch {
+  std::vector<std::string> argv;
+  std::string connection_file;                 // resolved path; empty: the process alone is watched
+  std::string mode = "launcher";               // the report's watchdog.mode
+  std::string working_dir;                     // empty: ours
+  std::vector<std::string> extra_environment;  // "NAME=value", over ours
+  // `run` passes the kernel's stderr through to its own (the contract); `smoke` keeps it for
+  // the report only, and its stdout with it (a terminal of many kernels is no place for it).
+  bool passthrough = true;
+  std::size_t stderr_buffer_bytes = 256 * 1024;
+  std::chrono::milliseconds sample_interval{100};
+  std::chrono::seconds full_rate_window{120};
+  protocol::ListenerOptions listener;         // IOPub and heartbeat
+  std::optional<std::uint64_t> memory_limit;  // a memory cgroup of its own with this limit
+  std::string nvml_library;                   // empty: default search
+  std::chrono::milliseconds gpu_interval{500};
+  bool faulthandler = true;  // the sitecustomize shim and PYTHONFAULTHANDLER
+};
+
+// One kernel started as our child with everything a crash report needs around it: its
+// stderr captured, the faulthandler shim, the memory cgroup, the dying library's last
+// words, and a Watch on the caller's loop. What to do about a death (mirror it, fail a
+// cell) is the front end's; this only tells it, with the facts, and writes the report.
+class WatchedKernel {
+ public:
+  using DeathHandler = std::function<void(const watch::ProcessEnd&, std::int64_t died_at_ms)>;
+  using HangHandler = std::function<void(const protocol::HangEvidence&)>;
+
+  WatchedKernel(loop::EventLoop& loop, KernelLaunch launch);
+  ~WatchedKernel();
+  WatchedKernel(const WatchedKernel&) = delete;
+  WatchedKernel& operator=(const WatchedKernel&) = delete;
+
+  // Starts the kernel and its watch. Throws SpawnError when it cannot be started. The death
+  // handler runs once, after the kernel's last output was read.
+  void start(DeathHandler on_death, HangHandler on_hang);
+  // A SIGCHLD arrived: asks the death source (calls the death handler if it was ours).
+  void check_death();
+
+  [[nodiscard]] pid_t pid() const { return child_ ? child_->pid() : -1; }
+  [[nodiscard]] bool started() const { return child_.has_value(); }
+  [[nodiscard]] bool dead() const { return dead_; }
+  bool send_signal(int signal) const;
+  [[nodiscard]] bool shutdown_requested() const;
+  [[nodiscard]] const watch::Watch& watch() const { return *watch_; }
+  [[nodiscard]] const util::ByteRing& stderr_tail() const { return stderr_->tail(); }
+  // What the watchdog could not do for this kernel; said in its report too.
+  void add_note(std::string note) { notes_.push_back(std::move(note)); }
+
+  struct WrittenReport {
+    nlohmann::json document;
+    std::optional<std::filesystem::path> path;  // nullopt: nowhere could take it
+  };
+  // Builds and stores the crash (`end` set) or hang (`end` null) report in `report_dir`
+  // (empty: the configured store), falling back to the private temporary store when that
+  // cannot be written. Never throws.
+  WrittenReport write_report(const watch::ProcessEnd* end, std::int64_t at_ms,
+                             const std::string& report_dir,
+                             const std::vector<std::string>& watchdog_received);
+  // Gives the memory cgroup back; after the report (which reads its OOM evidence).
+  void release_memory_limit();
+
+ private:
+  [[nodiscard]] std::vector<std::string> environment() const;
+  void on_stderr();
+  void on_fault_output();
+  void look_for_kernel_stderr_pipe();
+  void handle_death(const watch::ProcessEnd& end, std::int64_t died_at_ms);
+
+  loop::EventLoop& loop_;
+  KernelLaunch launch_;
+  DeathHandler on_death_;
+  std::unique_ptr<StderrTee> stderr_;
+  std::unique_ptr<platform::KernelMemoryLimit> memory_limit_;  // before child_: outlives it
+  std::optional<ChildProcess> child_;
+  std::vector<std::string> notes_;
+  // sitecustomize shim that gets Python tracebacks out of a dying kernel; none with
+  // --no-faulthandler or when it could not be written.
+  std::optional<faulthandler::PythonShim> python_shim_;
+  // A duplicate of the read end of ipykernel's own stderr pipe, drained after the death.
+  std::unique_ptr<watch::LastWords> last_words_;
+  // faulthandler's own pipe (see data/python/sitecustomize.py): what it writes comes whole,
+  // not interleaved with the library's last words on stderr, and is added to the stderr
+  // tail, in one piece, at the death.
+  util::UniqueFd fault_read_;
+  std::string fault_text_;
+  static constexpr std::size_t kFaultTextLimit = 256 * 1024;
+  std::optional<loop::EventLoop::TimerId> last_words_timer_;
+  int last_words_looks_ = 0;
+  bool dead_ = false;
+  static constexpr std::int64_t kMinStderrSampleGapNs = 20'000'000;
+  static constexpr std::chrono::milliseconds kLastWordsLookInterval{100};
+  static constexpr int kLastWordsMaxLooks = 600;           // a minute
+  static constexpr std::size_t kLastWordsLimit = 1 << 20;  // ipykernel's pipe holds 64 KiB
+  std::unique_ptr<watch::Watch> watch_;  // last: unregisters from loop_ when destroyed
+};
+
+}  // namespace kwd::launch

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kwd/protocol/wire.hpp"
+
+namespace kwd::smoke {
+
+// Turns the IOPub messages of each executed cell into its nbformat outputs, as nbclient
+// does: stream, display_data, execute_result and error appended; consecutive writes to the
+// same stream joined (as front ends show them); clear_output (with wait: at the next output)
+// and update_display_data (every output with that display_id, in any cell) applied.
+class CellOutputs {
+ public:
+  // `cells`: the notebook's "cells" array, which must outlive this.
+  explicit CellOutputs(nlohmann::json& cells) : cells_(cells) {}
+
+  // The cell at `index` starts executing: its outputs are cleared.
+  void begin(std::size_t index);
+  // An IOPub message whose parent is the current cell's execute_request.
+  void apply(const protocol::Message& message);
+  // A message from anywhere that may update a display shown earlier.
+  void apply_update(const protocol::Message& message);
+
+  // The last error output of the current cell: ename, evalue, traceback.
+  [[nodiscard]] const nlohmann::json& last_error() const { return last_error_; }
+  // Bytes of output text and data received for the current cell.
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+
+ private:
+  nlohmann::json& outputs();
+  void add(nlohmann::json output, const nlohmann::json& content);
+  void clear_now();
+
+  nlohmann::json& cells_;
+  std::size_t current_ = 0;
+  bool clear_pending_ = false;
+  nlohmann::json last_error_;
+  std::size_t bytes_ = 0;
+  // display_id -> (cell index, output index) of every output that shows it.
+  std::map<std::string, std::vector<std::pair<std::size_t, std::size_t>>> displays_;
+};
+
+}  // namespace kwd::smoke

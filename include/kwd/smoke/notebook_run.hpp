@@ -1,0 +1,108 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "kwd/client/kernel_client.hpp"
+#include "kwd/kernelspec/kernelspec.hpp"
+#include "kwd/launch/watched_kernel.hpp"
+#include "kwd/loop/event_loop.hpp"
+#include "kwd/smoke/cell_outputs.hpp"
+#include "kwd/smoke/notebook.hpp"
+#include "kwd/smoke/results.hpp"
+#include "kwd/smoke/smoke_options.hpp"
+#include "kwd/util/private_files.hpp"
+
+namespace kwd::smoke {
+
+// One notebook, top to bottom, in a fresh kernel under watch, on the caller's loop (so that
+// `-j N` runs N of them in one thread): start the kernel, wait until it answers, execute
+// the code cells in order, collect their outputs, and say per cell what happened. A kernel
+// that dies or hangs fails its cell with the crash report's cause.
+class NotebookRun {
+ public:
+  // Private directories "<prefix><pid>-<random>" in $TMPDIR; a runner sweeps those of dead
+  // pids (killed with SIGKILL) when it starts.
+  static constexpr std::string_view kRunDirPrefix = "kernel-watchdog-smoke-";
+  using DoneHandler = std::function<void()>;
+
+  NotebookRun(loop::EventLoop& loop, zmq::context_t& zmq, const SmokeOptions& options,
+              Notebook notebook, kernelspec::Kernelspec spec, std::string executed_name,
+              DoneHandler on_done);
+  ~NotebookRun();
+  NotebookRun(const NotebookRun&) = delete;
+  NotebookRun& operator=(const NotebookRun&) = delete;
+
+  void start();
+  // A SIGCHLD arrived (for some child of ours).
+  void check_death();
+  [[nodiscard]] bool done() const { return state_ == State::done; }
+  [[nodiscard]] const NotebookResult& result() const { return result_; }
+  // What is running now, for a progress line: "cell 4/12 (31 s)".
+  [[nodiscard]] std::string progress() const;
+
+ private:
+  enum class State { starting, running, interrupting, shutting_down, done };
+
+  [[nodiscard]] std::vector<std::string> kernel_argv(const std::string& connection_file) const;
+  void prepare_connection();
+  void on_message(client::Channel channel, const protocol::Message& message);
+  void on_kernel_info_reply();
+  void next_cell();
+  void maybe_finish_cell();
+  void on_cell_timeout();
+  void sample_peaks();
+  void on_kernel_death(const watch::ProcessEnd& end, std::int64_t at_ms);
+  void on_hang();
+  void kernel_failed(const std::string& cell_verdict, const watch::ProcessEnd* end,
+                     std::int64_t at_ms);
+  void never_started(const std::string& why);
+  void shut_down();
+  void finish();
+  void cancel_timers();
+  void mark_rest_not_run(const std::string& why);
+  void remove_run_dir();
+
+  loop::EventLoop& loop_;
+  zmq::context_t& zmq_;
+  const SmokeOptions& options_;
+  Notebook notebook_;
+  kernelspec::Kernelspec spec_;
+  std::string executed_name_;
+  DoneHandler on_done_;
+  NotebookResult result_;
+  State state_ = State::starting;
+
+  std::optional<util::SafeDir> temp_dir_;  // $TMPDIR, checked
+  std::optional<util::SafeDir> run_dir_;   // in it: the connection file (the key)
+  protocol::ConnectionInfo connection_;
+  std::string connection_file_;
+  std::unique_ptr<launch::WatchedKernel> kernel_;
+  std::unique_ptr<client::KernelClient> client_;
+  CellOutputs outputs_;
+
+  bool kernel_info_seen_ = false;
+  bool iopub_seen_ = false;
+  std::size_t next_ = 0;        // next code cell to consider
+  CellResult* cell_ = nullptr;  // the cell executing now
+  const CodeCell* code_ = nullptr;
+  std::string request_id_;
+  bool reply_seen_ = false;
+  bool idle_seen_ = false;
+  nlohmann::json reply_;
+  bool stop_ = false;            // an earlier cell failed: the rest do not run
+  bool budget_tripped_ = false;  // only the first cell over a budget fails for it
+  bool we_ended_it_ = false;     // shutdown or kill asked by us: its death is no crash
+  std::int64_t started_ns_ = 0;
+  std::int64_t cell_started_ns_ = 0;
+  std::optional<loop::EventLoop::TimerId> deadline_;
+  std::optional<loop::EventLoop::TimerId> retry_;
+  std::optional<loop::EventLoop::TimerId> peaks_timer_;
+  std::optional<loop::EventLoop::TimerId> shutdown_timer_;
+};
+
+}  // namespace kwd::smoke

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace kwd::smoke {
+
+struct SmokeOptions {
+  std::string kernel_name;        // --kernel; empty: the notebook's, else python3
+  std::filesystem::path cwd;      // --cwd; empty: each notebook's folder
+  double timeout_s = 300;         // per cell; the notebook's execution.timeout wins
+  double startup_timeout_s = 60;  // until the kernel answers kernel_info_request
+  double interrupt_grace_s = 10;  // after an interrupt, before the kernel is killed
+  bool allow_errors = false;
+  std::optional<std::uint64_t> memory_limit;  // a memory cgroup per kernel
+  std::optional<std::uint64_t> max_rss;       // per-notebook peak budgets
+  std::optional<std::uint64_t> max_gpu;
+  int jobs = 1;
+  std::filesystem::path output_dir = "smoke-results";
+  std::filesystem::path junit;  // empty: none
+  bool json = false;
+  std::string nvml_library;
+  bool faulthandler = true;
+};
+
+}  // namespace kwd::smoke

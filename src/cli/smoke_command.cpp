@@ -1,0 +1,108 @@
+#include <spdlog/spdlog.h>
+
+#include <memory>
+
+#include "kwd/cli/commands.hpp"
+#include "kwd/smoke/smoke_runner.hpp"
+#include "kwd/util/size_parse.hpp"
+
+namespace kwd::cli {
+namespace {
+
+bool parse_budget(const std::string& flag, const std::string& text,
+                  std::optional<std::uint64_t>& into) {
+  if (text.empty()) return true;
+  const auto bytes = util::parse_size(text);
+  if (!bytes || *bytes < 1024 * 1024) {
+    spdlog::error("{}: '{}' is not a size of at least 1M (e.g. 300M, 8G)", flag, text);
+    return false;
+  }
+  into = *bytes;
+  return true;
+}
+
+}  // namespace
+
+Command add_smoke_command(CLI::App& app) {
+  auto options = std::make_shared<smoke::SmokeOptions>();
+  auto notebooks = std::make_shared<std::vector<std::string>>();
+  auto memory_limit = std::make_shared<std::string>();
+  auto max_rss = std::make_shared<std::string>();
+  auto max_gpu = std::make_shared<std::string>();
+  auto* smoke = app.add_subcommand(
+      "smoke",
+      "Run notebooks top to bottom, each in a fresh kernel under watch, and say per cell what\n"
+      "happened; a kernel that dies or hangs gets a crash report naming the cause.\n"
+      "Code cells run in order; the first failing cell stops its notebook (the rest are\n"
+      "reported as not run) unless errors are allowed. Cell tags honoured: skip-execution and\n"
+      "nbval-skip skip a cell; raises-exception and nbval-raises-exception let it raise.\n"
+      "Notebook metadata execution.timeout and execution.allow_errors are honoured.");
+  smoke->footer(
+      "Exit status: 0 every cell passed; 1 a cell failed (error, timeout, budget) and no kernel\n"
+      "died; 2 a kernel died or hung (or could not start); 4 a usage or input error (no such\n"
+      "notebook, not a notebook, unknown kernel), said before any kernel starts.\n"
+      "Example: kernel-watchdog smoke --junit smoke.xml -j 2 notebooks/*.ipynb");
+  smoke->add_option("--kernel", options->kernel_name,
+                    "Kernelspec to run (default: the notebook's metadata.kernelspec.name, else "
+                    "python3); a spec wrapped by `kernelspec wrap` is unwrapped");
+  smoke
+      ->add_option("--cwd", options->cwd,
+                   "Working directory of the kernels (default: each notebook's folder)")
+      ->check(CLI::ExistingDirectory);
+  smoke
+      ->add_option("--timeout", options->timeout_s,
+                   "Seconds a cell may run before it is interrupted and failed (default: the "
+                   "notebook's execution.timeout, else 300); 0 for none")
+      ->check(CLI::Range(0.0, 1e9));
+  smoke
+      ->add_option("--startup-timeout", options->startup_timeout_s,
+                   "Seconds for a kernel to start and answer")
+      ->check(CLI::Range(1.0, 1e9))
+      ->capture_default_str();
+  smoke
+      ->add_option("--interrupt-grace", options->interrupt_grace_s,
+                   "Seconds a timed-out cell has to stop after its interrupt before the kernel "
+                   "is killed and a hang report written")
+      ->check(CLI::Range(0.1, 1e9))
+      ->capture_default_str();
+  smoke->add_flag("--allow-errors", options->allow_errors,
+                  "A cell that raises does not fail (a kernel death still does)");
+  smoke->add_option("--memory-limit", *memory_limit,
+                    "Run each kernel in a memory cgroup of its own with this limit (e.g. 2G); "
+                    "an OOM kill is then reported with proof");
+  smoke->add_option("--max-rss", *max_rss,
+                    "Memory budget per notebook: the first cell whose peak RSS (the kernel's "
+                    "process tree) crosses it fails; the rest keep running");
+  smoke->add_option("--max-gpu", *max_gpu, "GPU memory budget per notebook (NVML), as --max-rss");
+  smoke->add_option("-j,--jobs", options->jobs, "Notebooks run at once, each in its own kernel")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  smoke
+      ->add_option("--output-dir", options->output_dir,
+                   "Where executed notebooks and crash reports (JSON and HTML) go")
+      ->capture_default_str();
+  smoke->add_option("--junit", options->junit,
+                    "Write a JUnit XML file: a testsuite per notebook, a testcase per code cell");
+  smoke->add_flag("--json", options->json,
+                  "Print a machine-readable summary on stdout instead of the text one");
+  smoke
+      ->add_option("--nvml-library", options->nvml_library,
+                   "NVIDIA's libnvidia-ml to load (default: libnvidia-ml.so.1)")
+      ->envname("KERNEL_WATCHDOG_NVML");
+  smoke->add_flag_callback(
+      "--no-faulthandler", [options] { options->faulthandler = false; },
+      "Do not turn on Python's faulthandler in the kernels");
+  smoke->add_option("notebooks", *notebooks, "Notebooks (.ipynb) to run")->required();
+
+  return {smoke, [=]() -> int {
+            if (!parse_budget("--memory-limit", *memory_limit, options->memory_limit) ||
+                !parse_budget("--max-rss", *max_rss, options->max_rss) ||
+                !parse_budget("--max-gpu", *max_gpu, options->max_gpu))
+              return 4;
+            options->output_dir = std::filesystem::absolute(options->output_dir);
+            if (!options->cwd.empty()) options->cwd = std::filesystem::absolute(options->cwd);
+            return smoke::run_smoke(*options, *notebooks);
+          }};
+}
+
+}  // namespace kwd::cli

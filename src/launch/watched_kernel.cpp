@@ -1,0 +1,269 @@
+#include "kwd/launch/watched_kernel.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "kwd/diagnosis/signature_table.hpp"
+#include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/report/report_document.hpp"
+#include "kwd/report/report_store.hpp"
+#include "kwd/util/clock.hpp"
+#include "kwd/util/self_exe.hpp"
+#include "kwd/util/size_parse.hpp"
+
+extern char** environ;
+
+namespace kwd::launch {
+
+WatchedKernel::WatchedKernel(loop::EventLoop& loop, KernelLaunch launch)
+    : loop_(loop), launch_(std::move(launch)) {}
+
+WatchedKernel::~WatchedKernel() {
+  if (stderr_) loop_.unwatch_fd(stderr_->fd());
+  if (fault_read_) loop_.unwatch_fd(fault_read_.get());
+  if (last_words_timer_) loop_.cancel(*last_words_timer_);
+  watch_.reset();
+  release_memory_limit();
+}
+
+std::vector<std::string> WatchedKernel::environment() const {
+  std::vector<std::string> env;
+  auto overridden = [this](const char* entry) {
+    if (std::strncmp(entry, "JPY_PARENT_PID=", 15) == 0) return true;
+    for (const auto& extra : launch_.extra_environment) {
+      const auto eq = extra.find('=');
+      if (std::strncmp(entry, extra.c_str(), eq + 1) == 0) return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!overridden(*e)) env.emplace_back(*e);
+  for (const auto& extra : launch_.extra_environment)
+    env.push_back(extra);
+  // ipykernel watches this pid and exits when it goes away: that must be us, the process
+  // the kernel manager knows.
+  env.push_back("JPY_PARENT_PID=" + std::to_string(::getpid()));
+  if (python_shim_) python_shim_->apply(env);
+  return env;
+}
+
+void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
+  on_death_ = std::move(on_death);
+  stderr_ = std::make_unique<StderrTee>(launch_.stderr_buffer_bytes, launch_.passthrough);
+  SpawnRequest request;
+  request.argv = launch_.argv;
+  request.working_dir = launch_.working_dir;
+  if (launch_.memory_limit) {
+    std::string problem;
+    memory_limit_ = platform::make_memory_limit(*launch_.memory_limit, problem);
+    if (memory_limit_) {
+      // The step that enters the cgroup is always there, so a missing kernel program is
+      // found here, to fail the same way as without a limit.
+      if (request.argv.empty() || !util::find_on_path(request.argv.front()))
+        throw SpawnError("cannot start " + (request.argv.empty() ? "" : request.argv.front()) +
+                             ": " + std::strerror(ENOENT),
+                         ENOENT);
+      request.argv = memory_limit_->wrap_argv(launch_.argv);
+    } else {
+      const std::string note =
+          "--memory-limit " + util::format_bytes(static_cast<double>(*launch_.memory_limit)) +
+          " not applied: " + problem + "; the kernel runs without a memory limit";
+      spdlog::error("{}", note);
+      notes_.push_back(note);
+    }
+  }
+  if (launch_.faulthandler) {
+    try {
+      python_shim_ = faulthandler::PythonShim::create();
+    } catch (const std::exception& e) {  // fail open: the kernel starts without it
+      notes_.push_back(std::string("no Python traceback at a crash: ") + e.what());
+      spdlog::warn("{}", notes_.back());
+    }
+  }
+  util::UniqueFd fault_write;
+  if (python_shim_) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+      fault_read_.reset(fds[0]);
+      fault_write.reset(fds[1]);
+      // A faulthandler that finds its pipe full would block in the signal handler: the
+      // write end blocks (faulthandler retries), the read end is drained as it arrives.
+      ::fcntl(fds[1], F_SETFL, ::fcntl(fds[1], F_GETFL) & ~O_NONBLOCK);
+      request.inherited_fds.push_back(fds[1]);
+    }
+  }
+  request.environment = environment();
+  if (fault_write)
+    request.environment.push_back("KERNEL_WATCHDOG_FAULT_FD=" + std::to_string(fault_write.get()));
+  auto child_stderr = stderr_->take_child_end();
+  request.stderr_fd = child_stderr.get();
+  if (!launch_.passthrough) request.stdout_fd = child_stderr.get();
+  sigemptyset(&request.reset_to_default);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD})
+    sigaddset(&request.reset_to_default, s);
+  child_.emplace(ChildProcess::spawn(request));
+  spdlog::debug("kernel started: pid {}", child_->pid());
+
+  watch::WatchOptions wo;
+  wo.kernel_pid = child_->pid();
+  wo.connection_file = launch_.connection_file;
+  wo.mode = launch_.mode;
+  wo.kernel_argv = launch_.argv;
+  wo.sample_interval = launch_.sample_interval;
+  wo.full_rate_window = launch_.full_rate_window;
+  wo.listener = launch_.listener;
+  wo.probes.cgroup_path = memory_limit_ ? memory_limit_->cgroup_dir() : std::string();
+  wo.probes.nvml_library = launch_.nvml_library;
+  wo.probes.gpu_interval = launch_.gpu_interval;
+  watch_ = std::make_unique<watch::Watch>(
+      loop_, std::move(wo), std::make_unique<watch::ChildDeathSource>(child_->pid()),
+      [this](const watch::ProcessEnd& end, std::int64_t at) { handle_death(end, at); },
+      std::move(on_hang));
+  watch_->set_stderr_tail(&stderr_->tail());
+
+  // Parse the signature table and compile its patterns now, off the death path (the
+  // report must be on disk within milliseconds of the kernel's death).
+  diagnosis::SignatureTable::active();
+  watch_->start();
+  last_words_ = watch::make_last_words(child_->pid(), stderr_->fd());
+  last_words_timer_ =
+      loop_.every(kLastWordsLookInterval, [this] { look_for_kernel_stderr_pipe(); });
+  loop_.watch_fd(stderr_->fd(), [this] { on_stderr(); });
+  if (fault_read_) loop_.watch_fd(fault_read_.get(), [this] { on_fault_output(); });
+}
+
+void WatchedKernel::on_fault_output() {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fault_read_.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {  // every writer is gone
+      loop_.unwatch_fd(fault_read_.get());
+      fault_read_.reset();
+    }
+    if (n <= 0) return;
+    if (fault_text_.size() < kFaultTextLimit)
+      fault_text_.append(
+          buf, std::min(static_cast<std::size_t>(n), kFaultTextLimit - fault_text_.size()));
+  }
+}
+
+void WatchedKernel::check_death() {
+  if (watch_ && !dead_) watch_->check_death();
+}
+
+bool WatchedKernel::send_signal(int signal) const {
+  return child_ && !dead_ && child_->send_signal(signal);
+}
+
+bool WatchedKernel::shutdown_requested() const {
+  return watch_ && watch_->shutdown_requested();
+}
+
+void WatchedKernel::on_stderr() {
+  if (!stderr_->pump()) {
+    loop_.unwatch_fd(stderr_->fd());
+    return;
+  }
+  // What a kernel writes on fd 2 last is often its crash (faulthandler's traceback comes
+  // before the fatal signal is re-raised): a sample now is the closest one to its death.
+  // A flood of native log lines is sampled at most every kMinStderrSampleGapNs.
+  if (util::steady_ns() - watch_->last_sample_ns() >= kMinStderrSampleGapNs) watch_->sample_now();
+}
+
+void WatchedKernel::look_for_kernel_stderr_pipe() {
+  // ipykernel makes its pipe while it starts (a second or so); a kernel that has not made
+  // one by then keeps our pipe as its fd 2, and we read that ourselves.
+  const bool done = last_words_->try_attach() || ++last_words_looks_ >= kLastWordsMaxLooks;
+  if (done && last_words_timer_) {
+    loop_.cancel(*last_words_timer_);
+    last_words_timer_.reset();
+  }
+}
+
+void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died_at_ms) {
+  dead_ = true;
+  if (last_words_timer_) {
+    loop_.cancel(*last_words_timer_);
+    last_words_timer_.reset();
+  }
+  try {
+    if (python_shim_) python_shim_->remove();
+    stderr_->pump();  // whatever the kernel wrote last is already in the pipe
+    if (last_words_) {
+      const std::string words = last_words_->drain(kLastWordsLimit);
+      if (!words.empty()) {
+        stderr_->inject(words);
+        notes_.push_back("the last " + std::to_string(words.size()) +
+                         " bytes the kernel wrote to stderr were still unread in ipykernel's "
+                         "stderr pipe at its death; recovered from it");
+      }
+    }
+    if (fault_read_) on_fault_output();
+    if (!fault_text_.empty()) {
+      // After the library's last words, as it happened: the fatal signal came after them.
+      std::string block = std::move(fault_text_);
+      fault_text_.clear();
+      if (stderr_->tail().size() > 0 && stderr_->tail().contents().back() != '\n')
+        block.insert(0, "\n");
+      stderr_->inject(block);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("after the kernel's death: {}", e.what());
+  }
+  on_death_(end, died_at_ms);
+}
+
+void WatchedKernel::release_memory_limit() {
+  if (!memory_limit_) return;
+  if (const auto problem = memory_limit_->release(); !problem.empty())
+    spdlog::warn("kernel's memory cgroup: {}", problem);
+  memory_limit_.reset();
+}
+
+WatchedKernel::WrittenReport WatchedKernel::write_report(
+    const watch::ProcessEnd* end, std::int64_t at_ms, const std::string& report_dir,
+    const std::vector<std::string>& watchdog_received) {
+  WrittenReport out;
+  const pid_t kernel_pid = pid();
+  const std::string id = report::make_report_id(
+      at_ms, protocol::kernel_id_from_connection_file(launch_.connection_file), kernel_pid);
+  const std::string what = end == nullptr ? "stopped answering heartbeats"
+                           : end->status  ? end->status->describe()
+                                          : "ended (" + end->how_known + ")";
+  const char* kind = end != nullptr ? "crash" : "hang";
+  watch::ReportContext context;
+  context.end = end;
+  context.at_ms = at_ms;
+  context.watchdog_received = watchdog_received;
+  context.faulthandler = python_shim_.has_value();
+  context.notes = notes_;
+  out.document = watch_->build_report(context, id);
+  const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir));
+  try {
+    out.path = primary.write(id, report::to_text(out.document));
+    spdlog::warn("kernel {} {}; {} report: {}", kernel_pid, what, kind, out.path->string());
+    return out;
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
+    out.document["notes"].push_back(std::string("report directory unusable: ") + e.what());
+  }
+  const report::ReportStore fallback(report::ReportStore::fallback_dir());
+  try {
+    out.path = fallback.write(id, report::to_text(out.document));
+    spdlog::warn("kernel {} {}; {} report (fallback location): {}", kernel_pid, what, kind,
+                 out.path->string());
+  } catch (const std::exception& e) {
+    spdlog::error("kernel {} {}; no {} report could be written: {}", kernel_pid, what, kind,
+                  e.what());
+  }
+  return out;
+}
+
+}  // namespace kwd::launch

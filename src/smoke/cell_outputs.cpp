@@ -1,0 +1,121 @@
+#include "kwd/smoke/cell_outputs.hpp"
+
+#include <algorithm>
+
+namespace kwd::smoke {
+namespace {
+
+std::string display_id_of(const nlohmann::json& content) {
+  const auto transient = content.find("transient");
+  if (transient == content.end() || !transient->is_object()) return {};
+  const auto id = transient->find("display_id");
+  return id != transient->end() && id->is_string() ? id->get<std::string>() : std::string();
+}
+
+nlohmann::json object_or_empty(const nlohmann::json& content, const char* key) {
+  const auto it = content.find(key);
+  return it != content.end() && it->is_object() ? *it : nlohmann::json::object();
+}
+
+}  // namespace
+
+nlohmann::json& CellOutputs::outputs() {
+  auto& cell = cells_[current_];
+  if (!cell.contains("outputs") || !cell["outputs"].is_array())
+    cell["outputs"] = nlohmann::json::array();
+  return cell["outputs"];
+}
+
+void CellOutputs::begin(std::size_t index) {
+  current_ = index;
+  clear_pending_ = false;
+  last_error_ = nullptr;
+  bytes_ = 0;
+  clear_now();
+  cells_[current_]["execution_count"] = nullptr;
+}
+
+void CellOutputs::clear_now() {
+  outputs() = nlohmann::json::array();
+  for (auto& [id, places] : displays_)
+    std::erase_if(places, [this](const auto& p) { return p.first == current_; });
+}
+
+void CellOutputs::add(nlohmann::json output, const nlohmann::json& content) {
+  if (clear_pending_) {
+    clear_now();
+    clear_pending_ = false;
+  }
+  auto& list = outputs();
+  if (const auto id = display_id_of(content); !id.empty())
+    displays_[id].emplace_back(current_, list.size());
+  list.push_back(std::move(output));
+}
+
+void CellOutputs::apply(const protocol::Message& m) {
+  const auto& c = m.content;
+  if (!c.is_object()) return;
+  bytes_ += m.content_bytes;
+  if (m.msg_type == "stream") {
+    const std::string name = c.value("name", "stdout");
+    const std::string text =
+        c.contains("text") && c["text"].is_string() ? c["text"].get<std::string>() : "";
+    auto& list = outputs();
+    if (!clear_pending_ && !list.empty() && list.back().value("output_type", "") == "stream" &&
+        list.back().value("name", "") == name && list.back()["text"].is_string()) {
+      list.back()["text"].get_ref<std::string&>() += text;
+      return;
+    }
+    add({{"output_type", "stream"}, {"name", name}, {"text", text}}, c);
+  } else if (m.msg_type == "display_data") {
+    add({{"output_type", "display_data"},
+         {"data", object_or_empty(c, "data")},
+         {"metadata", object_or_empty(c, "metadata")}},
+        c);
+  } else if (m.msg_type == "execute_result") {
+    const auto count = c.find("execution_count");
+    const nlohmann::json n = count != c.end() && count->is_number_integer() ? *count : nullptr;
+    add({{"output_type", "execute_result"},
+         {"execution_count", n},
+         {"data", object_or_empty(c, "data")},
+         {"metadata", object_or_empty(c, "metadata")}},
+        c);
+    if (!n.is_null()) cells_[current_]["execution_count"] = n;
+  } else if (m.msg_type == "error") {
+    nlohmann::json traceback = nlohmann::json::array();
+    if (c.contains("traceback") && c["traceback"].is_array())
+      for (const auto& line : c["traceback"])
+        if (line.is_string()) traceback.push_back(line);
+    nlohmann::json error = {{"output_type", "error"},
+                            {"ename", c.value("ename", std::string("Error"))},
+                            {"evalue", c.value("evalue", std::string())},
+                            {"traceback", std::move(traceback)}};
+    last_error_ = error;
+    add(std::move(error), c);
+  } else if (m.msg_type == "clear_output") {
+    if (c.value("wait", false))
+      clear_pending_ = true;
+    else
+      clear_now();
+  } else if (m.msg_type == "execute_input") {
+    const auto count = c.find("execution_count");
+    if (count != c.end() && count->is_number_integer())
+      cells_[current_]["execution_count"] = *count;
+  } else if (m.msg_type == "update_display_data") {
+    apply_update(m);
+  }
+}
+
+void CellOutputs::apply_update(const protocol::Message& m) {
+  if (m.msg_type != "update_display_data" || !m.content.is_object()) return;
+  const auto found = displays_.find(display_id_of(m.content));
+  if (found == displays_.end()) return;
+  for (const auto& [cell, index] : found->second) {
+    auto& list = cells_[cell]["outputs"];
+    if (!list.is_array() || index >= list.size()) continue;
+    list[index]["data"] = object_or_empty(m.content, "data");
+    list[index]["metadata"] = object_or_empty(m.content, "metadata");
+  }
+}
+
+}  // namespace kwd::smoke

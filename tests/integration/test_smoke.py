@@ -1,0 +1,353 @@
+"""`kernel-watchdog smoke`: notebooks run in real ipykernels through the tool's own C++
+Jupyter client, real ZeroMQ, real crashes. The JUnit file is read by junitparser (Debian's
+python3-junitparser) and the executed notebooks are validated by nbformat."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+import nbformat
+import psutil
+import pytest
+from junitparser import JUnitXml, Failure, Skipped
+
+from conftest import KWD_BINARY
+
+
+def write_notebook(path, cells, kernel="python3", metadata=None, raw=None):
+    """cells: [(source, tags)] or str for code; ("markdown", text) for markdown."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
+    nb.metadata.update(metadata or {})
+    for cell in cells:
+        if isinstance(cell, str):
+            nb.cells.append(nbformat.v4.new_code_cell(cell))
+        elif cell[0] == "markdown":
+            nb.cells.append(nbformat.v4.new_markdown_cell(cell[1]))
+        else:
+            source, tags = cell
+            nb.cells.append(nbformat.v4.new_code_cell(source, metadata={"tags": tags}))
+    path = pathlib.Path(path)
+    if raw is not None:
+        path.write_bytes(raw)
+    else:
+        nbformat.write(nb, str(path))
+    return path
+
+
+@pytest.fixture
+def smoke(tmp_path, monkeypatch):
+    """smoke(*notebooks, extra args) -> (CompletedProcess, out_dir). Runs in tmp_path with a
+    private TMPDIR and Jupyter runtime dir; checks that no kernel outlives the run."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    out_dir = tmp_path / "out"
+
+    def _run(*args, timeout=240, env=None):
+        proc = subprocess.run([KWD_BINARY, "smoke", "--output-dir", str(out_dir), *map(str, args)],
+                              capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+                              env=env)
+        # No kernel is left behind: every kernel's connection file lies under this TMPDIR.
+        left = []
+        for p in psutil.process_iter(["cmdline"]):
+            if any(str(tmp_path) in a for a in (p.info["cmdline"] or [])):
+                left.append(p.info["cmdline"])
+        assert not left, f"left running: {left}"
+        leftovers = list(tmp_path.glob("kernel-watchdog-smoke-*"))
+        assert not leftovers, leftovers
+        return proc
+
+    return _run, out_dir
+
+
+def junit(path):
+    suites = list(JUnitXml.fromfile(str(path)))
+    return {s.name: list(s) for s in suites}
+
+
+def result_of(case):
+    kinds = [type(r) for r in case.result]
+    return "failure" if Failure in kinds else "skipped" if Skipped in kinds else "passed"
+
+
+def test_passing_notebook_writes_a_valid_executed_notebook_and_junit(smoke, tmp_path):
+    run, out = smoke
+    nb = write_notebook(tmp_path / "ok.ipynb", [
+        ("markdown", "# title"),
+        "print('hello from the kernel')",
+        "x = 6 * 7\nx",
+        "from IPython.display import display, HTML\n"
+        "h = display(HTML('<b>one</b>'), display_id=True)\nh.update(HTML('<b>two</b>'))",
+    ])
+    proc = run(nb, "--junit", tmp_path / "junit.xml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout and "3 passed, 0 failed" in proc.stdout
+    executed = nbformat.read(str(out / "ok.ipynb"), as_version=4)
+    nbformat.validate(executed)
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    assert code[0].outputs[0]["text"] == "hello from the kernel\n"
+    assert code[1].outputs[0]["output_type"] == "execute_result"
+    assert code[1].outputs[0]["data"]["text/plain"] == "42"
+    assert [c.execution_count for c in code] == [1, 2, 3]
+    assert code[2].outputs[0]["data"]["text/html"] == "<b>two</b>"  # update_display_data
+    suites = junit(tmp_path / "junit.xml")
+    (cases,) = suites.values()
+    assert [c.name for c in cases] == ["cell 1: print('hello from the kernel')",
+                                       "cell 2: x = 6 * 7",
+                                       "cell 3: from IPython.display import display, HTML"]
+    assert all(result_of(c) == "passed" for c in cases)
+    assert all(c.classname == str(nb) for c in cases)
+    assert not (out / "reports").exists()  # an ordinary run writes no crash report
+
+
+def test_raising_cell_fails_and_stops_the_notebook(smoke, tmp_path):
+    run, out = smoke
+    nb = write_notebook(tmp_path / "raises.ipynb", ["a = 1", "1 / 0", "b = 2"])
+    proc = run(nb, "--junit", tmp_path / "j.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "ZeroDivisionError" in proc.stdout
+    (cases,) = junit(tmp_path / "j.xml").values()
+    assert [result_of(c) for c in cases] == ["passed", "failure", "skipped"]
+    failure = cases[1].result[0]
+    assert failure.type == "ZeroDivisionError"
+    assert "division by zero" in failure.message
+    assert "1 / 0" in failure.text  # the traceback, without ANSI colours
+    assert "\x1b[" not in failure.text
+    assert "earlier cell failed" in cases[2].result[0].message
+    assert not (out / "reports").exists()  # a cell error is not a crash
+
+
+def test_both_tag_conventions_and_notebook_allow_errors(smoke, tmp_path):
+    run, out = smoke
+    nb = write_notebook(tmp_path / "tags.ipynb", [
+        ("raise SystemExit('must not run')", ["skip-execution"]),
+        ("raise SystemExit('must not run either')", ["nbval-skip"]),
+        ("raise ValueError('expected')", ["raises-exception"]),
+        ("raise KeyError('expected too')", ["nbval-raises-exception"]),
+        "ran = True",
+    ])
+    proc = run(nb, "--junit", tmp_path / "j.xml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (cases,) = junit(tmp_path / "j.xml").values()
+    assert [result_of(c) for c in cases] == ["skipped", "skipped", "passed", "passed", "passed"]
+    executed = nbformat.read(str(out / "tags.ipynb"), as_version=4)
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    assert code[0].outputs == [] and code[2].outputs[0]["ename"] == "ValueError"
+
+    allowed = write_notebook(tmp_path / "allowed.ipynb", ["1 / 0", "after = 1"],
+                             metadata={"execution": {"allow_errors": True}})
+    proc = run(allowed)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_timeout_interrupts_the_cell_and_the_next_notebook_runs(smoke, tmp_path):
+    run, out = smoke
+    slow = write_notebook(tmp_path / "slow.ipynb", ["while True:\n    pass", "never = 1"])
+    fine = write_notebook(tmp_path / "fine.ipynb", ["ok = 1"])
+    proc = run(slow, fine, "--timeout", "2", "--junit", tmp_path / "j.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    suites = junit(tmp_path / "j.xml")
+    slow_cases = suites[str(slow)]
+    assert slow_cases[0].result[0].type == "timeout"
+    assert result_of(slow_cases[1]) == "skipped"
+    assert result_of(suites[str(fine)][0]) == "passed"
+    # Interrupted in time: no hang report.
+    assert not (out / "reports").exists()
+    executed = nbformat.read(str(out / "slow.ipynb"), as_version=4)
+    assert executed.cells[0].outputs[-1]["ename"] == "KeyboardInterrupt"
+
+
+def test_input_fails_in_the_cell_instead_of_hanging(smoke, tmp_path):
+    run, _ = smoke
+    nb = write_notebook(tmp_path / "ask.ipynb", ["name = input('name? ')"])
+    proc = run(nb, "--timeout", "60", "--junit", tmp_path / "j.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (cases,) = junit(tmp_path / "j.xml").values()
+    assert cases[0].result[0].type == "StdinNotImplementedError"
+
+
+def test_segfault_names_cause_and_cell_with_report_and_page(smoke, tmp_path):
+    run, out = smoke
+    nb = write_notebook(tmp_path / "crash.ipynb", [
+        "import ctypes",
+        "ctypes.string_at(0)",
+        "after = 1",
+    ])
+    proc = run(nb, "--junit", tmp_path / "j.xml")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "DIED" in proc.stdout
+    assert "cell 2 (ctypes.string_at(0))" in proc.stdout
+    (cases,) = junit(tmp_path / "j.xml").values()
+    failure = cases[1].result[0]
+    assert failure.type == "native_crash"
+    assert "SIGSEGV" in failure.message
+    assert "died in cell 2" in cases[2].result[0].message
+    reports = list((out / "reports").glob("*.json"))
+    assert len(reports) == 1
+    report = json.loads(reports[0].read_text())
+    assert report["watchdog"]["mode"] == "smoke"
+    assert report["termination"]["signal_name"] == "SIGSEGV"
+    assert report["diagnosis"]["cause"] == "native_crash"
+    assert "string_at" in report["diagnosis"]["headline"] or report["python_traceback"]
+    assert (out / "reports" / (reports[0].stem + ".html")).exists()
+    assert oct(reports[0].stat().st_mode & 0o777) == "0o600"
+    # The connection key is in no output.
+    assert "key" not in report.get("connection", {}) or not report["connection"]["key"]
+
+
+def test_oom_kill_under_memory_limit_is_a_death_with_cause(smoke, tmp_path):
+    run, out = smoke
+    nb = write_notebook(tmp_path / "oom.ipynb", [
+        "import numpy as np, time",
+        "held = []\nwhile True:\n    held.append(np.ones(20 * 1024 * 1024 // 8))\n"
+        "    time.sleep(0.02)",
+    ])
+    proc = run(nb, "--memory-limit", "300M", "--junit", tmp_path / "j.xml")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (cases,) = junit(tmp_path / "j.xml").values()
+    assert cases[1].result[0].type == "oom_killed_cgroup", proc.stdout
+    assert "300.0 MiB" in cases[1].result[0].message
+
+
+def test_memory_budget_fails_the_first_cell_over_it_and_the_rest_run(smoke, tmp_path):
+    run, _ = smoke
+    nb = write_notebook(tmp_path / "budget.ipynb", [
+        "small = 1",
+        "import numpy as np, time\nbig = np.ones(400 * 1024 * 1024 // 8)\ntime.sleep(1)",
+        "del big\nafter = 1",
+    ])
+    proc = run(nb, "--max-rss", "250M", "--junit", tmp_path / "j.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (cases,) = junit(tmp_path / "j.xml").values()
+    assert [result_of(c) for c in cases] == ["passed", "failure", "passed"]
+    assert cases[1].result[0].type == "memory budget"
+    assert "250.0 MiB" in cases[1].result[0].message
+    # junitparser 2.8 reads testcase properties only as XML.
+    peak = {p.get("name"): p.get("value") for p in cases[1]._elem.iter("property")}
+    assert int(peak["peak_rss_bytes"]) > 250 * 1024 * 1024
+
+
+def test_two_notebooks_at_once_keep_their_order(smoke, tmp_path):
+    run, out = smoke
+    slow = write_notebook(tmp_path / "a_slow.ipynb", ["import time\ntime.sleep(3)"])
+    fast = write_notebook(tmp_path / "b_fast.ipynb", ["x = 1"])
+    started = time.monotonic()
+    proc = run(slow, fast, "-j", "2", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads(proc.stdout)
+    assert [n["path"] for n in summary["notebooks"]] == [str(slow), str(fast)]
+    assert all(n["outcome"] == "passed" for n in summary["notebooks"])
+    assert summary["exit_status"] == 0
+    assert (out / "a_slow.ipynb").exists() and (out / "b_fast.ipynb").exists()
+
+
+def test_github_annotations_and_step_summary(smoke, tmp_path):
+    run, _ = smoke
+    nb = write_notebook(tmp_path / "gh.ipynb", ["1 / 0"])
+    step_summary = tmp_path / "summary.md"
+    env = dict(os.environ, GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(step_summary))
+    proc = run(nb, env=env)
+    assert proc.returncode == 1
+    (line,) = [l for l in proc.stdout.splitlines() if l.startswith("::error ")]
+    assert line.startswith(f"::error file={nb},title=notebook failed%3A ZeroDivisionError::")
+    table = step_summary.read_text()
+    assert "| notebook | result | cause |" in table and "ZeroDivisionError" in table
+
+
+@pytest.mark.parametrize("name,raw,message", [
+    ("not_json.ipynb", b"{ this is not json", "not valid JSON"),
+    ("v5.ipynb", json.dumps({"nbformat": 5, "nbformat_minor": 0, "cells": [],
+                             "metadata": {}}).encode(), "nbformat 5 is not supported"),
+    ("empty.ipynb", json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": [],
+                                "metadata": {}}).encode(), "has no cells"),
+    ("latin1.ipynb", b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": '
+                     b'[{"cell_type": "code", "source": "x = \'\xe9\'", "metadata": {}, '
+                     b'"outputs": [], "execution_count": null}]}', "UTF-8"),
+    ("list.ipynb", b"[1, 2]", "not an object"),
+])
+def test_bad_notebooks_are_refused_before_any_kernel_starts(smoke, tmp_path, name, raw, message):
+    run, out = smoke
+    good = write_notebook(tmp_path / "good.ipynb", ["x = 1"])
+    bad = write_notebook(tmp_path / name, [], raw=raw)
+    proc = run(good, bad)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert str(bad) in line and message in line, line
+    assert not out.joinpath("good.ipynb").exists()  # refused before anything ran
+
+
+def test_missing_notebook_and_unknown_kernel_are_input_errors(smoke, tmp_path):
+    run, _ = smoke
+    proc = run(tmp_path / "nope.ipynb")
+    assert proc.returncode == 4 and "nope.ipynb" in proc.stderr
+    nb = write_notebook(tmp_path / "k.ipynb", ["x = 1"], kernel="no-such-kernel")
+    proc = run(nb)
+    assert proc.returncode == 4
+    assert "no kernel named 'no-such-kernel'" in proc.stderr and "python3" in proc.stderr
+    proc = run("--timeout", "soon", nb)
+    assert proc.returncode == 4
+
+
+def test_both_source_shapes_v3_and_a_large_embedded_image_run(smoke, tmp_path):
+    run, out = smoke
+    doc = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": "a", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": ["x = 1\n", "y = x + 1"]},
+        {"cell_type": "code", "id": "b", "metadata": {}, "execution_count": None,
+         "source": "assert y == 2",
+         "outputs": [{"output_type": "display_data", "metadata": {},
+                      "data": {"image/png": "A" * (50 * 1024 * 1024)}}]},
+    ]}
+    big = tmp_path / "shapes.ipynb"
+    big.write_text(json.dumps(doc))
+    v3 = tmp_path / "old.ipynb"
+    v3.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": "old"},
+                              "worksheets": [{"cells": [
+                                  {"cell_type": "heading", "level": 1, "source": "Old"},
+                                  {"cell_type": "code", "input": "z = 3\nz", "outputs": [],
+                                   "language": "python", "metadata": {}}]}]}))
+    proc = run(big, v3)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    nbformat.validate(nbformat.read(str(out / "shapes.ipynb"), as_version=4))
+    old = nbformat.read(str(out / "old.ipynb"), as_version=4)
+    nbformat.validate(old)
+    assert old.cells[1].outputs[0]["data"]["text/plain"] == "3"
+
+
+def test_kernel_that_cannot_start_is_a_death_with_its_cause(smoke, tmp_path, monkeypatch):
+    run, _ = smoke
+    spec_dir = tmp_path / "jp" / "kernels" / "broken"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps(
+        {"argv": ["/nonexistent/python", "-f", "{connection_file}"], "display_name": "broken",
+         "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jp"))
+    nb = write_notebook(tmp_path / "b.ipynb", ["x = 1"], kernel="broken")
+    proc = run(nb, "--junit", tmp_path / "j.xml")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "/nonexistent/python" in proc.stdout
+    (cases,) = junit(tmp_path / "j.xml").values()
+    assert result_of(cases[0]) == "skipped"
+
+
+def test_sigterm_to_the_harness_leaves_no_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    nb = write_notebook(tmp_path / "long.ipynb", ["import time\ntime.sleep(600)"])
+    proc = subprocess.Popen([KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "o"), str(nb)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    kernels = []
+    while time.monotonic() < deadline and not kernels:
+        kernels = [p for p in psutil.Process(proc.pid).children() if "ipykernel" in " ".join(p.cmdline())]
+        time.sleep(0.2)
+    assert kernels
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    psutil.wait_procs(kernels, timeout=10)
+    assert not any(k.is_running() and k.status() != psutil.STATUS_ZOMBIE for k in kernels)
+    assert not list(tmp_path.glob("kernel-watchdog-smoke-*"))
