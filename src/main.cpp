@@ -25,11 +25,14 @@ int main(int argc, char** argv) {
       "  kernel-watchdog kernelspec wrap python3   # a 'python3-watchdog' kernel for Jupyter\n"
       "  kernel-watchdog reports list              # what died, newest first\n"
       "  kernel-watchdog reports show latest       # why\n"
-      "  kernel-watchdog smoke notebooks/*.ipynb   # CI: run notebooks, name every failure");
+      "  kernel-watchdog smoke notebooks/*.ipynb   # CI: run notebooks, name every failure\n"
+      "  kernel-watchdog service install           # watch every kernel, in the background");
 
   const std::vector<kwd::cli::Command> commands{
-      kwd::cli::add_run_command(app), kwd::cli::add_reports_command(app),
-      kwd::cli::add_kernelspec_command(app), kwd::cli::add_smoke_command(app)};
+      kwd::cli::add_run_command(app),        kwd::cli::add_reports_command(app),
+      kwd::cli::add_kernelspec_command(app), kwd::cli::add_smoke_command(app),
+      kwd::cli::add_daemon_command(app),     kwd::cli::add_status_command(app),
+      kwd::cli::add_service_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -23,4 +23,18 @@ std::string_view sitecustomize_py() {
   return text;
 }
 
+std::string_view systemd_unit() {
+  static constexpr std::string_view text =
+#include "kwd_embedded/systemd_unit.inc"
+      ;
+  return text;
+}
+
+std::string_view launchd_plist() {
+  static constexpr std::string_view text =
+#include "kwd_embedded/launchd_plist.inc"
+      ;
+  return text;
+}
+
 }  // namespace kwd::data

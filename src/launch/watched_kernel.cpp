@@ -11,11 +11,10 @@
 
 #include "kwd/diagnosis/signature_table.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
-#include "kwd/report/report_document.hpp"
-#include "kwd/report/report_store.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/self_exe.hpp"
 #include "kwd/util/size_parse.hpp"
+#include "kwd/watch/report_writer.hpp"
 
 extern char** environ;
 
@@ -227,43 +226,18 @@ void WatchedKernel::release_memory_limit() {
   memory_limit_.reset();
 }
 
-WatchedKernel::WrittenReport WatchedKernel::write_report(
+watch::WrittenReport WatchedKernel::write_report(
     const watch::ProcessEnd* end, std::int64_t at_ms, const std::string& report_dir,
     const std::vector<std::string>& watchdog_received) {
-  WrittenReport out;
-  const pid_t kernel_pid = pid();
-  const std::string id = report::make_report_id(
-      at_ms, protocol::kernel_id_from_connection_file(launch_.connection_file), kernel_pid);
-  const std::string what = end == nullptr ? "stopped answering heartbeats"
-                           : end->status  ? end->status->describe()
-                                          : "ended (" + end->how_known + ")";
-  const char* kind = end != nullptr ? "crash" : "hang";
   watch::ReportContext context;
   context.end = end;
   context.at_ms = at_ms;
   context.watchdog_received = watchdog_received;
   context.faulthandler = python_shim_.has_value();
   context.notes = notes_;
-  out.document = watch_->build_report(context, id);
-  const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir));
-  try {
-    out.path = primary.write(id, report::to_text(out.document));
-    spdlog::warn("kernel {} {}; {} report: {}", kernel_pid, what, kind, out.path->string());
-    return out;
-  } catch (const std::exception& e) {
-    spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
-    out.document["notes"].push_back(std::string("report directory unusable: ") + e.what());
-  }
-  const report::ReportStore fallback(report::ReportStore::fallback_dir());
-  try {
-    out.path = fallback.write(id, report::to_text(out.document));
-    spdlog::warn("kernel {} {}; {} report (fallback location): {}", kernel_pid, what, kind,
-                 out.path->string());
-  } catch (const std::exception& e) {
-    spdlog::error("kernel {} {}; no {} report could be written: {}", kernel_pid, what, kind,
-                  e.what());
-  }
-  return out;
+  return watch::write_report(*watch_, context,
+                             protocol::kernel_id_from_connection_file(launch_.connection_file),
+                             report_dir);
 }
 
 }  // namespace kwd::launch

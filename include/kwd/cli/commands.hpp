@@ -15,6 +15,9 @@ Command add_run_command(CLI::App& app);
 Command add_reports_command(CLI::App& app);
 Command add_kernelspec_command(CLI::App& app);
 Command add_smoke_command(CLI::App& app);
+Command add_daemon_command(CLI::App& app);
+Command add_status_command(CLI::App& app);
+Command add_service_command(CLI::App& app);
 
 void setup_logging(const std::string& level);
 

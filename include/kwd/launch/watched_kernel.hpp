@@ -20,6 +20,7 @@
 #include "kwd/platform/memory_limit.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/watch/last_words.hpp"
+#include "kwd/watch/report_writer.hpp"
 #include "kwd/watch/watch.hpp"
 
 namespace kwd::launch {
@@ -74,16 +75,12 @@ class WatchedKernel {
   // What the watchdog could not do for this kernel; said in its report too.
   void add_note(std::string note) { notes_.push_back(std::move(note)); }
 
-  struct WrittenReport {
-    nlohmann::json document;
-    std::optional<std::filesystem::path> path;  // nullopt: nowhere could take it
-  };
   // Builds and stores the crash (`end` set) or hang (`end` null) report in `report_dir`
   // (empty: the configured store), falling back to the private temporary store when that
   // cannot be written. Never throws.
-  WrittenReport write_report(const watch::ProcessEnd* end, std::int64_t at_ms,
-                             const std::string& report_dir,
-                             const std::vector<std::string>& watchdog_received);
+  watch::WrittenReport write_report(const watch::ProcessEnd* end, std::int64_t at_ms,
+                                    const std::string& report_dir,
+                                    const std::vector<std::string>& watchdog_received);
   // Gives the memory cgroup back; after the report (which reads its OOM evidence).
   void release_memory_limit();
 

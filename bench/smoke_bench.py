@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""kernel-watchdog smoke next to nbclient (Debian's python3-nbclient), on the same notebooks,
+in one run, alternating, each in a fresh kernel:
+
+  one trivial cell      -> start-up to the first cell's end (kernel start included)
+  200 trivial cells     -> per-cell overhead: (t200 - t1) / 199
+  large outputs         -> output handling: t(20 MB of stream text + a 5 MB image) - t1
+
+nbclient's time is taken inside its process around NotebookClient.execute() (its Python
+imports are not counted: that favours nbclient); the watchdog's is the whole process.
+Targets (issue 11): start-up no slower, per-cell overhead at most half, large outputs at
+least 5x faster. Prints medians and the ratios.
+
+  bench/smoke_bench.py [--watchdog build/kernel-watchdog] [--repeat 5]
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import nbformat
+
+NBCLIENT_RUN = r"""
+import sys, time, nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+client = NotebookClient(nb, kernel_name="python3", timeout=600,
+                        resources={"metadata": {"path": sys.argv[2]}})
+start = time.perf_counter()
+client.execute()
+print(time.perf_counter() - start)
+"""
+
+LARGE_TEXT = (
+    "import sys\n"
+    "line = 'x' * 99 + '\\n'\n"
+    "for _ in range(200):\n"
+    "    sys.stdout.write(line * 1000)\n"  # 200 x 100 kB = 20 MB
+    "sys.stdout.flush()")
+LARGE_IMAGE = (
+    "from IPython.display import Image, display\n"
+    "import os\n"
+    "display(Image(data=b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(5 * 1024 * 1024), format='png'))")
+
+
+def notebook(path, cells):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, str(path))
+    return path
+
+
+def time_watchdog(watchdog, nb, work):
+    out = work / "out"
+    start = time.perf_counter()
+    proc = subprocess.run([watchdog, "smoke", "--output-dir", str(out), str(nb)],
+                          capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"kernel-watchdog smoke failed on {nb}:\n{proc.stdout}\n{proc.stderr}")
+    shutil.rmtree(out, ignore_errors=True)
+    return elapsed
+
+
+def time_nbclient(nb, work):
+    proc = subprocess.run(["/usr/bin/python3", "-c", NBCLIENT_RUN, str(nb), str(work)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"nbclient failed on {nb}:\n{proc.stderr}")
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--watchdog", default=str(pathlib.Path(__file__).resolve().parents[1] /
+                                              "build" / "kernel-watchdog"))
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    work = pathlib.Path(tempfile.mkdtemp(prefix="kwd-smoke-bench-"))
+    os.environ.update(TMPDIR=str(work), JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+                      PYDEVD_DISABLE_FILE_VALIDATION="1")
+    books = {
+        "one": notebook(work / "one.ipynb", ["x = 1"]),
+        "many": notebook(work / "many.ipynb", [f"x = {i}" for i in range(200)]),
+        "large": notebook(work / "large.ipynb", ["x = 1", LARGE_TEXT, LARGE_IMAGE]),
+    }
+    times = {(tool, name): [] for tool in ("watchdog", "nbclient") for name in books}
+    for _ in range(args.repeat):
+        for name, nb in books.items():
+            times[("watchdog", name)].append(time_watchdog(args.watchdog, nb, work))
+            times[("nbclient", name)].append(time_nbclient(nb, work))
+    med = {k: statistics.median(v) for k, v in times.items()}
+
+    def derived(tool):
+        return {"startup_s": med[(tool, "one")],
+                "per_cell_ms": (med[(tool, "many")] - med[(tool, "one")]) / 199 * 1000,
+                "large_output_s": med[(tool, "large")] - med[(tool, "one")]}
+
+    ours, theirs = derived("watchdog"), derived("nbclient")
+    print(f"{'':28}{'kernel-watchdog':>16}{'nbclient':>12}{'ratio':>10}  target")
+    rows = [("start-up to first cell (s)", "startup_s", "<= 1.0"),
+            ("per-cell overhead (ms)", "per_cell_ms", "<= 0.5"),
+            ("large outputs (s)", "large_output_s", "<= 0.2")]
+    for label, key, target in rows:
+        ratio = ours[key] / theirs[key] if theirs[key] > 0 else float("nan")
+        print(f"{label:28}{ours[key]:16.3f}{theirs[key]:12.3f}{ratio:10.2f}  {target}")
+    print(json.dumps({"repeat": args.repeat, "watchdog": ours, "nbclient": theirs,
+                      "raw_medians_s": {f"{t}/{n}": v for (t, n), v in med.items()}}))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kwd/daemon/kernel_processes.hpp"
+#include "kwd/daemon/runtime_dir_watcher.hpp"
+#include "kwd/loop/event_loop.hpp"
+#include "kwd/loop/signal_pipe.hpp"
+#include "kwd/protocol/listener_options.hpp"
+#include "kwd/util/unique_fd.hpp"
+#include "kwd/watch/watch.hpp"
+
+namespace kwd::daemon {
+
+struct DaemonOptions {
+  // Where kernels' connection files appear (watched for changes; kernels whose files lie
+  // elsewhere are found by the process scan). Empty: default_runtime_dirs().
+  std::vector<std::filesystem::path> runtime_dirs;
+  std::string report_dir;               // empty: the store `run` uses
+  std::filesystem::path status_socket;  // empty: default_status_socket()
+  std::chrono::milliseconds scan_interval{1000};
+  std::chrono::milliseconds sample_interval{1000};
+  protocol::ListenerOptions listener;
+  std::string nvml_library;
+};
+
+// Jupyter's runtime dir ($JUPYTER_RUNTIME_DIR, else runtime/ in the Jupyter data dir) and
+// VS Code's raw kernels' ($XDG_RUNTIME_DIR/jupyter/runtime).
+std::vector<std::filesystem::path> default_runtime_dirs();
+// $XDG_RUNTIME_DIR/kernel-watchdog/daemon.sock, else next to the report store.
+std::filesystem::path default_status_socket(const std::string& report_dir);
+
+// `kernel-watchdog daemon`: one process, one event loop, every kernel of this user watched
+// (those under `kernel-watchdog run` are left to their launcher: one report per death).
+// Kernels are found by their connection files appearing (inotify) and by a periodic scan
+// of the process table; each gets a Watch with a pidfd death source. A death nobody asked
+// for gets a report; `kernel-watchdog status` reads the daemon's socket.
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Runs until SIGTERM or SIGINT (SIGHUP rescans). Returns the exit status.
+  int run();
+
+ private:
+  struct Kernel {
+    KernelProcess process;
+    std::string kernel_id;
+    std::int64_t watched_since_ms = 0;
+    std::string previous_death;  // the report of this connection file's previous process
+    std::unique_ptr<watch::Watch> watch;
+  };
+  void scan();
+  void scan_soon();
+  void start_watching(const KernelProcess& process);
+  void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
+  void on_hang(pid_t pid, const protocol::HangEvidence& hang);
+  void on_status_client();
+  [[nodiscard]] nlohmann::json status_json() const;
+  bool open_status_socket();
+
+  DaemonOptions options_;
+  loop::EventLoop loop_;
+  std::unique_ptr<loop::SignalPipe> signals_;
+  std::unique_ptr<RuntimeDirWatcher> dirs_;
+  util::UniqueFd status_listener_;
+  std::map<pid_t, Kernel> kernels_;
+  std::vector<KernelProcess> under_launcher_;  // seen in the last scan
+  // Processes not to look at again: (pid, start time) whose watch could not be set up.
+  std::set<std::pair<pid_t, std::uint64_t>> skipped_;
+  std::map<std::string, std::string> last_death_by_file_;  // connection file -> report id
+  std::optional<loop::EventLoop::TimerId> quick_scan_;
+  int quick_scans_left_ = 0;
+  std::int64_t started_ms_ = 0;
+  std::uint64_t reports_written_ = 0;
+};
+
+}  // namespace kwd::daemon

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "kwd/watch/watch.hpp"
+
+namespace kwd::watch {
+
+struct WrittenReport {
+  nlohmann::json document;
+  std::optional<std::filesystem::path> path;  // nullopt: nowhere could take it
+};
+
+// Builds the crash (context.end set) or hang (context.end null) report of a watched kernel
+// and stores it in `report_dir` (empty: the configured store), falling back to the private
+// temporary store when that cannot be written; logs where it went. Never throws.
+WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
+                           const std::string& report_dir);
+
+}  // namespace kwd::watch

@@ -1,0 +1,349 @@
+#include "kwd/daemon/daemon.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "kwd/daemon/service_notify.hpp"
+#include "kwd/kernelspec/kernelspec.hpp"
+#include "kwd/protocol/connection_file.hpp"
+#include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/report/report_store.hpp"
+#include "kwd/util/clock.hpp"
+#include "kwd/util/private_files.hpp"
+#include "kwd/watch/death_policy.hpp"
+#include "kwd/watch/report_writer.hpp"
+
+namespace kwd::daemon {
+namespace {
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// After a connection file appears its kernel is looked for this often, this many times: the
+// manager writes the file first and starts the process after.
+constexpr std::chrono::milliseconds kQuickScanInterval{25};
+constexpr int kQuickScans = 80;  // 2 s
+
+sockaddr_un socket_address(const std::filesystem::path& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string p = path.string();
+  if (p.size() >= sizeof addr.sun_path)
+    throw std::runtime_error("socket path too long (" + std::to_string(p.size()) + " bytes): " + p);
+  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+  return addr;
+}
+
+std::string state_of(const watch::Watch& w) {
+  const auto* listener = w.listener();
+  if (listener == nullptr) return "unknown";
+  if (listener->current_hang()) return "hung";
+  const auto& state = listener->activity().execution_state();
+  return state ? *state : "starting";
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> default_runtime_dirs() {
+  std::vector<std::filesystem::path> dirs;
+  if (auto dir = env("JUPYTER_RUNTIME_DIR"); !dir.empty())
+    dirs.emplace_back(dir);
+  else
+    dirs.push_back(kernelspec::user_data_dir() / "runtime");
+  if (auto xdg = env("XDG_RUNTIME_DIR"); !xdg.empty())
+    dirs.push_back(std::filesystem::path(xdg) / "jupyter" / "runtime");
+  return dirs;
+}
+
+std::filesystem::path default_status_socket(const std::string& report_dir) {
+  if (auto xdg = env("XDG_RUNTIME_DIR"); !xdg.empty() && xdg.front() == '/')
+    return std::filesystem::path(xdg) / "kernel-watchdog" / "daemon.sock";
+  return report::ReportStore::resolve_dir(report_dir).parent_path() / "daemon.sock";
+}
+
+Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
+  if (options_.runtime_dirs.empty()) options_.runtime_dirs = default_runtime_dirs();
+  if (options_.status_socket.empty())
+    options_.status_socket = default_status_socket(options_.report_dir);
+}
+
+Daemon::~Daemon() {
+  kernels_.clear();  // the watches unregister from the loop first
+  if (status_listener_) ::unlink(options_.status_socket.c_str());
+}
+
+bool Daemon::open_status_socket() {
+  try {
+    util::SafeDir::open_private(options_.status_socket.parent_path());
+    const sockaddr_un addr = socket_address(options_.status_socket);
+    util::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (probe &&
+        ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+      spdlog::error("a kernel-watchdog daemon is already running (its socket {} answers)",
+                    options_.status_socket.string());
+      return false;
+    }
+    ::unlink(addr.sun_path);  // a socket left by a daemon that was killed
+    util::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    const mode_t old = ::umask(0177);  // the socket is created 0600
+    const int bound = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    ::umask(old);
+    if (bound != 0 || ::listen(fd.get(), 16) != 0)
+      throw std::runtime_error(std::string("cannot listen on it: ") + std::strerror(errno));
+    status_listener_ = std::move(fd);
+  } catch (const std::exception& e) {
+    // Watching matters more than answering `status`.
+    spdlog::warn("no status socket at {}: {}; `kernel-watchdog status` will not reach us",
+                 options_.status_socket.string(), e.what());
+  }
+  return true;
+}
+
+int Daemon::run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  started_ms_ = util::wall_ms();
+  signals_ =
+      std::make_unique<loop::SignalPipe>(std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP});
+  if (!open_status_socket()) return 1;
+  dirs_ = make_runtime_dir_watcher(options_.runtime_dirs);
+  std::string dirs;
+  for (const auto& d : options_.runtime_dirs)
+    dirs += (dirs.empty() ? "" : ", ") + d.string();
+  spdlog::info("daemon started: watching connection files in {}; status socket {}", dirs,
+               options_.status_socket.string());
+
+  bool stop = false;
+  loop_.watch_fd(signals_->fd(), [this, &stop] {
+    for (int s : signals_->drain()) {
+      if (s == SIGHUP) {
+        spdlog::info("SIGHUP: rescanning");
+        scan();
+        continue;
+      }
+      stop = true;
+      loop_.stop();
+    }
+  });
+  if (dirs_->fd() >= 0)
+    loop_.watch_fd(dirs_->fd(), [this] {
+      if (dirs_->drain()) scan_soon();
+    });
+  if (status_listener_) loop_.watch_fd(status_listener_.get(), [this] { on_status_client(); });
+  loop_.every(options_.scan_interval, [this] {
+    dirs_->rewatch();
+    scan();
+  });
+  scan();
+  notify_service("READY=1");
+  if (const auto ping = service_watchdog_interval())
+    loop_.every(*ping, [] { notify_service("WATCHDOG=1"); });
+  if (!loop_.run() && !stop) {
+    spdlog::error("event loop failed: {}", std::strerror(errno));
+    return 1;
+  }
+  notify_service("STOPPING=1");
+  spdlog::info("daemon stopping ({} kernels were watched)", kernels_.size());
+  return 0;
+}
+
+void Daemon::scan_soon() {
+  quick_scans_left_ = kQuickScans;
+  if (quick_scan_) return;
+  quick_scan_ = loop_.every(kQuickScanInterval, [this] {
+    const std::size_t before = kernels_.size();
+    scan();
+    if (--quick_scans_left_ <= 0 || kernels_.size() > before) {
+      loop_.cancel(*quick_scan_);
+      quick_scan_.reset();
+    }
+  });
+}
+
+void Daemon::scan() {
+  under_launcher_.clear();
+  for (const auto& process : find_kernel_processes()) {
+    if (process.under_launcher) {
+      under_launcher_.push_back(process);
+      continue;
+    }
+    if (auto it = kernels_.find(process.pid); it != kernels_.end()) {
+      if (it->second.process.start_time == process.start_time) continue;
+      kernels_.erase(it);  // a reused pid: the one we watched is gone
+    }
+    if (skipped_.contains({process.pid, process.start_time})) continue;
+    start_watching(process);
+  }
+}
+
+void Daemon::start_watching(const KernelProcess& process) {
+  const auto skip = [&](const std::string& why) {
+    spdlog::warn("not watching pid {} ({}): {}", process.pid, process.connection_file, why);
+    skipped_.insert({process.pid, process.start_time});
+  };
+  struct stat st {};
+  if (::stat(process.connection_file.c_str(), &st) != 0) {
+    // Not written yet, or removed: looked at again by the next scan.
+    return;
+  }
+  if (st.st_uid != ::getuid()) return skip("its connection file belongs to another user");
+  std::string notebook;
+  try {
+    protocol::load_connection_file(process.connection_file);
+    std::ifstream in(process.connection_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto doc = nlohmann::json::parse(text.str(), nullptr, false);
+    if (doc.is_object() && doc.contains("jupyter_session") && doc["jupyter_session"].is_string())
+      notebook = doc["jupyter_session"].get<std::string>();
+  } catch (const std::exception& e) {
+    return skip(e.what());
+  }
+  std::unique_ptr<watch::DeathSource> death;
+  try {
+    death = watch::make_process_death_source(process.pid);
+  } catch (const std::exception& e) {
+    return skip(std::string("cannot watch the process: ") + e.what());
+  }
+  Kernel kernel;
+  kernel.process = process;
+  kernel.kernel_id = protocol::kernel_id_from_connection_file(process.connection_file);
+  kernel.watched_since_ms = util::wall_ms();
+  if (auto previous = last_death_by_file_.find(process.connection_file);
+      previous != last_death_by_file_.end())
+    kernel.previous_death = previous->second;
+  watch::WatchOptions wo;
+  wo.kernel_pid = process.pid;
+  wo.connection_file = process.connection_file;
+  wo.mode = "daemon";
+  wo.kernel_argv = process.argv;
+  wo.sample_interval = options_.sample_interval;
+  wo.listener = options_.listener;
+  wo.probes.nvml_library = options_.nvml_library;
+  const pid_t pid = process.pid;
+  kernel.watch = std::make_unique<watch::Watch>(
+      loop_, std::move(wo), std::move(death),
+      [this, pid](const watch::ProcessEnd& end, std::int64_t at) { on_death(pid, end, at); },
+      [this, pid](const protocol::HangEvidence& hang) { on_hang(pid, hang); });
+  auto& placed = kernels_[pid] = std::move(kernel);
+  placed.watch->start();
+  spdlog::info("watching kernel {} (pid {}{}{})", placed.kernel_id, pid,
+               notebook.empty() ? "" : ", ", notebook);
+}
+
+void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms) {
+  auto it = kernels_.find(pid);
+  if (it == kernels_.end()) return;
+  Kernel& k = it->second;
+  // jupyter_client interrupts (SIGINT) every kernel it shuts down, before the request; a
+  // kernel still starting has no handler for it yet and dies of it. Once started, ipykernel
+  // turns SIGINT into KeyboardInterrupt, so a death by SIGINT is a manager's shutdown.
+  const bool interrupted_by_manager =
+      end.status && end.status->signaled && end.status->signal == SIGINT;
+  if (interrupted_by_manager ||
+      watch::death_was_requested(end, k.watch->shutdown_requested(), {}, at_ms)) {
+    spdlog::info("kernel {} (pid {}) {} (requested); no report", k.kernel_id, pid,
+                 end.status ? end.status->describe() : end.how_known);
+  } else {
+    watch::ReportContext context;
+    context.end = &end;
+    context.at_ms = at_ms;
+    if (!end.status)
+      context.notes.push_back(
+          "the exit status of a kernel that is not the watchdog's child could not be known "
+          "here (" +
+          end.how_known +
+          "); under `kernel-watchdog run` (kernelspec wrap) it "
+          "always is");
+    if (!k.previous_death.empty())
+      context.notes.push_back(
+          "this kernel's previous process (same connection file) died "
+          "too: report " +
+          k.previous_death);
+    const auto written = watch::write_report(*k.watch, context, k.kernel_id, options_.report_dir);
+    if (written.path) {
+      last_death_by_file_[k.process.connection_file] = written.path->stem().string();
+      ++reports_written_;
+    }
+  }
+  // Not from inside the watch's own handler: it is destroyed on the loop's next pass.
+  loop_.after(std::chrono::milliseconds(0), [this, pid] { kernels_.erase(pid); });
+}
+
+void Daemon::on_hang(pid_t pid, const protocol::HangEvidence& hang) {
+  auto it = kernels_.find(pid);
+  if (it == kernels_.end()) return;
+  watch::ReportContext context;
+  context.at_ms = hang.detected_at_ms;
+  const auto written =
+      watch::write_report(*it->second.watch, context, it->second.kernel_id, options_.report_dir);
+  if (written.path) ++reports_written_;
+}
+
+nlohmann::json Daemon::status_json() const {
+  const std::int64_t now = util::wall_ms();
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& [pid, k] : kernels_) {
+    nlohmann::json row = {{"kernel_id", k.kernel_id},
+                          {"pid", pid},
+                          {"connection_file", k.process.connection_file},
+                          {"watched_by", "daemon"},
+                          {"state", state_of(*k.watch)},
+                          {"uptime_s", (now - k.watch->started_at_ms()) / 1000}};
+    if (const auto* s = k.watch->timeline().latest()) {
+      if (s->rss >= 0) row["rss_bytes"] = s->rss;
+      if (s->gpu_used >= 0) row["gpu_bytes"] = s->gpu_used;
+      const auto recent = k.watch->timeline().recent();
+      for (const auto& old : recent)
+        if (old.t_ms >= s->t_ms - 60'000 && old.rss >= 0 && s->rss >= 0) {
+          row["rss_change_60s_bytes"] = s->rss - old.rss;
+          break;
+        }
+    }
+    kernels.push_back(std::move(row));
+  }
+  for (const auto& p : under_launcher_) {
+    if (std::filesystem::path(p.argv.empty() ? "" : p.argv[0]).filename() == "kernel-watchdog")
+      continue;  // the launcher itself; its kernel is the row
+    kernels.push_back({{"kernel_id", protocol::kernel_id_from_connection_file(p.connection_file)},
+                       {"pid", p.pid},
+                       {"connection_file", p.connection_file},
+                       {"watched_by", "launcher"}});
+  }
+  return {{"daemon",
+           {{"pid", ::getpid()},
+            {"uptime_s", (now - started_ms_) / 1000},
+            {"reports_written", reports_written_},
+            {"status_socket", options_.status_socket.string()}}},
+          {"kernels", std::move(kernels)}};
+}
+
+void Daemon::on_status_client() {
+  for (;;) {
+    util::UniqueFd client(::accept4(status_listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!client) return;
+    const std::string text = status_json().dump() + "\n";
+    // Best effort and never blocking for long: a client that does not read loses its answer.
+    timeval timeout{0, 200'000};
+    ::setsockopt(client.get(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::send(client.get(), text.data() + done, text.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+  }
+}
+
+}  // namespace kwd::daemon

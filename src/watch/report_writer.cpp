@@ -1,0 +1,47 @@
+#include "kwd/watch/report_writer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "kwd/report/report_document.hpp"
+#include "kwd/report/report_store.hpp"
+
+namespace kwd::watch {
+
+WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
+                           const std::string& report_dir) {
+  WrittenReport out;
+  const ProcessEnd* end = context.end;
+  const std::string id = report::make_report_id(context.at_ms, kernel_id, watch.pid());
+  const std::string what = end == nullptr ? "stopped answering heartbeats"
+                           : end->status  ? end->status->describe()
+                                          : "ended (" + end->how_known + ")";
+  const char* kind = end != nullptr ? "crash" : "hang";
+  try {
+    out.document = watch.build_report(context, id);
+  } catch (const std::exception& e) {  // build_report says it never throws; fail open anyway
+    spdlog::error("kernel {} {}; no {} report could be built: {}", watch.pid(), what, kind,
+                  e.what());
+    return out;
+  }
+  const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir));
+  try {
+    out.path = primary.write(id, report::to_text(out.document));
+    spdlog::warn("kernel {} {}; {} report: {}", watch.pid(), what, kind, out.path->string());
+    return out;
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
+    out.document["notes"].push_back(std::string("report directory unusable: ") + e.what());
+  }
+  const report::ReportStore fallback(report::ReportStore::fallback_dir());
+  try {
+    out.path = fallback.write(id, report::to_text(out.document));
+    spdlog::warn("kernel {} {}; {} report (fallback location): {}", watch.pid(), what, kind,
+                 out.path->string());
+  } catch (const std::exception& e) {
+    spdlog::error("kernel {} {}; no {} report could be written: {}", watch.pid(), what, kind,
+                  e.what());
+  }
+  return out;
+}
+
+}  // namespace kwd::watch

@@ -1,0 +1,252 @@
+"""`kernel-watchdog daemon` and `status`: real kernels started by a real jupyter_client
+KernelManager from the unwrapped python3 kernelspec, found by the daemon on its own.
+
+The daemon scans every process of this user, so kernels of tests running beside these ones
+are seen too: every check here is about this test's own kernels (by connection file)."""
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from jupyter_client import KernelManager
+
+from conftest import KWD_BINARY, PLAIN, WRAPPED, Watched, kwd, load_reports
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    reports = tmp_path / "reports"
+    prefix = tmp_path / "prefix"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("KERNEL_WATCHDOG_REPORT_DIR", str(reports))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    return {"tmp": tmp_path, "runtime": runtime, "reports": reports, "prefix": prefix,
+            "socket": tmp_path / "d.sock"}
+
+
+class Daemon:
+    def __init__(self, world):
+        self.world = world
+        self.proc = subprocess.Popen(
+            [KWD_BINARY, "daemon", "--runtime-dir", str(world["runtime"]),
+             "--report-dir", str(world["reports"]), "--status-socket", str(world["socket"]),
+             "--sample-rate", "10"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 20
+        while not world["socket"].exists():
+            assert self.proc.poll() is None, self.proc.stdout.read()
+            assert time.monotonic() < deadline, "daemon did not open its socket"
+            time.sleep(0.05)
+
+    def status(self):
+        out = kwd("status", "--json", "--status-socket", self.world["socket"]).stdout
+        return json.loads(out)
+
+    def kernel(self, connection_file, pid=None, timeout=10):
+        """The status row of the kernel with this connection file (and pid), once there."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for row in self.status()["kernels"]:
+                if row["connection_file"] == str(connection_file) and (pid is None or
+                                                                        row["pid"] == pid):
+                    return row
+            assert time.monotonic() < deadline, f"{connection_file} not watched: {self.status()}"
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                raise
+        return self.proc.stdout.read()
+
+
+@pytest.fixture
+def daemon(world):
+    started = []
+
+    def _start():
+        d = Daemon(world)
+        started.append(d)
+        return d
+
+    yield _start
+    for d in started:
+        d.stop()
+
+
+@pytest.fixture
+def kernels(world):
+    started = []
+
+    def _start(name=PLAIN):
+        k = Watched(name, dict(os.environ))
+        started.append(k)
+        return k
+
+    yield _start
+    for k in started:
+        k.close()
+
+
+def reports_for(world, connection_file):
+    kernel_id = pathlib.Path(connection_file).stem.removeprefix("kernel-")
+    return [r for r in load_reports(world["reports"])
+            if r.get("kernel", {}).get("kernel_id") == kernel_id]
+
+
+def test_three_kernels_are_found_and_memory_follows(world, daemon, kernels):
+    d = daemon()
+    ks = [kernels() for _ in range(3)]
+    rows = [d.kernel(k.km.connection_file, k.km.provisioner.process.pid) for k in ks]
+    assert all(r["watched_by"] == "daemon" for r in rows)
+    before = d.kernel(ks[0].km.connection_file)["rss_bytes"]
+    ks[0].execute("import numpy as np\nheld = np.ones(200 * 1024 * 1024 // 8)")
+    deadline = time.monotonic() + 10
+    while True:
+        now = d.kernel(ks[0].km.connection_file)["rss_bytes"]
+        if now - before > 150 * 1024 * 1024:
+            break
+        assert time.monotonic() < deadline, (before, now)
+        time.sleep(0.1)
+    table = kwd("status", "--status-socket", world["socket"]).stdout
+    assert "daemon" in table and "RSS" in table
+
+
+def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
+    d = daemon()
+    k = kernels()
+    d.kernel(k.km.connection_file)
+    k.execute("x = 1")
+    # The cell runs a moment before it crashes: IOPub messages still queued in the kernel's
+    # ZeroMQ thread when it dies are lost with it, and an unwrapped kernel has no other way
+    # to say which cell ran (under `run`, the report has faulthandler's stack too).
+    k.execute_until_death("import ctypes, time\ntime.sleep(0.5)\nctypes.string_at(0)")
+    deadline = time.monotonic() + 10
+    while not reports_for(world, k.km.connection_file):
+        assert time.monotonic() < deadline, d.stop()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    (report,) = reports_for(world, k.km.connection_file)
+    assert report["watchdog"]["mode"] == "daemon"
+    assert report["diagnosis"]["cause"] == "native_crash"
+    # The cell that was running, from IOPub: no faulthandler in a kernel the daemon found.
+    assert "cell" in report["diagnosis"]["headline"]
+    assert "ctypes.string_at(0)" in json.dumps(report["execution"])
+
+
+def test_clean_shutdown_and_restart(world, daemon, kernels):
+    d = daemon()
+    k = kernels()
+    first_pid = k.km.provisioner.process.pid
+    d.kernel(k.km.connection_file, first_pid)
+    k.km.restart_kernel(now=False)
+    second_pid = k.km.provisioner.process.pid
+    assert second_pid != first_pid
+    k.kc.wait_for_ready(timeout=60)
+    row = d.kernel(k.km.connection_file, second_pid)
+    assert row["kernel_id"] == pathlib.Path(k.km.connection_file).stem.removeprefix("kernel-")
+    k.kc.stop_channels()
+    k.km.shutdown_kernel(now=False)
+    time.sleep(1.5)
+    assert reports_for(world, k.km.connection_file) == []
+
+
+def test_wrapped_kernel_crash_gets_exactly_one_report(world, daemon):
+    kwd("kernelspec", "wrap", PLAIN, "--prefix", world["prefix"], "--name", WRAPPED)
+    d = daemon()
+    k = Watched(WRAPPED, dict(os.environ))
+    try:
+        time.sleep(1.5)  # a scan or two: the daemon must leave it to its launcher
+        rows = [r for r in d.status()["kernels"] if r["connection_file"] == k.km.connection_file]
+        assert rows and all(r["watched_by"] == "launcher" for r in rows), rows
+        k.execute_until_death("import os\nos.abort()")
+        time.sleep(2)
+        assert len(reports_for(world, k.km.connection_file)) == 1
+    finally:
+        k.close()
+
+
+def test_garbage_connection_files_are_skipped_and_daemon_carries_on(world, daemon, kernels):
+    d = daemon()
+    garbage = world["runtime"] / "kernel-garbage.json"
+    garbage.write_text("{ not json")
+    empty = world["runtime"] / "kernel-empty.json"
+    empty.write_text("")
+    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
+                                  "-f", str(f)]) for f in (garbage, empty)]
+    try:
+        time.sleep(2)
+        assert d.proc.poll() is None
+        files = {r["connection_file"] for r in d.status()["kernels"]}
+        assert str(garbage) not in files and str(empty) not in files
+        k = kernels()  # a real one is still found
+        d.kernel(k.km.connection_file)
+    finally:
+        for s in sleepers:
+            s.kill()
+            s.wait()
+    log = d.stop()
+    # Logged once, not at every scan.
+    assert sum(str(garbage) in line for line in log.splitlines()) == 1, log
+
+
+def test_daemon_restart_picks_up_running_kernels_and_sigterm_is_clean(world, daemon, kernels):
+    d = daemon()
+    k = kernels()
+    d.kernel(k.km.connection_file)
+    started = time.monotonic()
+    d.stop()
+    assert time.monotonic() - started < 1.5
+    assert d.proc.returncode == 0
+    assert not world["socket"].exists()
+    d2 = daemon()
+    d2.kernel(k.km.connection_file, k.km.provisioner.process.pid)
+
+
+def test_second_daemon_on_the_same_socket_refuses(world, daemon):
+    daemon()
+    proc = subprocess.run([KWD_BINARY, "daemon", "--status-socket", str(world["socket"]),
+                           "--runtime-dir", str(world["runtime"])],
+                          capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 1 and "already running" in proc.stderr
+
+
+def test_status_without_daemon_says_so(world):
+    proc = kwd("status", "--status-socket", world["tmp"] / "none.sock", check=False)
+    assert proc.returncode == 3
+    assert "no kernel-watchdog daemon is running" in proc.stderr
+
+
+def test_service_install_dry_run_and_unit_verifies(world, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(world["tmp"] / "config"))
+    out = kwd("service", "install", "--dry-run").stdout
+    unit_path = world["tmp"] / "config" / "systemd" / "user" / "kernel-watchdog.service"
+    assert f"would write {unit_path}" in out
+    assert f"ExecStart={pathlib.Path(KWD_BINARY).resolve()} daemon" in out
+    assert "would run: systemctl --user enable --now kernel-watchdog.service" in out
+    assert not unit_path.exists()
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("no systemd-analyze on this machine")
+    unit = world["tmp"] / "kernel-watchdog.service"
+    unit.write_text(out.split(":\n", 1)[1].split("would run:")[0])
+    # As a user unit; the user manager it would need is simulated by a runtime dir of our own.
+    runtime = world["tmp"] / "xdg-runtime"
+    runtime.mkdir(mode=0o700)
+    proc = subprocess.run(["systemd-analyze", "--user", "verify", str(unit)],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
