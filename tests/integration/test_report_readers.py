@@ -134,7 +134,12 @@ def test_every_reader_reads_every_broken_report(store):
         assert str(path) in listing.stdout
     assert "unreadable" not in listing.stdout
 
-    for path in [real_path, *broken]:
+    # Under the sanitizers (scripts/sanitize.sh) every fifth broken report goes through the
+    # CLI: each run of the instrumented binary costs about a second, and every mutant is read
+    # in-process by the unit test "no reader throws on any fixture or any broken copy of one"
+    # in that same build. The normal build runs them all here.
+    stride = int(os.environ.get("KWD_SANITIZER_STRIDE", "1"))
+    for path in [real_path, *broken[::stride]]:
         for args in (["show"], ["show", "--json"], ["html", "-o", path.with_suffix(".html")]):
             proc = run("reports", *args[:1], path, *args[1:], env=env)
             assert proc.returncode == 0, (path.name, args, proc.stderr[-2000:])
