@@ -304,11 +304,15 @@ void NotebookRun::next_cell() {
                                {"user_expressions", nlohmann::json::object()},
                                {"allow_stdin", false},
                                {"stop_on_error", false}});
-  const double timeout =
-      options_.timeout_s > 0 ? options_.timeout_s : notebook_.timeout_s.value_or(300.0);
+  const double timeout = cell_timeout_s();
   if (timeout > 0)
     deadline_ = loop_.after(std::chrono::milliseconds(static_cast<long>(timeout * 1000)),
                             [this] { on_cell_timeout(); });
+}
+
+double NotebookRun::cell_timeout_s() const {
+  // An explicit --timeout wins over the notebook's metadata (nbmake's order); 0 is none.
+  return options_.timeout_s.value_or(notebook_.timeout_s.value_or(300.0));
 }
 
 void NotebookRun::sample_peaks() {
@@ -379,8 +383,7 @@ void NotebookRun::maybe_finish_cell() {
 void NotebookRun::on_cell_timeout() {
   deadline_.reset();
   if (cell_ == nullptr || state_ != State::running) return;
-  const double timeout =
-      options_.timeout_s > 0 ? options_.timeout_s : notebook_.timeout_s.value_or(300.0);
+  const double timeout = cell_timeout_s();
   CellResult& cell = *cell_;
   cell.status = CellStatus::failed;
   cell.failure_type = "timeout";
@@ -491,6 +494,8 @@ void NotebookRun::finish() {
   if (state_ == State::done) return;
   state_ = State::done;
   cancel_timers();
+  // The kernel is gone (or never started): its memory cgroup goes now, not at our exit.
+  if (kernel_) kernel_->release_memory_limit();
   result_.seconds = seconds_since(started_ns_);
   if (result_.outcome == Outcome::passed && result_.first_failure() != nullptr)
     result_.outcome = Outcome::failed;

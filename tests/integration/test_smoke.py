@@ -160,6 +160,20 @@ def test_timeout_interrupts_the_cell_and_the_next_notebook_runs(smoke, tmp_path)
     assert executed.cells[0].outputs[-1]["ename"] == "KeyboardInterrupt"
 
 
+def test_notebook_timeout_metadata_is_honoured_and_the_flag_wins(smoke, tmp_path):
+    run, _ = smoke
+    nb = write_notebook(tmp_path / "meta.ipynb", ["import time\ntime.sleep(30)"],
+                        metadata={"execution": {"timeout": 2}})
+    proc = run(nb, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (cell,) = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    assert cell["failure_type"] == "timeout" and "2 s cell timeout" in cell["message"]
+    quick = write_notebook(tmp_path / "quick.ipynb", ["import time\ntime.sleep(3)"],
+                           metadata={"execution": {"timeout": 1}})
+    proc = run(quick, "--timeout", "0")  # 0: no timeout at all, over the metadata's 1 s
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_input_fails_in_the_cell_instead_of_hanging(smoke, tmp_path):
     run, _ = smoke
     nb = write_notebook(tmp_path / "ask.ipynb", ["name = input('name? ')"])

@@ -56,6 +56,7 @@ class NotebookRun {
   void maybe_finish_cell();
   void on_cell_timeout();
   void sample_peaks();
+  [[nodiscard]] double cell_timeout_s() const;
   void on_kernel_death(const watch::ProcessEnd& end, std::int64_t at_ms);
   void on_hang();
   void kernel_failed(const std::string& cell_verdict, const watch::ProcessEnd* end,

@@ -9,9 +9,10 @@
 namespace kwd::smoke {
 
 struct SmokeOptions {
-  std::string kernel_name;        // --kernel; empty: the notebook's, else python3
-  std::filesystem::path cwd;      // --cwd; empty: each notebook's folder
-  double timeout_s = 300;         // per cell; the notebook's execution.timeout wins
+  std::string kernel_name;    // --kernel; empty: the notebook's, else python3
+  std::filesystem::path cwd;  // --cwd; empty: each notebook's folder
+  // Per cell; 0: none. Unset: the notebook's metadata execution.timeout, else 300.
+  std::optional<double> timeout_s;
   double startup_timeout_s = 60;  // until the kernel answers kernel_info_request
   double interrupt_grace_s = 10;  // after an interrupt, before the kernel is killed
   bool allow_errors = false;
