@@ -24,14 +24,14 @@ namespace {
 // The daemon's answer on its status socket, or nullopt (with why) when none answers.
 std::optional<nlohmann::json> ask_daemon(const std::filesystem::path& socket_path,
                                          std::string& why) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
   const std::string p = socket_path.string();
-  if (p.size() >= sizeof addr.sun_path) {
-    why = "socket path too long: " + p;
+  sockaddr_un addr{};
+  try {
+    addr = daemon::status_socket_address(socket_path);
+  } catch (const std::exception& e) {
+    why = e.what();
     return std::nullopt;
   }
-  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
   util::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd || ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     why = "no kernel-watchdog daemon is running (nothing answers on " + p + ": " +

@@ -36,16 +36,6 @@ std::string env(const char* name) {
 constexpr std::chrono::milliseconds kQuickScanInterval{25};
 constexpr int kQuickScans = 80;  // 2 s
 
-sockaddr_un socket_address(const std::filesystem::path& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string p = path.string();
-  if (p.size() >= sizeof addr.sun_path)
-    throw std::runtime_error("socket path too long (" + std::to_string(p.size()) + " bytes): " + p);
-  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
-  return addr;
-}
-
 std::string state_of(const watch::Watch& w) {
   const auto* listener = w.listener();
   if (listener == nullptr) return "unknown";
@@ -65,6 +55,16 @@ std::vector<std::filesystem::path> default_runtime_dirs() {
   if (auto xdg = env("XDG_RUNTIME_DIR"); !xdg.empty())
     dirs.push_back(std::filesystem::path(xdg) / "jupyter" / "runtime");
   return dirs;
+}
+
+sockaddr_un status_socket_address(const std::filesystem::path& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string p = path.string();
+  if (p.size() >= sizeof addr.sun_path)
+    throw std::runtime_error("socket path too long (" + std::to_string(p.size()) + " bytes): " + p);
+  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+  return addr;
 }
 
 std::filesystem::path default_status_socket(const std::string& report_dir) {
@@ -87,7 +87,7 @@ Daemon::~Daemon() {
 bool Daemon::open_status_socket() {
   try {
     util::SafeDir::open_private(options_.status_socket.parent_path());
-    const sockaddr_un addr = socket_address(options_.status_socket);
+    const sockaddr_un addr = status_socket_address(options_.status_socket);
     util::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (probe &&
         ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {

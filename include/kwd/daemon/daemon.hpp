@@ -1,6 +1,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <chrono>
 #include <cstdint>
@@ -41,6 +42,9 @@ struct DaemonOptions {
 std::vector<std::filesystem::path> default_runtime_dirs();
 // $XDG_RUNTIME_DIR/kernel-watchdog/daemon.sock, else next to the report store.
 std::filesystem::path default_status_socket(const std::string& report_dir);
+// The address of the status socket at `path`; throws std::runtime_error when the path is too
+// long for one. Used by the daemon to listen and by `status` to connect.
+sockaddr_un status_socket_address(const std::filesystem::path& path);
 
 // `kernel-watchdog daemon`: one process, one event loop, every kernel of this user watched
 // (those under `kernel-watchdog run` are left to their launcher: one report per death).
