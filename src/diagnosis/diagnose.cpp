@@ -11,7 +11,11 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
   static const json empty = json::object();
   DiagnosisInput input(report.is_object() ? report : empty);
   input.death = read_death(input.view);
-  input.hits = scan(table, text_sources(input.view.report()));
+  auto hits = scan(table, text_sources(input.view.report()));
+  place_hits(input.view, hits);
+  // What the kernel survived informs the story but takes no part in naming the cause.
+  for (auto& h : hits)
+    (h.survived() ? input.earlier_hits : input.hits).push_back(std::move(h));
   // A writer may have filled python_traceback already; else find it now.
   if (const auto* tb = input.view.find("/python_traceback"); tb && tb->is_object())
     input.traceback = *tb;
@@ -38,15 +42,21 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
     advice.push_back({{"id", r.id}, {"text", r.text}, {"why", r.why}});
   out["missing"] = finding.missing;
   auto& matched = out["signatures"] = json::array();
-  for (const auto& h : input.hits)
-    matched.push_back({{"id", h.signature->id},
-                       {"supports", h.signature->supports},
-                       {"strength", h.signature->strength},
-                       {"pointer", h.pointer},
-                       {"line", h.line},
-                       {"matches", h.matches},
-                       {"text", h.excerpt},
-                       {"source", h.signature->source}});
+  for (const auto* list : {&input.hits, &input.earlier_hits})
+    for (const auto& h : *list) {
+      json item = {{"id", h.signature->id},
+                   {"supports", h.signature->supports},
+                   {"strength", h.signature->strength},
+                   {"pointer", h.pointer},
+                   {"line", h.line},
+                   {"matches", h.matches},
+                   {"text", h.excerpt},
+                   {"source", h.signature->source}};
+      if (h.at_ms) item["at_ms"] = *h.at_ms;
+      if (h.cell) item["cell"] = *h.cell;
+      if (h.survived()) item["survived"] = true;
+      matched.push_back(std::move(item));
+    }
   out["table"] = {{"origin", table.origin()},
                   {"version", table.version()},
                   {"signatures", table.signatures().size()}};

@@ -409,7 +409,10 @@ class Rules {
     if (sigkill()) return std::nullopt;
     const SignatureHit* h = in_.best_hit(CauseId::gpu_out_of_memory);
     const auto device = full_device();
-    if (h == nullptr && !(device && in_.death.signaled)) return std::nullopt;
+    // A full device alone explains an abort (a library that could not allocate and gave
+    // up), not a segfault in unrelated code, which is context.
+    const bool aborted = in_.death.signaled && in_.death.signal_name == "SIGABRT";
+    if (h == nullptr && !(device && aborted)) return std::nullopt;
     Finding f;
     f.cause = CauseId::gpu_out_of_memory;
     if (h != nullptr) {
@@ -448,6 +451,8 @@ class Rules {
     const SignatureHit* h = in_.best_hit(CauseId::native_crash);
     if (h != nullptr) hit(f, *h);
     more_hits(f, CauseId::native_crash, h);
+    // Context: frameworks keep a device full in normal use (TensorFlow maps it all).
+    if (auto device = full_device()) f.evidence.push_back(*device);
     // A CPU-feature mismatch is an abort by message but a SIGILL by signal.
     if (const auto* ill = in_.best_hit(CauseId::abort); ill && in_.death.signal_name == "SIGILL")
       hit(f, *ill);
@@ -582,7 +587,10 @@ class Rules {
       why = e->fact.substr(e->fact.find(": ") + 2);
     }
     if (auto ename = v_.text("/execution/last_error/ename")) {
-      std::string fact = "last error reported on iopub: " + *ename;
+      const auto until = last_error_survived_until();
+      std::string fact = until ? "earlier error, survived (cell [" + std::to_string(*until) +
+                                     "] ran to its end after it): " + *ename
+                               : "last error reported on iopub: " + *ename;
       if (auto evalue = v_.text("/execution/last_error/evalue"); evalue && !evalue->empty())
         fact += ": " + shorten(*evalue, 160);
       f.evidence.push_back({fact, "/execution/last_error"});
@@ -606,7 +614,41 @@ class Rules {
     return f;
   }
 
+  // What the kernel survived before it died, said as context: the evidence of the death
+  // itself comes first, and none of this names the cause.
+  void earlier(Finding& f) const {
+    constexpr std::size_t kMaxSaid = 4;
+    std::set<std::string> said;
+    for (auto h = in_.earlier_hits.rbegin(); h != in_.earlier_hits.rend(); ++h) {
+      if (said.size() >= kMaxSaid || !said.insert(h->signature->id).second) continue;
+      std::string fact = "earlier";
+      if (h->cell) fact += ", in cell [" + std::to_string(*h->cell) + "]";
+      const auto until = h->survived_until_cell.value_or(-1);
+      fact += " (survived: " +
+              (until >= 0 ? "cell [" + std::to_string(until) + "]" : std::string("a later cell")) +
+              " ran to its end after it), " + h->label + " line " + std::to_string(h->line) + ": " +
+              h->excerpt + "  [" + h->signature->id + "]";
+      f.evidence.push_back({fact, h->pointer, h->line});
+    }
+  }
+
+  // The last error shown on IOPub came from a cell the kernel went on from.
+  [[nodiscard]] std::optional<std::int64_t> last_error_survived_until() const {
+    const auto count = v_.integer("/execution/last_error/execution_count");
+    if (!count) return std::nullopt;
+    std::optional<std::int64_t> until;
+    for (const auto& c : v_.array("/execution/last_cells")) {
+      if (!c.is_object()) continue;
+      const ReportView cell(c);
+      const auto status = cell.text("/status").value_or("");
+      const auto n = cell.integer("/execution_count");
+      if (n && *n > *count && (status == "ok" || status == "error")) until = n;
+    }
+    return until;
+  }
+
   Finding finish(Finding f) const {
+    earlier(f);
     if (!v_.has("/execution"))
       f.missing.push_back(
           "execution: which cell was running is unknown (no data from the iopub listener)");

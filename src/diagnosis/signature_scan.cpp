@@ -25,12 +25,12 @@ std::string trimmed_excerpt(std::string_view line) {
 }
 
 void add_source(std::vector<TextSource>& out, const nlohmann::json& report, const char* pointer,
-                const char* label) {
+                const char* label, const char* arrivals_pointer = "") {
   const nlohmann::json::json_pointer ptr{pointer};
   if (!report.contains(ptr)) return;
   const auto& v = report.at(ptr);
   if (v.is_string() && !v.get_ref<const std::string&>().empty())
-    out.push_back({pointer, label, v.get_ref<const std::string&>()});
+    out.push_back({pointer, label, v.get_ref<const std::string&>(), arrivals_pointer, {}});
 }
 
 }  // namespace
@@ -38,16 +38,24 @@ void add_source(std::vector<TextSource>& out, const nlohmann::json& report, cons
 std::vector<TextSource> text_sources(const nlohmann::json& report) {
   std::vector<TextSource> out;
   if (!report.is_object()) return out;
-  add_source(out, report, "/stderr_tail/text", "stderr");
-  add_source(out, report, "/execution/stream_stderr_tail", "iopub stderr stream");
+  add_source(out, report, "/stderr_tail/text", "stderr", "/stderr_tail/arrivals");
+  add_source(out, report, "/execution/stream_stderr_tail", "iopub stderr stream",
+             "/execution/stream_stderr_arrivals");
+  // The last error's name too: Python's MemoryError often comes without a message.
+  const std::size_t errors_from = out.size();
+  add_source(out, report, "/execution/last_error/ename", "last error");
   add_source(out, report, "/execution/last_error/evalue", "last error");
+  const nlohmann::json::json_pointer count{"/execution/last_error/execution_count"};
+  if (report.contains(count) && report.at(count).is_number_integer())
+    for (std::size_t i = errors_from; i < out.size(); ++i)
+      out[i].cell = report.at(count).get<std::int64_t>();
   const nlohmann::json::json_pointer log{"/oom_evidence/kernel_log"};
   if (report.contains(log) && report.at(log).is_array()) {
     const auto& lines = report.at(log);
     for (std::size_t i = 0; i < lines.size(); ++i)
       if (lines[i].is_string())
         out.push_back({"/oom_evidence/kernel_log/" + std::to_string(i), "kernel log",
-                       lines[i].get_ref<const std::string&>()});
+                       lines[i].get_ref<const std::string&>(), "", std::nullopt});
   }
   return out;
 }
@@ -85,6 +93,9 @@ std::vector<SignatureHit> scan(const SignatureTable& table,
         hit.matches += 1;
         hit.excerpt = trimmed_excerpt(lines[n]);
         hit.from_match = trimmed_excerpt(lines[n].substr(static_cast<std::size_t>(m.position(0))));
+        hit.offset = static_cast<std::size_t>(lines[n].data() - text.data());
+        hit.arrivals_pointer = source.arrivals_pointer;
+        hit.cell = source.cell;
       }
     }
     for (auto& [sig, hit] : found)

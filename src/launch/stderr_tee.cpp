@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "kwd/util/clock.hpp"
+
 namespace kwd::launch {
 
 StderrTee::StderrTee(std::size_t capacity, bool passthrough)
@@ -32,7 +34,7 @@ bool StderrTee::pump() {
 }
 
 void StderrTee::inject(std::string_view chunk) {
-  ring_.append(chunk);
+  ring_.append(chunk, util::wall_ms());
   std::size_t done = 0;
   while (passthrough_ok_ && done < chunk.size()) {
     const ssize_t w = ::write(STDERR_FILENO, chunk.data() + done, chunk.size() - done);

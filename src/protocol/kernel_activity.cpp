@@ -69,7 +69,7 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
     if (m.content.value("name", "") == "stderr") {
       const auto text = m.content.find("text");
       if (text != m.content.end() && text->is_string())
-        stderr_stream_.append(text->get_ref<const std::string&>());
+        stderr_stream_.append(text->get_ref<const std::string&>(), at_ms);
     }
   } else if (type == "error") {
     on_error(m);
@@ -155,6 +155,7 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
     out["last_error"] = nullptr;
   }
   out["stream_stderr_tail"] = stderr_stream_.contents();
+  out["stream_stderr_arrivals"] = stderr_stream_.arrival_times();
   return out;
 }
 

@@ -250,7 +250,8 @@ json Watch::build_report(const ReportContext& ctx, const std::string& id) {
     r["stderr_tail"] = {{"capacity", tail.capacity()},
                         {"bytes_total", tail.total_bytes()},
                         {"truncated", tail.total_bytes() > tail.size()},
-                        {"text", tail.contents()}};
+                        {"text", tail.contents()},
+                        {"arrivals", tail.arrival_times()}};
   });
 
   auto& probe_list = r["probes"] = json::array();

@@ -498,3 +498,72 @@ def test_a_library_s_last_words_on_fd_2_survive_its_abort(kernel, jupyter_env):
             assert report["diagnosis"]["cause"] == "abort"
             assert "terminate called" in report["diagnosis"]["headline"], \
                 report["diagnosis"]["headline"]
+
+
+# --- what the kernel survived is context, never the cause ----------------------------------
+
+def no_evidence_but_earlier_mentions(diagnosis, needle):
+    """Every piece of evidence naming `needle` is said as context ("earlier, ...")."""
+    naming = [e["fact"] for e in diagnosis["evidence"] if needle in e["fact"]]
+    return naming and all(f.startswith("earlier, in cell [") for f in naming)
+
+
+def test_a_survived_memory_error_is_context_for_a_later_segfault(kernel, jupyter_env):
+    """Cell 2 raises MemoryError (the kernel reports it and goes on), cell 3 runs fine, cell 4
+    segfaults: the report names the segfault, and the MemoryError only as what came before."""
+    k = kernel()
+    k.execute("import time; time.sleep(0.2)")
+    reply, outputs = k.execute("bytearray(2**62)")
+    assert reply["status"] == "error" and reply["ename"] == "MemoryError", reply
+    reply, _ = k.execute("x = 1")
+    assert reply["status"] == "ok"
+    assert k.execute_until_death(CRASHER_AFTER_PAUSE) == -signal.SIGSEGV
+    report = only_report(jupyter_env)
+    d = report["diagnosis"]
+    assert d["cause"] == "native_crash", d["headline"]
+    assert "memory" not in d["headline"].lower(), d["headline"]
+    assert no_evidence_but_earlier_mentions(d, "MemoryError"), d["evidence"]
+    assert any(e["fact"].startswith("earlier, in cell [2] (survived: cell [3] ran to its end")
+               for e in d["evidence"]), d["evidence"]
+    hit = [s for s in d["signatures"] if s["id"] == "python.memory_error"]
+    assert hit and hit[0]["survived"] is True and hit[0]["cell"] == 2, d["signatures"]
+    assert not any(r["id"] == "signature.python.memory_error" for r in d["remedies"])
+
+
+SURVIVED_FD2_LINE = ("import ctypes; libc = ctypes.CDLL(None)\n"
+                     "line = b'E cuda_driver.cc:1100] failed to allocate 30.00GiB from device: "
+                     "CUDA_ERROR_OUT_OF_MEMORY: out of memory\\n'\n"
+                     "libc.write(2, line, len(line)); import time; time.sleep(0.3)")
+
+
+def test_a_survived_library_error_on_fd_2_is_context_for_a_later_abort(kernel, jupyter_env):
+    """A native library logs an allocation failure on fd 2 in cell 2 and carries on; cell 3
+    runs fine; cell 4 aborts with its own last words. The line's arrival time places it in
+    cell 2, so the abort's message is the cause, and the allocation failure only context."""
+    k = kernel()
+    k.execute("import time; time.sleep(0.2)")
+    reply, _ = k.execute(SURVIVED_FD2_LINE)
+    assert reply["status"] == "ok"
+    reply, _ = k.execute("x = 1")
+    assert reply["status"] == "ok"
+    rc = k.execute_until_death("import time; time.sleep(0.3)\n" + LAST_WORDS.format(run=7))
+    assert rc in (-signal.SIGABRT, -signal.SIGSEGV), rc
+    report = only_report(jupyter_env)
+    d = report["diagnosis"]
+    assert d["cause"] != "gpu_out_of_memory", d["headline"]
+    if rc == -signal.SIGABRT:
+        assert d["cause"] == "abort" and "terminate called" in d["headline"], d["headline"]
+    assert no_evidence_but_earlier_mentions(d, "CUDA_ERROR_OUT_OF_MEMORY"), d["evidence"]
+    hit = [s for s in d["signatures"] if s["id"] == "cuda.driver_out_of_memory"]
+    assert hit and all(s["survived"] is True and s["cell"] == 2 for s in hit), d["signatures"]
+
+
+def test_the_same_library_error_in_the_dying_cell_is_the_cause(kernel, jupyter_env):
+    """The contrast: the allocation failure logged by the cell that then aborts is the cause."""
+    k = kernel()
+    k.execute("import time; time.sleep(0.2)")
+    rc = k.execute_until_death(SURVIVED_FD2_LINE + "\nlibc.abort()")
+    assert rc in (-signal.SIGABRT, -signal.SIGSEGV), rc
+    d = only_report(jupyter_env)["diagnosis"]
+    assert d["cause"] == "gpu_out_of_memory", d["headline"]
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in d["headline"]

@@ -28,6 +28,24 @@ TEST_CASE("ByteRing keeps the newest bytes, oldest first") {
   CHECK(ring.size() == 8);
 }
 
+TEST_CASE("ByteRing says when each retained stretch of bytes arrived") {
+  ByteRing ring(16);
+  CHECK(ring.arrival_times().empty());
+  ring.append("one\n", 1000);
+  ring.append("two\n", 1002);  // within the coalescing window: same entry
+  ring.append("three\n", 2000);
+  using Times = std::vector<std::pair<std::size_t, std::int64_t>>;
+  CHECK(ring.contents() == "one\ntwo\nthree\n");
+  CHECK(ring.arrival_times() == Times{{0, 1000}, {8, 2000}});
+  ring.append("four\n", 3000);  // overwrites "one": the first entry now starts mid-way
+  CHECK(ring.contents() == "\ntwo\nthree\nfour\n");
+  CHECK(ring.arrival_times() == Times{{0, 1000}, {5, 2000}, {11, 3000}});
+  ring.append("0123456789abcdef", 4000);  // everything before is gone
+  CHECK(ring.arrival_times() == Times{{0, 4000}});
+  ring.append("xy");  // no time: the bytes share the last one
+  CHECK(ring.arrival_times() == Times{{0, 4000}});
+}
+
 TEST_CASE("parse_size understands the sizes people type") {
   CHECK(parse_size("4096") == 4096u);
   CHECK(parse_size("256K") == 256u * 1024);

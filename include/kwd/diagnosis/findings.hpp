@@ -57,7 +57,10 @@ struct DiagnosisInput {
   explicit DiagnosisInput(const nlohmann::json& report) : view(report) {}
   ReportView view;
   Death death;
+  // Signature hits from the death's own time: what the cause may rest on.
   std::vector<SignatureHit> hits;
+  // Hits the kernel survived (a later cell ran to its end): context only.
+  std::vector<SignatureHit> earlier_hits;
   nlohmann::json traceback;  // the python_traceback section, or null
   std::optional<MemoryPressure> pressure;
   std::vector<std::string> frameworks;  // lower-case names from the fingerprint

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +16,10 @@ struct TextSource {
   std::string pointer;  // JSON pointer of the text in the report
   std::string label;    // how people call it: "stderr", "iopub stderr stream", ...
   std::string_view text;
+  // Where in the report the text's arrival times are ([offset, ms] pairs), if it has them.
+  std::string arrivals_pointer = {};
+  // The cell the whole text came from, when the source is one cell's (its last error).
+  std::optional<std::int64_t> cell = {};
 };
 
 // The last line of one source that matched one signature.
@@ -28,6 +34,15 @@ struct SignatureHit {
   // The line from where the pattern matched: what a headline quotes (free of log prefixes,
   // and of another thread's output that landed in front of it).
   std::string from_match;
+  std::size_t offset = 0;  // of the matching line's first byte within the source text
+  std::string arrivals_pointer;
+
+  // When and in which cell the line was written, and whether the kernel survived it: a later
+  // cell ran to its end after it (see place_hits). Unknown for texts without times.
+  std::optional<std::int64_t> at_ms;
+  std::optional<std::int64_t> cell;
+  std::optional<std::int64_t> survived_until_cell;  // the last cell that finished after it
+  [[nodiscard]] bool survived() const { return survived_until_cell.has_value(); }
 
   // Written close to the end: near the death rather than hours before it.
   [[nodiscard]] bool recent() const { return lines_in_source - line < 60; }
@@ -36,6 +51,11 @@ struct SignatureHit {
 // The texts of a report worth scanning: the watchdog's stderr tail, the stderr stream seen
 // on iopub, the last error's value and the kernel log lines the OOM probe kept.
 std::vector<TextSource> text_sources(const nlohmann::json& report);
+
+// Places each hit in time and in a cell, from the texts' arrival times and the report's cells,
+// and marks the ones the kernel survived.
+class ReportView;
+void place_hits(const ReportView& view, std::vector<SignatureHit>& hits);
 
 // Every signature that matches, one hit per (signature, source), most recent line kept.
 std::vector<SignatureHit> scan(const SignatureTable& table, const std::vector<TextSource>& sources);

@@ -1,0 +1,87 @@
+// Evidence has a time and a cell. An error the kernel reported and then went on from (a later
+// cell ran to its end) is context for the death, never its cause: the H100 notebook whose
+// cell 2 hit CUDA OOM, whose cell 3 ran fine and whose cell 4 segfaulted died of the segfault.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "kwd/diagnosis/report_view.hpp"
+#include "kwd/diagnosis/signature_scan.hpp"
+
+namespace kwd::diagnosis {
+namespace {
+
+struct CellSpan {
+  std::optional<std::int64_t> count;
+  std::int64_t started_at_ms = 0;
+  std::int64_t ended_at_ms = -1;  // -1: in flight at the death
+};
+
+std::optional<std::int64_t> integer_at(const nlohmann::json& item, const char* name) {
+  const auto it = item.find(name);
+  if (it == item.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<std::int64_t>();
+}
+
+// The cells that ran to their end (ok or error), oldest first, and the one in flight.
+std::vector<CellSpan> finished_cells(const ReportView& view) {
+  std::vector<CellSpan> cells;
+  for (const auto& c : view.array("/execution/last_cells")) {
+    if (!c.is_object()) continue;
+    const auto status = c.find("status");
+    if (status == c.end() || !status->is_string() || (*status != "ok" && *status != "error"))
+      continue;
+    const auto start = integer_at(c, "started_at_ms");
+    const auto end = integer_at(c, "ended_at_ms");
+    if (!start || !end || *end < *start) continue;
+    cells.push_back({integer_at(c, "execution_count"), *start, *end});
+  }
+  return cells;
+}
+
+std::optional<CellSpan> cell_in_flight(const ReportView& view) {
+  const auto* c = view.find("/execution/cell_in_flight");
+  if (c == nullptr || !c->is_object()) return std::nullopt;
+  const auto start = integer_at(*c, "started_at_ms");
+  if (!start) return std::nullopt;
+  return CellSpan{integer_at(*c, "execution_count"), *start, -1};
+}
+
+// The arrival time of the byte at `offset`, from [offset, ms] pairs in ascending order.
+std::optional<std::int64_t> arrival_of(const nlohmann::json& arrivals, std::size_t offset) {
+  std::optional<std::int64_t> at;
+  for (const auto& pair : arrivals) {
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_unsigned() ||
+        !pair[1].is_number_integer())
+      continue;
+    if (pair[0].get<std::uint64_t>() > offset) break;
+    at = pair[1].get<std::int64_t>();
+  }
+  return at;
+}
+
+}  // namespace
+
+void place_hits(const ReportView& view, std::vector<SignatureHit>& hits) {
+  const auto finished = finished_cells(view);
+  const auto running = cell_in_flight(view);
+  for (auto& hit : hits) {
+    if (!hit.arrivals_pointer.empty())
+      hit.at_ms = arrival_of(view.array(hit.arrivals_pointer), hit.offset);
+    if (!hit.cell && hit.at_ms) {
+      const std::int64_t t = *hit.at_ms;
+      for (const auto& c : finished)
+        if (c.started_at_ms <= t && t <= c.ended_at_ms) hit.cell = c.count;
+      if (running && running->started_at_ms <= t) hit.cell = running->count;
+    }
+    // Survived: a cell that started after the line was written (or, for an error whose cell
+    // is known by its number, a later cell) ran to its end.
+    for (const auto& c : finished) {
+      const bool later = hit.cell && c.count ? *c.count > *hit.cell
+                         : hit.at_ms         ? c.started_at_ms > *hit.at_ms
+                                             : false;
+      if (later) hit.survived_until_cell = c.count.value_or(-1);
+    }
+  }
+}
+
+}  // namespace kwd::diagnosis
