@@ -108,7 +108,9 @@ class Advisor {
   }
 
   void oom() {
-    if (f_.cause == CauseId::oom_killed_cgroup) {
+    if (f_.cause == CauseId::oom_killed_cgroup && v_.flag("/cgroup/created_by_watchdog")) {
+      watchdog_limit();
+    } else if (f_.cause == CauseId::oom_killed_cgroup) {
       std::string limit = "its limit";
       if (auto l = v_.integer("/cgroup/limit"); l && *l > 0) limit = bytes(static_cast<double>(*l));
       add("oom.raise_cgroup_limit",
@@ -128,6 +130,37 @@ class Advisor {
     }
     working_set("");
     framework_host_memory();
+  }
+
+  // A size as --memory-limit takes it: "512M", "3G".
+  static std::string option_size(std::int64_t b) {
+    constexpr std::int64_t MiB = 1024 * 1024, GiB = 1024 * MiB;
+    if (b >= GiB && b % GiB == 0) return std::to_string(b / GiB) + "G";
+    return std::to_string((b + MiB - 1) / MiB) + "M";
+  }
+
+  void watchdog_limit() {
+    const auto l = v_.integer("/cgroup/limit").value_or(0);
+    const std::string now = l > 0 ? option_size(l) : "N";
+    const std::string more = l > 0 ? option_size(2 * l) : "MORE";
+    const std::string why = "The limit was kernel-watchdog's own (--memory-limit=" + now +
+                            "), in a cgroup that held this kernel alone; the kernel needed more.";
+    if (v_.text("/watchdog/mode").value_or("") == "smoke") {
+      add("oom.raise_watchdog_limit",
+          "Raise the per-notebook limit: `kernel-watchdog smoke --memory-limit=" + more +
+              " ...` (it is " + now + " now), or leave the option out to run without one.",
+          why);
+      return;
+    }
+    add("oom.raise_watchdog_limit",
+        "Raise the limit in the kernelspec that starts this kernel: its kernel.json argv passes "
+        "--memory-limit=" +
+            now +
+            " to `kernel-watchdog run` (`jupyter kernelspec list` shows where it is); "
+            "change it there, or wrap the kernel again with `kernel-watchdog kernelspec wrap "
+            "NAME --run-option=--memory-limit=" +
+            more + "`. Without the option the kernel runs with no limit of the watchdog's.",
+        why);
   }
 
   void other_gpu_processes() {

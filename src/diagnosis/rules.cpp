@@ -286,7 +286,21 @@ class Rules {
                               "/oom_evidence/kernel_log/" + std::to_string(*line)});
     pressure(f, 0.0);
     cell(f);
-    if (cgroup) {
+    if (cgroup && v_.flag("/cgroup/created_by_watchdog")) {
+      // Our own --memory-limit: no container to blame, and the fix is in our options.
+      std::string limit = "--memory-limit";
+      if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
+        limit += ", " + util::format_bytes(static_cast<double>(*l));
+      f.evidence.push_back(
+          {"the cgroup is the one kernel-watchdog made for this kernel alone, "
+           "with its " +
+               limit,
+           "/cgroup/created_by_watchdog"});
+      f.headline =
+          "Killed by the OOM killer: the kernel reached the memory limit kernel-watchdog "
+          "set for it (" +
+          limit + ")" + cell_phrase();
+    } else if (cgroup) {
       std::string limit;
       if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
         limit = " (" + util::format_bytes(static_cast<double>(*l)) + ")";

@@ -147,6 +147,7 @@ void WatchedKernel::on_fault_output() {
       fault_read_.reset();
     }
     if (n <= 0) return;
+    if (fault_text_.empty() && watch_) watch_->kernel_dying();
     if (fault_text_.size() < kFaultTextLimit)
       fault_text_.append(
           buf, std::min(static_cast<std::size_t>(n), kFaultTextLimit - fault_text_.size()));

@@ -6,6 +6,18 @@
 #include "kwd/report/report_store.hpp"
 
 namespace kwd::watch {
+namespace {
+
+// " (the diagnosis' headline)": the log line says why, not only the signal.
+std::string verdict(const nlohmann::json& report) {
+  const auto d = report.find("diagnosis");
+  if (d == report.end() || !d->is_object()) return "";
+  const auto headline = d->find("headline");
+  if (headline == d->end() || !headline->is_string()) return "";
+  return " (" + headline->get<std::string>() + ")";
+}
+
+}  // namespace
 
 WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
                            const std::string& report_dir) {
@@ -26,7 +38,8 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
   const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir));
   try {
     out.path = primary.write(id, report::to_text(out.document));
-    spdlog::warn("kernel {} {}; {} report: {}", watch.pid(), what, kind, out.path->string());
+    spdlog::warn("kernel {} {}{}; {} report: {}", watch.pid(), what, verdict(out.document), kind,
+                 out.path->string());
     return out;
   } catch (const std::exception& e) {
     spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
@@ -35,8 +48,8 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
   const report::ReportStore fallback(report::ReportStore::fallback_dir());
   try {
     out.path = fallback.write(id, report::to_text(out.document));
-    spdlog::warn("kernel {} {}; {} report (fallback location): {}", watch.pid(), what, kind,
-                 out.path->string());
+    spdlog::warn("kernel {} {}{}; {} report (fallback location): {}", watch.pid(), what,
+                 verdict(out.document), kind, out.path->string());
   } catch (const std::exception& e) {
     spdlog::error("kernel {} {}; no {} report could be written: {}", watch.pid(), what, kind,
                   e.what());

@@ -106,6 +106,18 @@ void Watch::sample_now() {
   on_sample_tick();
 }
 
+void Watch::kernel_dying() {
+  if (dead_) return;
+  for (auto& p : probes_) {
+    try {
+      p->on_kernel_dying();
+    } catch (const std::exception& e) {
+      spdlog::debug("probe {}: {}", p->status().name, e.what());
+    }
+  }
+  on_sample_tick();
+}
+
 void Watch::on_sample_tick() {
   last_sample_ns_ = util::steady_ns();
   timeline::MemorySample sample;

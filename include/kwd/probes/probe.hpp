@@ -45,6 +45,9 @@ class Probe {
   // Called once when the kernel has died unasked, before contribute(): a last look at
   // counters and logs.
   virtual void on_kernel_exit(const KernelExit& /*how*/) {}
+  // The kernel has begun to die (faulthandler is writing its dump) but still lives for a
+  // moment: the last chance to read what only a live process shows.
+  virtual void on_kernel_dying() {}
 };
 
 struct ProbeOptions {

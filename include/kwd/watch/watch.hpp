@@ -69,6 +69,9 @@ class Watch {
   void set_stderr_tail(const util::ByteRing* tail) { stderr_tail_ = tail; }
   // Takes a memory sample now (besides the timer's): a cell edge, a write on stderr.
   void sample_now();
+  // The kernel has begun to die but still lives (faulthandler is writing its dump): the
+  // probes read what only a live process shows, and one more sample is taken.
+  void kernel_dying();
   // Asks the death source (a parent's SIGCHLD says when); calls the death handler once.
   void check_death();
 

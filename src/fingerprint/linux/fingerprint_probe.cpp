@@ -34,6 +34,16 @@ std::string python_version_from(const std::vector<std::string>& files) {
   return "";
 }
 
+// Ours, not the kernel's: under --memory-limit our own binary puts the kernel into its cgroup
+// and then execs it, and until then /proc shows the watchdog.
+bool is_own_executable(const fs::path& exe) {
+  static const fs::path own = [] {
+    std::error_code ec;
+    return fs::read_symlink("/proc/self/exe", ec);
+  }();
+  return !own.empty() && exe == own;
+}
+
 }  // namespace
 
 FingerprintProbe::FingerprintProbe(pid_t pid, std::chrono::milliseconds refresh_interval,
@@ -42,32 +52,47 @@ FingerprintProbe::FingerprintProbe(pid_t pid, std::chrono::milliseconds refresh_
 
 probes::ProbeStatus FingerprintProbe::status() const {
   return {"fingerprint", reason_.empty(),
-          reason_.empty() ? "reads /proc/" + std::to_string(pid_) + "/maps every " +
-                                std::to_string(interval_ms_) + " ms while the kernel runs"
+          reason_.empty() ? "checks the size of /proc/" + std::to_string(pid_) +
+                                "'s address space at every sample and reads its maps again "
+                                "when it changed (at most every " +
+                                std::to_string(interval_ms_) + " ms), and once more when it dies"
                           : reason_};
 }
 
 void FingerprintProbe::sample(timeline::MemorySample& /*into*/) {
-  const auto now = util::steady_ms();
-  if (last_refresh_ms_ >= 0 && now - last_refresh_ms_ < interval_ms_) return;
-  last_refresh_ms_ = now;
-  // An idle kernel maps nothing new: skip the costly maps read while the size of its
-  // address space stays the same (any mmap/munmap, a loaded library included, changes it).
+  // An idle kernel maps nothing new: the costly maps read waits until the size of its
+  // address space changes (any mmap/munmap, a loaded library included). That size is read at
+  // every tick (microseconds), so a library loaded a moment before a crash is not missed;
+  // maps are read again at most every interval_ms_ while it keeps changing (an import).
   if (!stat_fd_)
     stat_fd_.reset(
         ::open((proc_ + "/" + std::to_string(pid_) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+  std::uint64_t vsize = 0;
   if (stat_fd_) {
     static thread_local std::string buf;
     const auto text = probes::linux_proc::pread_all(stat_fd_.get(), buf);
     const auto st = text ? probes::linux_proc::parse_proc_stat(*text) : std::nullopt;
-    if (st && st->vsize == last_vsize_ && refreshes_ > 0) return;
-    if (st) last_vsize_ = st->vsize;
+    if (st) vsize = st->vsize;
+    if (st && st->vsize == last_vsize_ && refreshes_ > 0 && !before_exec_) return;
   }
+  const auto now = util::steady_ms();
+  if (last_refresh_ms_ >= 0 && now - last_refresh_ms_ < interval_ms_) return;
+  last_refresh_ms_ = now;
+  if (vsize != 0) last_vsize_ = vsize;
+  refresh();
+}
+
+void FingerprintProbe::on_kernel_dying() {
+  // Faulthandler is dumping: the process lives a moment more, and its maps with it.
   refresh();
 }
 
 void FingerprintProbe::read_once_facts() {
   const std::string base = proc_ + "/" + std::to_string(pid_);
+  std::error_code exe_error;
+  const auto exe = fs::read_symlink(base + "/exe", exe_error);
+  before_exec_ = !exe_error && is_own_executable(exe);
+  if (before_exec_) return;  // nothing here is the kernel's yet
   if (!environment_read_) {
     // The environment the kernel was started with; reading it is allowed for our own child.
     if (auto text = probes::linux_proc::read_small_file(base + "/environ")) {
@@ -78,9 +103,7 @@ void FingerprintProbe::read_once_facts() {
     }
   }
   if (python_.is_null()) {
-    std::error_code ec;
-    const auto exe = fs::read_symlink(base + "/exe", ec);
-    if (!ec) {
+    if (!exe_error) {
       python_ = {{"executable", exe.string()}};
       // A virtual environment records the exact version beside its interpreter.
       if (auto cfg = probes::linux_proc::read_small_file(
@@ -95,6 +118,8 @@ void FingerprintProbe::read_once_facts() {
 }
 
 void FingerprintProbe::refresh() {
+  read_once_facts();
+  if (before_exec_) return;
   const auto maps =
       probes::linux_proc::read_small_file(proc_ + "/" + std::to_string(pid_) + "/maps");
   if (!maps || maps->empty()) {
@@ -103,7 +128,6 @@ void FingerprintProbe::refresh() {
   }
   reason_.clear();
   ++refreshes_;
-  read_once_facts();
   const auto files = mapped_files(*maps);
   std::size_t hash = files.size();
   for (const auto& f : files)
@@ -217,7 +241,7 @@ void FingerprintProbe::contribute(nlohmann::json& report) const {
 }
 
 std::unique_ptr<probes::Probe> make_fingerprint_probe(pid_t pid) {
-  return std::make_unique<FingerprintProbe>(pid, std::chrono::milliseconds(2000));
+  return std::make_unique<FingerprintProbe>(pid, std::chrono::milliseconds(250));
 }
 
 }  // namespace kwd::fingerprint

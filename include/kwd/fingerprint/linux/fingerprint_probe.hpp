@@ -21,9 +21,10 @@ namespace kwd::fingerprint {
 // environment variables.
 //
 // It must be read while the kernel lives (/proc/PID/maps is gone at death), so it rides on
-// the supervisor's sample timer: every `refresh_interval` it checks the address-space size
-// (microseconds, from /proc/PID/stat), re-reads the maps (milliseconds) only when that
-// changed, and looks anything up again only when the set of mapped files changed.
+// the sample timer: at every tick it checks the address-space size (microseconds, from
+// /proc/PID/stat), re-reads the maps (milliseconds) when that changed, at most every
+// `refresh_interval`, and looks anything up again only when the set of mapped files changed.
+// When faulthandler starts its dump (on_kernel_dying) it reads once more.
 class FingerprintProbe final : public probes::Probe {
  public:
   FingerprintProbe(pid_t pid, std::chrono::milliseconds refresh_interval,
@@ -32,6 +33,7 @@ class FingerprintProbe final : public probes::Probe {
   [[nodiscard]] probes::ProbeStatus status() const override;
   void sample(timeline::MemorySample& into) override;
   void contribute(nlohmann::json& report) const override;
+  void on_kernel_dying() override;
 
   // Reads now, whatever the interval (tests, and the first tick).
   void refresh();
@@ -53,6 +55,7 @@ class FingerprintProbe final : public probes::Probe {
   int refreshes_ = 0;
   int rebuilds_ = 0;
   bool environment_read_ = false;
+  bool before_exec_ = false;  // /proc still showed our own binary (see is_own_executable)
   std::string reason_;
   PackageIndex packages_;
   nlohmann::json python_;
