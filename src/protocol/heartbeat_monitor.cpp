@@ -73,8 +73,11 @@ void HeartbeatMonitor::on_readable() {
   zmq::message_t reply;
   bool got = false;
   try {
-    while (recv_through_signals(*socket_, reply, zmq::recv_flags::dontwait))
-      got = true;
+    // One reply per ping, its frames and no more: a further recv on a REQ socket that has
+    // its reply fails with EFSM, and a C++ exception per heartbeat is not free.
+    got = recv_through_signals(*socket_, reply, zmq::recv_flags::dontwait).has_value();
+    while (got && reply.more())
+      recv_through_signals(*socket_, reply, zmq::recv_flags::dontwait);
   } catch (const zmq::error_t& e) {
     spdlog::debug("heartbeat: receive failed: {}", e.what());
   }

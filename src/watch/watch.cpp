@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "kwd/diagnosis/diagnose.hpp"
 #include "kwd/fingerprint/make_fingerprint_probe.hpp"
@@ -97,9 +98,28 @@ void Watch::start() {
       loop_, options_.kernel_pid, options_.connection_file, options_.listener, on_hang_,
       [this] { sample_now(); });
   listener_->start();
-  sample_timer_ = loop_.every(options_.sample_interval, [this] { on_sample_tick(); });
   if (death_->fd() >= 0) loop_.watch_fd(death_->fd(), [this] { on_death_fd(); });
+  on_sample_timer();
+}
+
+bool Watch::needs_full_rate(std::int64_t now_ms) const {
+  // Memory that moved in the last few seconds may be on its way to a limit.
+  constexpr std::int64_t kSettleMs = 5000;
+  if (now_ms - rss_moved_at_ms_ < kSettleMs) return true;
+  // Without IOPub (no connection file, or not yet connected) "idle" is never known.
+  if (!listener_) return true;
+  const auto& state = listener_->activity().execution_state();
+  return !state || *state != "idle";
+}
+
+void Watch::on_sample_timer() {
+  sample_timer_.reset();
   on_sample_tick();
+  if (dead_) return;
+  const auto interval = needs_full_rate(util::wall_ms())
+                            ? options_.sample_interval
+                            : std::max(options_.sample_interval, options_.idle_sample_interval);
+  sample_timer_ = loop_.after(interval, [this] { on_sample_timer(); });
 }
 
 void Watch::sample_now() {
@@ -124,7 +144,15 @@ void Watch::on_sample_tick() {
   sample.t_ms = util::wall_ms();
   for (auto& p : probes_)
     p->sample(sample);
-  if (sample.rss >= 0) timeline_.add(sample);
+  if (sample.rss >= 0) {
+    timeline_.add(sample);
+    // "Moved": by more than 1 MiB and 2 % from where it had settled.
+    const std::int64_t tolerance = std::max<std::int64_t>(1 << 20, flat_rss_ / 50);
+    if (flat_rss_ < 0 || std::abs(sample.rss - flat_rss_) > tolerance) {
+      flat_rss_ = sample.rss;
+      rss_moved_at_ms_ = sample.t_ms;
+    }
+  }
   if (listener_) listener_->on_memory_sample(sample);
 }
 
@@ -240,6 +268,8 @@ json Watch::build_report(const ReportContext& ctx, const std::string& id) {
   collectors.run("memory", [&] {
     auto& memory = r["memory"];
     memory["interval_ms"] = options_.sample_interval.count();
+    memory["idle_interval_ms"] =
+        std::max(options_.sample_interval, options_.idle_sample_interval).count();
     memory["full_rate_window_s"] = options_.full_rate_window.count();
     const auto recent = timeline_.recent();
     memory["samples"] = timeline::samples_to_json(recent);

@@ -26,6 +26,10 @@ struct WatchOptions {
   std::string mode = "launcher";  // report field watchdog.mode: launcher | daemon | smoke
   std::vector<std::string> kernel_argv;
   std::chrono::milliseconds sample_interval{100};
+  // While the kernel is idle (IOPub says so) and its memory flat, samples come this often
+  // instead: an idle kernel costs almost nothing, and a busy or growing one is sampled at the
+  // full rate. Cell edges, stderr writes and a dying kernel are sampled at once either way.
+  std::chrono::milliseconds idle_sample_interval{1000};
   std::chrono::seconds full_rate_window{120};
   protocol::ListenerOptions listener;
   probes::ProbeOptions probes;  // kernel_pid is filled in from kernel_pid
@@ -89,6 +93,9 @@ class Watch {
 
  private:
   void on_sample_tick();
+  // The timer's tick: a sample, then the next one at the rate the kernel's state calls for.
+  void on_sample_timer();
+  [[nodiscard]] bool needs_full_rate(std::int64_t now_ms) const;
   void on_death_fd();
   void finish(const ProcessEnd& end);
 
@@ -102,6 +109,9 @@ class Watch {
   const util::ByteRing* stderr_tail_ = nullptr;
   std::int64_t started_at_ms_ = 0;
   std::int64_t last_sample_ns_ = 0;
+  // The RSS that memory is "flat" around, and when it last moved away from it.
+  std::int64_t flat_rss_ = -1;
+  std::int64_t rss_moved_at_ms_ = 0;
   bool started_ = false;
   bool dead_ = false;
   std::optional<loop::EventLoop::TimerId> sample_timer_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -118,10 +119,22 @@ void ProcessTreeProbe::read_swap(pid_t pid, Member& m) {
     m.readings.swap = find_kb_field(*status, "VmSwap").value_or(0);
 }
 
-void ProcessTreeProbe::read_pss(pid_t pid, Member& m) {
+void ProcessTreeProbe::read_pss(pid_t pid, Member& m, std::int64_t now_ms) {
   if (const auto rollup = read_small_file(pid_path(proc_, pid, "smaps_rollup")))
     m.readings.pss = find_kb_field(*rollup, "Pss").value_or(-1);
   ++m.pss_reads;
+  m.rss_at_pss = m.readings.rss;
+  m.pss_read_ms = now_ms;
+}
+
+bool ProcessTreeProbe::pss_settled(const Member& m, std::int64_t now_ms) {
+  // PSS moves with the process's own memory (and, less, with who else maps its pages): a
+  // process whose RSS has stayed put keeps its last PSS for a while, so an idle kernel's
+  // page tables are not walked every few seconds for the same number.
+  constexpr std::int64_t kRssSlack = 256 * 1024;
+  constexpr std::int64_t kMaxAgeMs = 60'000;
+  return m.pss_reads > 0 && m.readings.pss >= 0 && now_ms - m.pss_read_ms < kMaxAgeMs &&
+         std::abs(m.readings.rss - m.rss_at_pss) < kRssSlack;
 }
 
 void ProcessTreeProbe::rescan_if_needed(std::int64_t now_ms) {
@@ -194,7 +207,7 @@ void ProcessTreeProbe::rescan(pid_t created_after, pid_t newest) {
       Member m;
       if (read_stat(child, m)) {
         // A newcomer gets its PSS now rather than at the next (possibly distant) round.
-        read_pss(child, m);
+        read_pss(child, m, util::steady_ms());
         members_.emplace(child, std::move(m));
         changed = true;
       }
@@ -244,12 +257,12 @@ void ProcessTreeProbe::sample(timeline::MemorySample& into) {
     }
     m.seen_last_ms = into.t_ms;
     if (slow_due) read_swap(it->first, m);
-    if (pss_due) {
+    if (pss_due && !pss_settled(m, now)) {
       const std::int64_t started = util::steady_ns();
-      read_pss(it->first, m);
+      read_pss(it->first, m, now);
       pss_cost_ns += util::steady_ns() - started;
     } else if (slow_due && m.pss_reads < kNewcomerPssReads) {
-      read_pss(it->first, m);  // a newcomer's memory is still settling: follow it closely
+      read_pss(it->first, m, now);  // a newcomer's memory is still settling: follow it closely
     }
     rss += m.readings.rss;
     swap += m.readings.swap;

@@ -72,6 +72,8 @@ class ProcessTreeProbe final : public Probe {
     Readings readings;
     std::int64_t seen_last_ms = 0;
     int pss_reads = 0;
+    std::int64_t rss_at_pss = -1;  // its RSS when PSS was last read, and when
+    std::int64_t pss_read_ms = 0;
   };
 
   void rescan_if_needed(std::int64_t now_ms);
@@ -80,7 +82,8 @@ class ProcessTreeProbe final : public Probe {
   bool read_stat(pid_t pid, Member& m);
   bool read_statm(pid_t pid, Member& m);
   void read_swap(pid_t pid, Member& m);
-  void read_pss(pid_t pid, Member& m);
+  void read_pss(pid_t pid, Member& m, std::int64_t now_ms);
+  [[nodiscard]] static bool pss_settled(const Member& m, std::int64_t now_ms);
   void remember_departed(pid_t pid, const Member& m);
   void publish_members();
 
