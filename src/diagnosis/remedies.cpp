@@ -107,7 +107,31 @@ class Advisor {
           "activation alive.");
   }
 
+  // Who else held the cgroup's memory: stopping them is the first fix.
+  void cgroup_neighbours() {
+    std::string who;
+    int n = 0;
+    for (const auto& p : v_.array("/cgroup/other_processes")) {
+      const ReportView proc(p);
+      const auto rss = proc.integer("/rss").value_or(0);
+      if (rss <= 0 || n++ >= 3) continue;
+      who += (who.empty() ? "" : ", ") + std::string("pid ") +
+             std::to_string(proc.integer("/pid").value_or(0));
+      if (auto cmd = proc.text("/command_line"); cmd && !cmd->empty())
+        who += " (" + cmd->substr(0, 60) + ")";
+      who += " " + bytes(static_cast<double>(rss));
+    }
+    if (n == 0) return;
+    add("oom.other_processes_in_cgroup",
+        "Stop or restart the other processes in the kernel's cgroup, or move them out of it: " +
+            who + ". The limit counts their memory as well as the kernel's.",
+        std::to_string(n) +
+            " process(es) that are not the kernel's shared its memory cgroup when the OOM killer "
+            "fired.");
+  }
+
   void oom() {
+    if (f_.cause == CauseId::oom_killed_cgroup) cgroup_neighbours();
     if (f_.cause == CauseId::oom_killed_cgroup && v_.flag("/cgroup/created_by_watchdog")) {
       watchdog_limit();
     } else if (f_.cause == CauseId::oom_killed_cgroup) {

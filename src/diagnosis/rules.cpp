@@ -286,6 +286,7 @@ class Rules {
                               "/oom_evidence/kernel_log/" + std::to_string(*line)});
     pressure(f, 0.0);
     cell(f);
+    const std::string others = cgroup ? cgroup_neighbours(f) : std::string();
     if (cgroup && v_.flag("/cgroup/created_by_watchdog")) {
       // Our own --memory-limit: no container to blame, and the fix is in our options.
       std::string limit = "--memory-limit";
@@ -308,7 +309,35 @@ class Rules {
     } else {
       f.headline = title(f) + cell_phrase();
     }
+    f.headline += others;
     return f;
+  }
+
+  // Other processes in the kernel's cgroup, which the limit counts too: as evidence, and
+  // "; other processes in the cgroup held N" for the headline ("" when none held much).
+  [[nodiscard]] std::string cgroup_neighbours(Finding& f) const {
+    const auto& others = v_.array("/cgroup/other_processes");
+    const auto limit = v_.integer("/cgroup/limit").value_or(0);
+    std::int64_t held = 0;
+    for (std::size_t i = 0; i < others.size(); ++i) {
+      const ReportView p(others[i]);
+      const auto rss = p.integer("/rss").value_or(0);
+      if (rss <= 0) continue;
+      held += rss;
+      std::string fact =
+          "the cgroup also held pid " + std::to_string(p.integer("/pid").value_or(0));
+      if (auto cmd = p.text("/command_line"); cmd && !cmd->empty())
+        fact += " (" + shorten(*cmd, 80) + ")";
+      fact += ", not the kernel's, with " + util::format_bytes(static_cast<double>(rss)) + " RSS";
+      if (limit > 0)
+        fact += " (" + percent(static_cast<double>(rss) / static_cast<double>(limit)) +
+                " of the limit)";
+      f.evidence.push_back({fact, "/cgroup/other_processes/" + std::to_string(i)});
+    }
+    // Worth a headline when they held a real share of what the limit allows.
+    if (held <= 0 || (limit > 0 && held * 10 < limit)) return "";
+    return "; other processes in the cgroup held " + util::format_bytes(static_cast<double>(held)) +
+           " of it";
   }
 
   std::optional<Finding> killed() const {

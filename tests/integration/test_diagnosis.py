@@ -231,6 +231,72 @@ def test_cgroup_oom_kill_is_diagnosed_with_the_limit(kernel, jupyter_env):
     assert os.path.basename(report["fingerprint"]["python"]["executable"]).startswith("python")
 
 
+HOG = textwrap.dedent("""\
+    import sys, time
+    sys.stdin.readline()                  # moved into the kernel's cgroup by now
+    held = b"x" * (140 * 1024 * 1024)     # written, so resident, and charged to that cgroup
+    print("holding", flush=True)
+    time.sleep(600)
+    """)
+
+
+def memory_cgroup_dir(pid):
+    for line in pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return pathlib.Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+        if controllers == "":
+            unified = pathlib.Path("/sys/fs/cgroup") / path.lstrip("/")
+    return unified
+
+
+def test_another_process_in_the_kernels_cgroup_is_named_when_the_limit_kills(kernel, jupyter_env,
+                                                                            tmp_path):
+    """The cgroup analogue of GPU contention: a process that is not the kernel's holds 140 MiB
+    of the kernel's 300 MiB cgroup when the OOM killer takes the kernel. The report names it
+    (pid, command line, memory) and the first advice is to stop it."""
+    name = wrap(jupyter_env, "python3-limited", "--memory-limit=300M")
+    k = kernel(name)
+    k.execute("import time")
+    cgroup = memory_cgroup_dir(k.kernel_pid)
+    script = tmp_path / "kwd_test_hog.py"
+    script.write_text(HOG)
+    hog = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        # The OOM killer must choose the kernel, as it would the larger of two real users
+        # (raising a score needs no privilege; lowering the hog's would).
+        pathlib.Path(f"/proc/{k.kernel_pid}/oom_score_adj").write_text("1000")
+        (cgroup / "cgroup.procs").write_text(str(hog.pid))
+        hog.stdin.write("go\n")
+        hog.stdin.flush()
+        assert hog.stdout.readline().strip() == "holding"
+        rc = k.execute_until_death(
+            "held = []\n"
+            "while True:\n"
+            "    held.append(b'y' * (8 * 1024 * 1024))\n"
+            "    time.sleep(0.02)\n", timeout=120)
+        assert rc == -signal.SIGKILL
+        report = only_report(jupyter_env)
+    finally:
+        hog.kill()
+        hog.wait()
+        try:
+            cgroup.rmdir()
+        except OSError:
+            pass
+    others = report["cgroup"]["other_processes"]
+    assert [o["pid"] for o in others] == [hog.pid], others
+    assert others[0]["rss"] > 130 * 1024 * 1024 and "kwd_test_hog.py" in others[0]["command_line"]
+    d = report["diagnosis"]
+    assert d["cause"] == "oom_killed_cgroup", d["headline"]
+    assert "other processes in the cgroup held" in d["headline"], d["headline"]
+    assert any(e["pointer"] == "/cgroup/other_processes/0" and f"pid {hog.pid}" in e["fact"]
+               for e in d["evidence"]), d["evidence"]
+    first = d["remedies"][0]
+    assert first["id"] == "oom.other_processes_in_cgroup" and f"pid {hog.pid}" in first["text"]
+
+
 def test_stopped_kernel_is_a_hang_report(kernel, jupyter_env):
     name = wrap(jupyter_env, "python3-hb", "--heartbeat-interval=0.2", "--heartbeat-misses=3")
     k = kernel(name)

@@ -29,7 +29,9 @@ std::string parent_of(const std::string& dir) {
 }  // namespace
 
 CgroupProbe::CgroupProbe(const ProbeOptions& options)
-    : interval_ms_(options.slow_interval.count()) {
+    : interval_ms_(options.slow_interval.count()),
+      processes_(options.processes),
+      proc_root_(options.proc_root) {
   if (!options.cgroup_path.empty()) {
     // Ours: the kernel may not have entered it yet when probes are made.
     cgroup_ = memory_cgroup_at(options.cgroup_path, options.proc_root);
@@ -148,6 +150,9 @@ void CgroupProbe::on_kernel_exit(const KernelExit& /*how*/) {
   read_slow();
   // The kernel raises the counter before it sends the SIGKILL, so it is up to date now.
   oom_kill_after_ = read_oom_kill();
+  constexpr std::size_t kNeighboursKept = 5;
+  if (processes_ && oom_kill_before_ && oom_kill_after_ && *oom_kill_after_ > *oom_kill_before_)
+    neighbours_ = cgroup_neighbours(cgroup_->dir, *processes_, kNeighboursKept, proc_root_);
 }
 
 void CgroupProbe::contribute(nlohmann::json& report) const {
@@ -180,6 +185,8 @@ void CgroupProbe::contribute(nlohmann::json& report) const {
                       {"oom_kill_delta", delta},
                       {"events", events_},
                       {"pressure", pressure}};
+  report["cgroup"]["other_processes"] =
+      neighbours_ ? neighbours_to_json(*neighbours_) : json(nullptr);
 }
 
 }  // namespace kwd::probes::linux_proc

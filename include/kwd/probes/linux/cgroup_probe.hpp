@@ -2,12 +2,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kwd/probes/linux/cgroup_fs.hpp"
 #include "kwd/probes/linux/pressure.hpp"
+#include "kwd/probes/linux/process_neighbours.hpp"
 #include "kwd/probes/probe.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -18,7 +20,8 @@ namespace kwd::probes::linux_proc {
 // in force (the tightest along the path up to the
 // hierarchy's top), the high-water mark, the event counters (v2 memory.events, v1
 // memory.oom_control and memory.failcnt) and the cgroup's memory.pressure where there is
-// one. The OOM-kill counter is read when the kernel starts and again after it died.
+// one. The OOM-kill counter is read when the kernel starts and again after it died; when it
+// rose, the other processes in the cgroup are listed (who else held the memory).
 class CgroupProbe final : public Probe {
  public:
   explicit CgroupProbe(const ProbeOptions& options);
@@ -60,6 +63,9 @@ class CgroupProbe final : public Probe {
   std::optional<Pressure> pressure_;
   std::optional<std::int64_t> oom_kill_before_;
   std::optional<std::int64_t> oom_kill_after_;
+  std::shared_ptr<KernelProcesses> processes_;
+  std::string proc_root_;
+  std::optional<std::vector<Neighbour>> neighbours_;  // looked for only after an OOM kill
   std::string reason_;
 };
 
