@@ -187,26 +187,46 @@ class Advisor {
         why);
   }
 
+  // The processes that held the device besides the kernel: stop them, or make them share.
   void other_gpu_processes() {
-    const auto kernel_pid = v_.integer("/kernel/pid").value_or(-1);
-    std::string others;
-    int n = 0;
-    for (const auto& p : v_.array("/gpu/processes")) {
-      if (!p.is_object() || p.value("pid", std::int64_t{-1}) == kernel_pid) continue;
-      if (n++ < 4)
-        others += (others.empty() ? "" : ", ") + std::string("pid ") +
-                  std::to_string(p.value("pid", 0)) + " (" +
-                  bytes(static_cast<double>(p.value("used_memory", std::int64_t{0}))) + ")";
+    if (!in_.gpu_contention || in_.gpu_contention->others.empty()) return;
+    const auto& c = *in_.gpu_contention;
+    std::string who;
+    std::set<std::string> frameworks;
+    bool unknown = false;
+    for (std::size_t i = 0; i < c.others.size() && i < 3; ++i) {
+      const auto& o = c.others[i];
+      who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(o.pid);
+      if (!o.command_line.empty()) who += " (" + o.command_line.substr(0, 60) + ")";
+      who += " " + bytes(static_cast<double>(o.bytes));
+      frameworks.insert(o.frameworks.begin(), o.frameworks.end());
+      unknown = unknown || o.frameworks.empty();
     }
-    if (n > 0)
-      add("gpu.other_processes",
-          "Stop the other processes holding GPU memory, typically idle notebook kernels that "
-          "pre-allocated the device: " +
-              others + ".",
-          std::to_string(n) + " other process(es) had memory on the GPU when the kernel died.");
+    std::string text = "Stop or restart the other processes holding GPU memory: " + who + ".";
+    const bool all = unknown;  // what they run is not known: say it for each framework
+    if (all || frameworks.contains("jax"))
+      text += std::string(all ? " If one is JAX" : " For the JAX one") +
+              ": start it with XLA_PYTHON_CLIENT_PREALLOCATE=false (allocate on demand) or "
+              "XLA_PYTHON_CLIENT_MEM_FRACTION=.3 (a smaller share), set before jax is imported.";
+    if (all || frameworks.contains("tensorflow"))
+      text += std::string(all ? " If one is TensorFlow" : " For the TensorFlow one") +
+              ": tf.config.experimental.set_memory_growth(gpu, True) or "
+              "TF_FORCE_GPU_ALLOW_GROWTH=true, so it maps memory as it needs it.";
+    if (all || frameworks.contains("torch"))
+      text += std::string(all ? " If one is PyTorch" : " For the PyTorch one") +
+              ": torch.cuda.empty_cache() in it hands its cached blocks back, and "
+              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True keeps its cache from "
+              "fragmenting.";
+    std::string why = std::to_string(c.others.size()) + " other process(es) held " +
+                      bytes(static_cast<double>(c.held)) +
+                      " of GPU memory when the kernel's allocation failed";
+    if (c.capacity) why += ", of the device's " + bytes(static_cast<double>(*c.capacity));
+    add("gpu.other_processes", text, why + ".");
   }
 
   void gpu_oom() {
+    // Others holding most of the device: that is the fix, before anything in the kernel.
+    if (in_.gpu_contention && in_.gpu_contention->significant()) other_gpu_processes();
     const bool mps = hit_id("pytorch.mps_out_of_memory");
     const bool mlx = hit_family("mlx");
     if (tensorflow() && !mps && !env_is("TF_FORCE_GPU_ALLOW_GROWTH", {"true", "1"}))

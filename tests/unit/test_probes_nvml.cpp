@@ -265,3 +265,43 @@ TEST_CASE("NVML probe: the library path comes from the option, else the environm
   ::unsetenv("KERNEL_WATCHDOG_NVML");
   CHECK(NvmlProbe::library_path("").empty());
 }
+
+TEST_CASE("NVML probe: the other processes on the device are named, largest first") {
+  // A real process that is not the kernel's holds most of the device: our parent (its
+  // command line is readable), and a pid that has no /proc entry (another container's).
+  const pid_t me = ::getpid();
+  const pid_t other = ::getppid();
+  FakeScript script(kTwoDevices + "device.0.process=" + std::to_string(me) +
+                    ":2147483648\ndevice.0.process=" + std::to_string(other) +
+                    ":64424509440\ndevice.0.process=3999999:1048576\n");
+  ProbeOptions options;
+  options.kernel_pid = me;
+  options.processes = std::make_shared<KernelProcesses>(me);
+  options.nvml_library = kCurrent;
+  options.gpu_interval = 50ms;
+  NvmlProbe probe(options);
+  REQUIRE(probe.wait_started(5s));
+  nlohmann::json report;
+  for (int i = 0; i < 200; ++i) {
+    kwd::timeline::MemorySample s;
+    probe.sample(s);
+    report = nlohmann::json::object();
+    probe.contribute(report);
+    if (report["gpu"]["other_processes"].size() == 2) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  INFO(report.dump(2));
+  const auto& others = report["gpu"]["other_processes"];
+  REQUIRE(others.size() == 2);
+  CHECK(others[0]["pid"] == other);
+  CHECK(others[0]["used_memory"] == 64424509440ull);
+  CHECK(others[0]["device"] == 0);
+  std::ifstream cmdline("/proc/" + std::to_string(other) + "/cmdline");
+  std::string first_arg;
+  std::getline(cmdline, first_arg, '\0');
+  CHECK_THAT(others[0]["command_line"].get<std::string>(), Catch::StartsWith(first_arg));
+  CHECK(others[1]["pid"] == 3999999);
+  CHECK(others[1]["command_line"] == "");
+  REQUIRE(report["gpu"]["processes"].size() == 1);  // the kernel's own stay apart
+  CHECK(report["gpu"]["processes"][0]["pid"] == me);
+}

@@ -52,6 +52,33 @@ struct MemoryPressure {
   }
 };
 
+// Who else held GPU memory when the kernel ran out of it: from NVML's process list (the
+// other processes on the kernel's devices) and from the framework's own message ("Process
+// 665 has 59.92 GiB memory in use"), which also names processes NVML cannot see (another
+// container's).
+struct GpuNeighbour {
+  std::int64_t pid = 0;
+  std::int64_t bytes = 0;
+  std::string command_line;             // "" when unknown
+  std::vector<std::string> frameworks;  // as NVML's report entry says
+  std::string pointer;                  // where in the report it is said
+};
+struct GpuContention {
+  std::vector<GpuNeighbour> others;  // largest first
+  std::int64_t held = 0;             // by all of them
+  std::optional<std::int64_t> capacity;
+  std::optional<std::int64_t> requested;  // what the failed allocation asked for
+  std::optional<std::int64_t> free;
+  std::optional<std::int64_t> kernel_held;
+  std::string message_pointer;  // the message the numbers came from, and its line
+  int message_line = 0;
+  // Others held a real share of the device: a quarter of it, or more than the kernel.
+  [[nodiscard]] bool significant() const {
+    return held > 0 &&
+           ((capacity && held * 4 >= *capacity) || (kernel_held && held > *kernel_held));
+  }
+};
+
 // Everything the rules and the remedies read, gathered once.
 struct DiagnosisInput {
   explicit DiagnosisInput(const nlohmann::json& report) : view(report) {}
@@ -64,6 +91,7 @@ struct DiagnosisInput {
   nlohmann::json traceback;  // the python_traceback section, or null
   std::optional<MemoryPressure> pressure;
   std::vector<std::string> frameworks;  // lower-case names from the fingerprint
+  std::optional<GpuContention> gpu_contention;
   bool loaded(const std::string& framework) const;
   // Environment variable as the fingerprint saw it at kernel start, if allow-listed and set.
   [[nodiscard]] std::optional<std::string> env(const std::string& name) const;
@@ -72,6 +100,10 @@ struct DiagnosisInput {
 };
 
 Death read_death(const ReportView& view);
+// From the best GPU-OOM hit's line (its numbers) and the gpu section; nullopt when neither
+// says anything about other processes or the device.
+std::optional<GpuContention> read_gpu_contention(const ReportView& view,
+                                                 const std::vector<SignatureHit>& hits);
 std::optional<MemoryPressure> read_memory_pressure(const ReportView& view);
 std::vector<std::string> read_frameworks(const ReportView& view);
 

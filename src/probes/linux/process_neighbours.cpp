@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwd/probes/linux/procfs.hpp"
+#include "kwd/probes/process_identity.hpp"
 
 namespace kwd::probes::linux_proc {
 namespace {
@@ -74,3 +75,25 @@ nlohmann::json neighbours_to_json(const std::vector<Neighbour>& neighbours) {
 }
 
 }  // namespace kwd::probes::linux_proc
+
+namespace kwd::probes {
+
+ProcessIdentity identify_process(pid_t pid) {
+  ProcessIdentity id;
+  id.command_line = linux_proc::command_line_of(pid);
+  // The frameworks by the files they map: a few MiB of text for a framework process, read
+  // once at a death, for the few processes that shared the GPU.
+  const auto maps = linux_proc::read_small_file("/proc/" + std::to_string(pid) + "/maps");
+  if (!maps) return id;
+  constexpr std::pair<const char*, const char*> kMarkers[] = {
+      {"/jaxlib/", "jax"},
+      {"/tensorflow/", "tensorflow"},
+      {"/torch/lib/", "torch"},
+      {"/cupy", "cupy"},
+  };
+  for (const auto& [marker, name] : kMarkers)
+    if (maps->find(marker) != std::string::npos) id.frameworks.emplace_back(name);
+  return id;
+}
+
+}  // namespace kwd::probes

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "kwd/probes/process_identity.hpp"
+
 namespace kwd::probes::nvml {
 
 std::filesystem::path NvmlProbe::library_path(const std::filesystem::path& option) {
@@ -113,6 +115,34 @@ void NvmlProbe::on_kernel_exit(const KernelExit& /*how*/) {
   incoming_.clear();
 }
 
+nlohmann::json NvmlProbe::other_processes() const {
+  // Who else held device memory at the last sample: when the kernel ran out, often the
+  // answer (another notebook's JAX pre-allocated the device).
+  struct Other {
+    unsigned int pid;
+    unsigned int device;
+    std::optional<unsigned long long> used;
+  };
+  std::vector<Other> others;
+  for (const auto& dev : state_.devices)
+    for (const auto& p : dev.processes)
+      if (!processes_->belongs(static_cast<pid_t>(p.pid)))
+        others.push_back({p.pid, dev.index, p.used_memory});
+  std::sort(others.begin(), others.end(),
+            [](const Other& a, const Other& b) { return a.used.value_or(0) > b.used.value_or(0); });
+  if (others.size() > kOtherProcessesReported) others.resize(kOtherProcessesReported);
+  auto out = nlohmann::json::array();
+  for (const auto& o : others) {
+    const auto who = identify_process(static_cast<pid_t>(o.pid));
+    out.push_back({{"pid", o.pid},
+                   {"device", o.device},
+                   {"used_memory", o.used ? nlohmann::json(*o.used) : nlohmann::json(nullptr)},
+                   {"command_line", who.command_line},
+                   {"frameworks", who.frameworks}});
+  }
+  return out;
+}
+
 void NvmlProbe::contribute(nlohmann::json& report) const {
   using nlohmann::json;
   const auto st = status();
@@ -144,6 +174,7 @@ void NvmlProbe::contribute(nlohmann::json& report) const {
                     {"device", x.device},
                     {"pid", x.pid ? json(*x.pid) : json(nullptr)}});
   }
+  gpu["other_processes"] = other_processes();
   gpu["problems"] = state_.problems;
   gpu["sampled_at_ms"] = state_.sampled_at_ms > 0 ? json(state_.sampled_at_ms) : json(nullptr);
   report["gpu"] = std::move(gpu);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
@@ -35,6 +36,7 @@ class NvmlProbe final : public Probe {
 
   static constexpr std::size_t kXidKept = 64;
   static constexpr std::size_t kProcessesKept = 64;
+  static constexpr std::size_t kOtherProcessesReported = 8;
 
  private:
   struct TrackedProcess {
@@ -52,6 +54,7 @@ class NvmlProbe final : public Probe {
   };
 
   void refresh();
+  [[nodiscard]] nlohmann::json other_processes() const;
   void attribute(const XidEvent& event);
 
   std::filesystem::path library_;  // empty: libnvidia-ml.so.1 from the linker's search
