@@ -75,6 +75,16 @@ const std::string kTwoDevices =
     "device.1.total=42949672960\n"
     "device.1.used=1073741824\n";
 
+// The kernel is this process; the fake current driver, sampled every 50 ms.
+ProbeOptions probe_options(pid_t kernel) {
+  ProbeOptions options;
+  options.kernel_pid = kernel;
+  options.processes = std::make_shared<KernelProcesses>(kernel);
+  options.nvml_library = kCurrent;
+  options.gpu_interval = 50ms;
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("NVML: no library at all is 'no NVIDIA driver'") {
@@ -185,12 +195,7 @@ TEST_CASE("NVML probe: per-device and per-process memory, Xid attributed to the 
   const pid_t me = ::getpid();
   FakeScript script(kTwoDevices + "device.0.process=" + std::to_string(me) +
                     ":2147483648\ndevice.0.process=999999:1000\ndevice.1.memory=3\n");
-  ProbeOptions options;
-  options.kernel_pid = me;
-  options.processes = std::make_shared<KernelProcesses>(me);
-  options.nvml_library = kCurrent;
-  options.gpu_interval = 50ms;
-  NvmlProbe probe(options);
+  NvmlProbe probe(probe_options(me));
   REQUIRE(probe.wait_started(5s));
 
   kwd::timeline::MemorySample s;
@@ -274,12 +279,7 @@ TEST_CASE("NVML probe: the other processes on the device are named, largest firs
   FakeScript script(kTwoDevices + "device.0.process=" + std::to_string(me) +
                     ":2147483648\ndevice.0.process=" + std::to_string(other) +
                     ":64424509440\ndevice.0.process=3999999:1048576\n");
-  ProbeOptions options;
-  options.kernel_pid = me;
-  options.processes = std::make_shared<KernelProcesses>(me);
-  options.nvml_library = kCurrent;
-  options.gpu_interval = 50ms;
-  NvmlProbe probe(options);
+  NvmlProbe probe(probe_options(me));
   REQUIRE(probe.wait_started(5s));
   nlohmann::json report;
   for (int i = 0; i < 200; ++i) {
