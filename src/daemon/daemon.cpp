@@ -10,8 +10,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "kwd/daemon/service_notify.hpp"
 #include "kwd/kernelspec/kernelspec.hpp"
@@ -198,15 +196,10 @@ void Daemon::start_watching(const KernelProcess& process) {
     return;
   }
   if (st.st_uid != ::getuid()) return skip("its connection file belongs to another user");
+  if (!S_ISREG(st.st_mode)) return skip("its connection file is not a regular file");
   std::string notebook;
   try {
-    protocol::load_connection_file(process.connection_file);
-    std::ifstream in(process.connection_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    const auto doc = nlohmann::json::parse(text.str(), nullptr, false);
-    if (doc.is_object() && doc.contains("jupyter_session") && doc["jupyter_session"].is_string())
-      notebook = doc["jupyter_session"].get<std::string>();
+    notebook = protocol::load_connection_file(process.connection_file).jupyter_session;
   } catch (const std::exception& e) {
     return skip(e.what());
   }

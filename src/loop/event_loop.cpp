@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <exception>
+#include <string>
+#include <unordered_map>
 
 #include "kwd/util/clock.hpp"
 
@@ -20,13 +22,29 @@ constexpr std::int64_t kSocketSweepNs = 1'000'000'000;
 // A socket without a ZMQ_FD is looked at this often.
 constexpr long kFdlessSocketPollMs = 20;
 
+// The same failure on every message (a forged field the code did not expect) must not
+// flood the log: the first few of each kind are said, then every 1000th with its count.
+void say_internal_error(const std::string& what) {
+  constexpr std::size_t kKindsKept = 64;
+  constexpr std::uint64_t kSaidInFull = 3;
+  static std::unordered_map<std::string, std::uint64_t> seen;
+  static std::uint64_t others = 0;
+  const bool known = seen.contains(what) || seen.size() < kKindsKept;
+  const std::uint64_t n = known ? ++seen[what] : ++others;
+  if (n <= kSaidInFull)
+    spdlog::error("internal error, carrying on: {}", what);
+  else if (n % 1000 == 0)
+    spdlog::error("internal error, carrying on ({} times so far{}): {}", n,
+                  known ? "" : ", of kinds past the first 64", what);
+}
+
 // A handler's exception stops at the loop: whatever one part of the watchdog could not do,
 // the kernel is still watched, and its death still reported and mirrored (fail open).
 void call(const EventLoop::Handler& handler) {
   try {
     handler();
   } catch (const std::exception& e) {
-    spdlog::error("internal error, carrying on: {}", e.what());
+    say_internal_error(e.what());
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -102,9 +103,14 @@ constexpr std::size_t kMaxFileBytes = 1 << 20;
 
 // Reads with plain read(2) into one string, so no stream buffer keeps a copy of the key.
 std::string read_whole_file(const std::filesystem::path& path) {
-  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Non-blocking: a FIFO put where the file should be must not stop the watchdog's loop
+  // (open would wait for a writer forever); and only a regular file is read.
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd)
     throw ConnectionFileError(path.string() + ": cannot read (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw ConnectionFileError(path.string() + ": not a regular file; not a connection file");
   std::string text;
   std::array<char, 4096> chunk{};
   for (;;) {
@@ -170,6 +176,7 @@ ConnectionInfo parse_fields(const json& doc) {
   info.stdin_port = read_port(doc, "stdin_port", false);
   info.control_port = read_port(doc, "control_port", false);
   if (auto scheme = read_string(doc, "signature_scheme")) info.signature_scheme = *scheme;
+  if (auto session = read_string(doc, "jupyter_session")) info.jupyter_session = *session;
   info.key = read_secret(doc, "key");
   if (auto problem = signature_scheme_problem(info.signature_scheme))
     fail("signature_scheme", *problem);

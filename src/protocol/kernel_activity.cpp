@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "kwd/protocol/content_fields.hpp"
+
 namespace kwd::protocol {
 namespace {
 
@@ -13,12 +15,6 @@ constexpr std::size_t kMaxTracebackLines = 64;
 constexpr std::size_t kMaxTracebackLineBytes = 4096;
 constexpr std::size_t kMaxErrorTextBytes = 4096;
 constexpr std::int64_t kMaxClockSkewMs = 60'000;
-
-std::string string_field(const nlohmann::json& content, const char* name, std::size_t cap) {
-  const auto it = content.find(name);
-  if (it == content.end() || !it->is_string()) return {};
-  return it->get_ref<const std::string&>().substr(0, cap);
-}
 
 double seconds_between(std::int64_t from_ms, std::int64_t to_ms) {
   return static_cast<double>(std::max<std::int64_t>(to_ms - from_ms, 0)) / 1000.0;
@@ -41,7 +37,7 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
       m.date_ms > 0 && std::abs(m.date_ms - now_ms) <= kMaxClockSkewMs ? m.date_ms : now_ms;
   const auto& type = m.msg_type;
   if (type == "status") {
-    const auto state = string_field(m.content, "execution_state", 64);
+    const auto state = text_field(m.content, "execution_state", {}, 64);
     if (!state.empty()) state_ = state;
     if (state == "busy" && m.parent_msg_type == "execute_request")
       cells_.request_started(m.parent_msg_id, at_ms);
@@ -66,7 +62,7 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
     return;
   }
   if (type == "stream") {
-    if (m.content.value("name", "") == "stderr") {
+    if (text_field(m.content, "name") == "stderr") {
       const auto text = m.content.find("text");
       if (text != m.content.end() && text->is_string())
         stderr_stream_.append(text->get_ref<const std::string&>(), at_ms);
@@ -79,8 +75,8 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
 
 void KernelActivity::on_error(const Message& m) {
   ShownError e;
-  e.ename = string_field(m.content, "ename", kMaxErrorTextBytes);
-  e.evalue = string_field(m.content, "evalue", kMaxErrorTextBytes);
+  e.ename = text_field(m.content, "ename", {}, kMaxErrorTextBytes);
+  e.evalue = text_field(m.content, "evalue", {}, kMaxErrorTextBytes);
   const auto tb = m.content.find("traceback");
   if (tb != m.content.end() && tb->is_array()) {
     // The last lines are where the error is: keep those when there are too many.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kwd/protocol/content_fields.hpp"
+
 namespace kwd::smoke {
 namespace {
 
@@ -57,12 +59,12 @@ void CellOutputs::apply(const protocol::Message& m) {
   if (!c.is_object()) return;
   bytes_ += m.content_bytes;
   if (m.msg_type == "stream") {
-    const std::string name = c.value("name", "stdout");
-    const std::string text =
-        c.contains("text") && c["text"].is_string() ? c["text"].get<std::string>() : "";
+    const std::string name = protocol::text_field(c, "name", "stdout");
+    const std::string text = protocol::text_field(c, "text");
     auto& list = outputs();
-    if (!clear_pending_ && !list.empty() && list.back().value("output_type", "") == "stream" &&
-        list.back().value("name", "") == name && list.back()["text"].is_string()) {
+    if (!clear_pending_ && !list.empty() &&
+        protocol::text_field(list.back(), "output_type") == "stream" &&
+        protocol::text_field(list.back(), "name") == name && list.back()["text"].is_string()) {
       list.back()["text"].get_ref<std::string&>() += text;
       return;
     }
@@ -87,13 +89,13 @@ void CellOutputs::apply(const protocol::Message& m) {
       for (const auto& line : c["traceback"])
         if (line.is_string()) traceback.push_back(line);
     nlohmann::json error = {{"output_type", "error"},
-                            {"ename", c.value("ename", std::string("Error"))},
-                            {"evalue", c.value("evalue", std::string())},
+                            {"ename", protocol::text_field(c, "ename", "Error")},
+                            {"evalue", protocol::text_field(c, "evalue")},
                             {"traceback", std::move(traceback)}};
     last_error_ = error;
     add(std::move(error), c);
   } else if (m.msg_type == "clear_output") {
-    if (c.value("wait", false))
+    if (protocol::flag_field(c, "wait"))
       clear_pending_ = true;
     else
       clear_now();

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "kwd/protocol/content_fields.hpp"
 #include "kwd/report/html_page.hpp"
 #include "kwd/report/terminal_summary.hpp"
 #include "kwd/report/terminal_text.hpp"
@@ -238,8 +239,7 @@ void NotebookRun::on_message(client::Channel channel, const protocol::Message& m
     reply_ = m.content;
     reply_seen_ = true;
   } else if (channel == client::Channel::iopub && m.msg_type == "status") {
-    if (m.content.is_object() && m.content.value("execution_state", "") == "idle")
-      idle_seen_ = true;
+    if (protocol::text_field(m.content, "execution_state") == "idle") idle_seen_ = true;
   } else if (channel == client::Channel::iopub) {
     outputs_.apply(m);
   }
@@ -337,7 +337,7 @@ void NotebookRun::maybe_finish_cell() {
   if (interrupted) {
     state_ = State::running;  // the timeout failed it already
   } else {
-    const std::string status = reply_.is_object() ? reply_.value("status", "") : "";
+    const std::string status = protocol::text_field(reply_, "status");
     const bool errors_allowed = options_.allow_errors || notebook_.allow_errors.value_or(false) ||
                                 code_->tagged("raises-exception") ||
                                 code_->tagged("nbval-raises-exception");
@@ -347,10 +347,10 @@ void NotebookRun::maybe_finish_cell() {
       const nlohmann::json& error =
           outputs_.last_error().is_object() ? outputs_.last_error() : reply_;
       cell.status = CellStatus::failed;
-      cell.failure_type = status == "error" ? error.value("ename", std::string("Error"))
+      cell.failure_type = status == "error" ? protocol::text_field(error, "ename", "Error")
                                             : "execute_reply status '" + status + "'";
       cell.message = status == "error"
-                         ? cell.failure_type + ": " + error.value("evalue", std::string())
+                         ? cell.failure_type + ": " + protocol::text_field(error, "evalue")
                          : "the kernel answered '" + status + "'";
       cell.details = traceback_text(error);
       stop_ = true;

@@ -146,6 +146,13 @@ def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
     # The cell that was running, from IOPub: no faulthandler in a kernel the daemon found.
     assert "cell" in report["diagnosis"]["headline"]
     assert "ctypes.string_at(0)" in json.dumps(report["execution"])
+    # The key the daemon read from the connection file reaches none of what it writes.
+    key = json.loads(pathlib.Path(k.km.connection_file).read_text())["key"]
+    status = kwd("status", "--json", "--status-socket", world["socket"]).stdout
+    log = d.stop()
+    assert "kernel" in log
+    for name, text in {"daemon log": log, "status": status, "report": json.dumps(report)}.items():
+        assert key not in text, f"the connection key reached the {name}"
 
 
 def test_clean_shutdown_and_restart(world, daemon, kernels):

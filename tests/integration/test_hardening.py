@@ -189,3 +189,71 @@ def test_an_interrupt_to_the_group_that_kills_the_kernel_is_not_blamed_on_a_stra
     assert report["termination"]["watchdog_received"] == ["SIGINT"]
     headline = report["diagnosis"]["headline"]
     assert "process group" in headline and "another process" not in headline, headline
+
+
+def test_a_fifo_as_the_connection_file_does_not_stop_the_watchdog(tmp_path):
+    """A FIFO where the connection file should be: open(2) would wait for a writer forever on
+    the watchdog's loop, and the kernel's end would never be seen. It is refused at once as
+    not a regular file; the kernel's end is mirrored as usual."""
+    fifo = tmp_path / "kernel-fifo.json"
+    os.mkfifo(fifo)
+    env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(tmp_path / "reports"))
+    started = time.monotonic()
+    proc = subprocess.run([KWD_BINARY, "--log-level", "info", "run", "--", PYTHON, "-c",
+                           "import sys, time; time.sleep(1); sys.exit(3)", "-f", str(fifo)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert time.monotonic() - started < 30
+    assert "not a regular file" in proc.stderr, proc.stderr
+
+
+# Planted where a real session has them: the environment of the kernel (cloud and model-hub
+# credentials, a password, a Jupyter server's token) and the connection file's key.
+PLANTED = {
+    "AWS_SECRET_ACCESS_KEY": "kwdPlantedAwsSecret7f3a9c",
+    "HF_TOKEN": "hf_kwdPlantedToken51b2",
+    "DB_PASSWORD": "kwdPlantedPassword0a81",
+    "GITHUB_TOKEN": "ghp_kwdPlantedToken9c44",
+    "JPY_API_TOKEN": "kwdPlantedServerToken77d1",
+    "JUPYTERHUB_API_TOKEN": "kwdPlantedHubToken3e09",
+}
+
+
+def test_no_secret_reaches_any_output(start_kernel, jupyter_env, tmp_path):
+    """A kernel with secrets in its environment and a keyed connection file crashes under
+    the watchdog at its most talkative (debug log). Neither the key nor any planted secret is
+    in its stderr, the report, or anything `reports` prints (list, show, show --json, html,
+    diagnose)."""
+    jupyter_env["env"].pop("PYTEST_CURRENT_TEST", None)
+    log = tmp_path / "watchdog-stderr.log"
+    with open(log, "w") as err:
+        k = start_kernel(env_overrides={**PLANTED, "KERNEL_WATCHDOG_LOG_LEVEL": "debug"},
+                         stderr=err)
+        key = json.loads(pathlib.Path(k.km.connection_file).read_text())["key"]
+        assert len(key) >= 16
+        k.execute("import os, sys; print('a line on stderr', file=sys.stderr)")
+        k.execute_until_death("import ctypes; ctypes.string_at(0)")
+    env = dict(jupyter_env["env"])
+
+    def cli(*args):
+        proc = subprocess.run([KWD_BINARY, "reports", *args], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout + proc.stderr
+
+    reports = sorted(jupyter_env["report_dir"].glob("*.json"))
+    assert reports, log.read_text()[-2000:]
+    outputs = {
+        "watchdog stderr": log.read_text(),
+        "reports list": cli("list"),
+        "reports show": cli("show", "latest"),
+        "reports show --json": cli("show", "--json", "latest"),
+        "reports html": cli("html", "latest"),
+        "reports diagnose": cli("diagnose", str(reports[-1])),
+    }
+    for path in reports:
+        outputs[path.name] = path.read_text()
+    assert "kernel" in outputs["watchdog stderr"] and "SIGSEGV" in outputs["reports show"]
+    for secret in [key, *PLANTED.values()]:
+        found = [name for name, text in outputs.items() if secret in text]
+        assert found == [], f"a secret reached {found}"

@@ -1,8 +1,13 @@
 #include <signal.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <zmq.hpp>
@@ -183,4 +188,30 @@ TEST_CASE("receiving through signals loses and splits nothing") {
   }
   CHECK(received == kMessages);
   CHECK(in_order == kMessages);
+}
+
+TEST_CASE("event loop: a handler failing on every message logs a few lines, then counts") {
+  // A forged field that throws per IOPub message must not write 20 000 log lines.
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  EventLoop loop;
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const kwd::util::UniqueFd read_end(fds[0]), write_end(fds[1]);
+  REQUIRE(::write(write_end.get(), "x", 1) == 1);  // never read: readable on every pass
+  int calls = 0;
+  loop.watch_fd(read_end.get(), [&] {
+    if (++calls == 20'000) loop.stop();
+    throw std::runtime_error("a field of the wrong type (kind A)");
+  });
+  loop.run();
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  const auto lines = std::count(text.begin(), text.end(), '\n');
+  INFO(text.substr(0, 2000));
+  CHECK(calls == 20'000);
+  CHECK(lines == 3 + 20);  // three in full, then one per thousand with the count
+  CHECK(text.find("(20000 times so far): a field of the wrong type (kind A)") != std::string::npos);
 }

@@ -283,3 +283,18 @@ TEST_CASE("a date far from the watchdog's clock is not trusted") {
   a.on_message(input, 1'700'000'000'000);
   CHECK(a.to_json(1'700'000'001'000)["cell_in_flight"]["started_at_ms"] == 1'700'000'000'000);
 }
+
+TEST_CASE("fields of the wrong type are read as not given, never thrown on") {
+  // Each of these threw per message (nlohmann's value() on a wrong type): a log line and a
+  // lost message for every one a buggy or forged kernel sends.
+  KernelActivity a(10);
+  CHECK_NOTHROW(a.on_message(msg("stream", "r1", {{"name", 5}, {"text", "x"}}), 1000));
+  CHECK_NOTHROW(a.on_message(msg("stream", "r1", {{"name", "stderr"}, {"text", 7}}), 1000));
+  CHECK_NOTHROW(a.on_message(msg("status", "r1", {{"execution_state", nullptr}}), 1000));
+  CHECK_NOTHROW(a.on_message(msg("error", "r1", {{"ename", 1}, {"evalue", json::array()}}), 1000));
+  CHECK_NOTHROW(a.on_message(msg("stream", "r1", json::array({1, 2})), 1000));
+  a.on_message(msg("stream", "r1", {{"name", "stderr"}, {"text", "kept\n"}}), 1000);
+  CHECK(a.stderr_tail() == "kept\n");
+  REQUIRE(a.last_error());
+  CHECK(a.last_error()->ename.empty());
+}

@@ -36,6 +36,9 @@ struct ConnectionInfo {
   std::string signature_scheme = "hmac-sha256";
   Secret key;  // empty: messages are not signed
   std::optional<CurveKeys> curve;
+  // The notebook, as a Jupyter server that writes it says (its "jupyter_session", often the
+  // notebook's path); empty when the file does not say.
+  std::string jupyter_session;
 
   // Where to connect for `port`: "tcp://127.0.0.1:53794", "tcp://[::1]:53794",
   // "ipc:///run/user/1000/kernel-ab12-3" (jupyter_client's ipc naming: ip-port).
