@@ -1,8 +1,9 @@
 """kernel-watchdog: Python tracebacks for kernels that die in native code.
 
 The watchdog puts a private directory holding this file first on PYTHONPATH, so the
-interpreter imports it as `sitecustomize` while it starts. It does three things and then
-steps aside (the third, keeping stderr whole, is _kernel_watchdog_keep_stderr below):
+interpreter imports it as `sitecustomize` while it starts. It does four things and then
+steps aside (keeping stderr whole and announcing cells are _kernel_watchdog_keep_stderr and
+_kernel_watchdog_announce_cells below):
 
 1. Enables faulthandler (the crashing thread's stack) on the pipe the watchdog passed in
    $KERNEL_WATCHDOG_FAULT_FD, else on a *duplicate* of file descriptor 2 taken now. Not on
@@ -76,6 +77,44 @@ def _kernel_watchdog_start():
             raise
 
 
+def _kernel_watchdog_patch_on_import(module_name, patch):
+    """Calls patch(module) once `module_name` is imported (it is not yet: this runs while
+    the interpreter starts). A patch that fails leaves the module as it is."""
+    import importlib.abc
+    import importlib.machinery
+    import sys
+
+    class PatchOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != module_name:
+                return None
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            loader = getattr(spec, "loader", None)
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            stock_exec = loader.exec_module
+
+            def exec_module(module):
+                stock_exec(module)
+                try:
+                    patch(module)
+                except Exception:
+                    pass
+
+            loader.exec_module = exec_module
+            return spec
+
+    try:
+        if module_name not in sys.modules:
+            sys.meta_path.insert(0, PatchOnImport())
+    except Exception:
+        pass
+
+
 def _kernel_watchdog_keep_stderr():
     """3. Makes ipykernel's stderr forwarding lose nothing when the process dies.
 
@@ -93,8 +132,6 @@ def _kernel_watchdog_keep_stderr():
 
     if not sys.platform.startswith("linux"):
         return
-    import importlib.abc
-    import importlib.machinery
 
     def patch(iostream):
         import ctypes
@@ -139,39 +176,67 @@ def _kernel_watchdog_keep_stderr():
 
         iostream.OutStream._watch_pipe_fd = watch_pipe_fd
 
-    class PatchOnImport(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name != "ipykernel.iostream":
-                return None
-            try:
-                sys.meta_path.remove(self)
-            except ValueError:
-                pass
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            loader = getattr(spec, "loader", None)
-            if loader is None or not hasattr(loader, "exec_module"):
-                return spec
-            stock_exec = loader.exec_module
+    def patch_stream(iostream):
+        if hasattr(iostream.OutStream, "_watch_pipe_fd"):
+            patch(iostream)
 
-            def exec_module(module):
-                stock_exec(module)
-                try:
-                    if hasattr(module.OutStream, "_watch_pipe_fd"):
-                        patch(module)
-                except Exception:
-                    pass
+    _kernel_watchdog_patch_on_import("ipykernel.iostream", patch_stream)
 
-            loader.exec_module = exec_module
-            return spec
+
+def _kernel_watchdog_announce_cells():
+    """4. Tells the watchdog which cell starts, before it runs.
+
+    A cell that crashes the kernel within milliseconds dies before ipykernel's IOPub thread
+    has published its execute_input, and the report could not say which cell ran. IPython's
+    pre_run_cell event fires in the main thread just before the cell's code: there one record
+    ("\x1ekwd-cell {json}\n", at most 4000 bytes, so one atomic pipe write) goes to the
+    watchdog's faulthandler pipe, through a description of its own opened non-blocking: a
+    watchdog that stopped reading costs the kernel a dropped record, never a wait.
+    """
+    import os
 
     try:
-        if "ipykernel.iostream" not in sys.modules:
-            sys.meta_path.insert(0, PatchOnImport())
+        fd = int(os.environ.get("KERNEL_WATCHDOG_FAULT_FD", ""))
+        channel = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except Exception:
-        pass
+        return
+
+    def announce_from(shell):
+        import json
+
+        def pre_run_cell(info=None):
+            try:
+                code = getattr(info, "raw_cell", None) or ""
+                for cap in (3000, 1000, 200, 0):
+                    body = json.dumps({"n": shell.execution_count, "code": code[:cap],
+                                       "truncated": len(code) > cap}, ensure_ascii=True)
+                    if len(body) <= 3900:
+                        break
+                os.write(channel, b"\x1ekwd-cell " + body.encode("ascii") + b"\n")
+            except Exception:
+                pass
+
+        shell.events.register("pre_run_cell", pre_run_cell)
+
+    def patch(ipkernel):
+        stock_init = ipkernel.IPythonKernel.__init__
+
+        def __init__(self, *args, **kwargs):
+            stock_init(self, *args, **kwargs)
+            try:
+                announce_from(self.shell)
+            except Exception:
+                pass
+
+        ipkernel.IPythonKernel.__init__ = __init__
+
+    _kernel_watchdog_patch_on_import("ipykernel.ipkernel", patch)
 
 
 _kernel_watchdog_keep_stderr()
 del _kernel_watchdog_keep_stderr
+_kernel_watchdog_announce_cells()
+del _kernel_watchdog_announce_cells
 _kernel_watchdog_start()
 del _kernel_watchdog_start
+del _kernel_watchdog_patch_on_import

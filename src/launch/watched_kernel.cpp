@@ -147,10 +147,14 @@ void WatchedKernel::on_fault_output() {
       fault_read_.reset();
     }
     if (n <= 0) return;
-    if (fault_text_.empty() && watch_) watch_->kernel_dying();
-    if (fault_text_.size() < kFaultTextLimit)
-      fault_text_.append(
-          buf, std::min(static_cast<std::size_t>(n), kFaultTextLimit - fault_text_.size()));
+    const bool had_text = fault_channel_.has_text();
+    fault_channel_.feed(std::string_view(buf, static_cast<std::size_t>(n)),
+                        [this](launch::CellAnnouncement cell) {
+                          if (watch_)
+                            watch_->cell_announced(cell.execution_count, cell.code, cell.truncated);
+                        });
+    // Faulthandler has begun its dump: the kernel lives a moment more.
+    if (!had_text && fault_channel_.has_text() && watch_) watch_->kernel_dying();
   }
 }
 
@@ -206,10 +210,8 @@ void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died
       }
     }
     if (fault_read_) on_fault_output();
-    if (!fault_text_.empty()) {
+    if (std::string block = fault_channel_.take_text(); !block.empty()) {
       // After the library's last words, as it happened: the fatal signal came after them.
-      std::string block = std::move(fault_text_);
-      fault_text_.clear();
       if (stderr_->tail().size() > 0 && stderr_->tail().contents().back() != '\n')
         block.insert(0, "\n");
       stderr_->inject(block);

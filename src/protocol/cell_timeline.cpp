@@ -36,6 +36,13 @@ std::int64_t CellTimeline::peak_between(std::int64_t from_ms, std::int64_t to_ms
 
 void CellTimeline::request_started(std::string request_id, std::int64_t t_ms) {
   if (in_flight_ && in_flight_->request_id == request_id) return;
+  // A cell the kernel announced is running: this busy is its own (its execute_input will say
+  // so by its count) or a late one of an execution before it. Either way it is no new cell.
+  if (in_flight_ && in_flight_->announced_by_kernel && in_flight_->request_id.empty()) return;
+  begin(std::move(request_id), t_ms);
+}
+
+void CellTimeline::begin(std::string request_id, std::int64_t t_ms) {
   settle_before(t_ms);
   // Another cell still in flight: its idle was never seen.
   if (in_flight_) finish(t_ms, "unknown");
@@ -48,8 +55,34 @@ void CellTimeline::request_started(std::string request_id, std::int64_t t_ms) {
   in_flight_ = std::move(cell);
 }
 
+void CellTimeline::announced_by_kernel(std::int64_t execution_count, std::string_view code,
+                                       bool truncated, std::int64_t t_ms) {
+  if (in_flight_ && in_flight_->input_seen && in_flight_->execution_count == execution_count)
+    return;  // IOPub said it first, whole
+  if (!in_flight_ || in_flight_->input_seen) begin(std::string(), t_ms);
+  Cell& cell = *in_flight_;
+  cell.announced_by_kernel = true;
+  cell.input_seen = true;
+  cell.execution_count = execution_count;
+  cell.code_truncated = truncated || code.size() > max_code_bytes_;
+  cell.code.assign(code.substr(0, max_code_bytes_));
+  last_count_ = std::max(last_count_, execution_count);
+  ++started_;
+}
+
 void CellTimeline::start(std::string request_id, std::int64_t execution_count,
                          std::string_view code, std::int64_t t_ms) {
+  if (in_flight_ && in_flight_->announced_by_kernel &&
+      in_flight_->execution_count == execution_count &&
+      (in_flight_->request_id.empty() || in_flight_->request_id == request_id)) {
+    // The cell the kernel announced: IOPub's copy of its code is whole.
+    in_flight_->request_id = std::move(request_id);
+    in_flight_->code_truncated = code.size() > max_code_bytes_;
+    in_flight_->code.assign(code.substr(0, max_code_bytes_));
+    return;
+  }
+  // A late execute_input of an execution before the announced cell: not this cell's.
+  if (in_flight_ && in_flight_->announced_by_kernel && in_flight_->request_id.empty()) return;
   if (!in_flight_ || in_flight_->request_id != request_id || in_flight_->input_seen)
     request_started(std::move(request_id), t_ms);  // its busy was missed
   Cell& cell = *in_flight_;

@@ -73,6 +73,11 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
   if (!m.parent_msg_id.empty()) cells_.on_output(m.parent_msg_id, m);
 }
 
+void KernelActivity::on_cell_announced(std::int64_t execution_count, std::string_view code,
+                                       bool truncated, std::int64_t now_ms) {
+  cells_.announced_by_kernel(execution_count, code, truncated, now_ms);
+}
+
 void KernelActivity::on_error(const Message& m) {
   ShownError e;
   e.ename = text_field(m.content, "ename", {}, kMaxErrorTextBytes);
@@ -110,6 +115,7 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
                              {"execution_count_inferred", !c->input_seen},
                              {"code", c->input_seen ? json(c->code) : json(nullptr)},
                              {"code_truncated", c->code_truncated},
+                             {"announced_by_kernel", c->announced_by_kernel},
                              {"started_at_ms", c->started_at_ms},
                              {"running_for_s", seconds_between(c->started_at_ms, at_ms)},
                              {"rss_at_start", bytes_or_null(c->rss_start)},

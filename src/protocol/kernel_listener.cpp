@@ -192,6 +192,17 @@ void KernelListener::connect_iopub() {
   spdlog::debug("listening on IOPub at {}", info_->endpoint(info_->iopub_port));
 }
 
+void KernelListener::on_cell_announced(std::int64_t execution_count, const std::string& code,
+                                       bool truncated) {
+  if (draining_) return;
+  // A cell's edge, like its busy on IOPub: its memory at start is taken now.
+  if (sample_now_) {
+    last_edge_sample_ns_ = util::steady_ns();
+    sample_now_();
+  }
+  activity_.on_cell_announced(execution_count, code, truncated, util::wall_ms());
+}
+
 void KernelListener::on_message(const Message& m) {
   // busy/idle around an execute_request are a cell's edges: sample before the cell's RSS
   // at start (or end) is taken. A flood of tiny executions is sampled at most every 5 ms.

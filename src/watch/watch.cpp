@@ -138,6 +138,11 @@ void Watch::kernel_dying() {
   on_sample_tick();
 }
 
+void Watch::cell_announced(std::int64_t execution_count, const std::string& code, bool truncated) {
+  if (dead_ || !listener_) return;
+  listener_->on_cell_announced(execution_count, code, truncated);
+}
+
 void Watch::on_sample_tick() {
   last_sample_ns_ = util::steady_ns();
   timeline::MemorySample sample;

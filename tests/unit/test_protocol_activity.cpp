@@ -298,3 +298,37 @@ TEST_CASE("fields of the wrong type are read as not given, never thrown on") {
   REQUIRE(a.last_error());
   CHECK(a.last_error()->ename.empty());
 }
+
+TEST_CASE("a cell the kernel announced is the cell in flight, and IOPub's messages join it") {
+  KernelActivity a(10);
+  run_cell(a, "r1", 1, "x = 1", 1000, 1100);
+  // The kernel dies within milliseconds of starting cell 2: only its announcement arrived.
+  a.on_cell_announced(2, "crash()", false, 2000);
+  json j = a.to_json(2050);
+  REQUIRE(j["cell_in_flight"].is_object());
+  CHECK(j["cell_in_flight"]["execution_count"] == 2);
+  CHECK(j["cell_in_flight"]["code"] == "crash()");
+  CHECK(j["cell_in_flight"]["execution_count_inferred"] == false);
+  CHECK(j["cell_in_flight"]["announced_by_kernel"] == true);
+
+  // When IOPub does speak (late), its busy, input and idle are the same cell, not a second.
+  a.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 1990);
+  a.on_message(msg("execute_input", "r2", {{"code", "crash()"}, {"execution_count", 2}}), 1995);
+  CHECK(a.cells().cells_started() == 2);
+  a.on_message(msg("status", "r2", {{"execution_state", "idle"}}), 2300);
+  j = a.to_json(2400);
+  CHECK(j["cell_in_flight"].is_null());
+  REQUIRE(j["last_cells"].size() == 2);
+  CHECK(j["last_cells"][1]["execution_count"] == 2);
+  CHECK(j["last_cells"][1]["status"] == "ok");
+
+  // A late busy and input of an execution before the announced cell do not displace it.
+  a.on_cell_announced(3, "train()", false, 3000);
+  a.on_message(msg("status", "silent", {{"execution_state", "busy"}}), 2900);
+  a.on_message(msg("execute_input", "silent", {{"code", "old()"}, {"execution_count", 2}}), 2900);
+  a.on_message(msg("status", "silent", {{"execution_state", "idle"}}), 2950);
+  j = a.to_json(3100);
+  REQUIRE(j["cell_in_flight"].is_object());
+  CHECK(j["cell_in_flight"]["execution_count"] == 3);
+  CHECK(j["cell_in_flight"]["code"] == "train()");
+}

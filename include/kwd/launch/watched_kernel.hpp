@@ -15,6 +15,7 @@
 
 #include "kwd/faulthandler/python_shim.hpp"
 #include "kwd/launch/child_process.hpp"
+#include "kwd/launch/fault_channel.hpp"
 #include "kwd/launch/stderr_tee.hpp"
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/platform/memory_limit.hpp"
@@ -107,8 +108,8 @@ class WatchedKernel {
   // not interleaved with the library's last words on stderr, and is added to the stderr
   // tail, in one piece, at the death.
   util::UniqueFd fault_read_;
-  std::string fault_text_;
   static constexpr std::size_t kFaultTextLimit = 256 * 1024;
+  FaultChannel fault_channel_{kFaultTextLimit};
   std::optional<loop::EventLoop::TimerId> last_words_timer_;
   int last_words_looks_ = 0;
   bool dead_ = false;

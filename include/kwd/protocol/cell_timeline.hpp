@@ -37,6 +37,9 @@ struct Cell {
   std::int64_t rss_peak_running = timeline::kUnknown;
   bool awaiting_end_sample = false;
   std::string status = "running";  // running, ok, error, unknown (its end was not seen)
+  // The kernel itself said it starts (the shim's pre_run_cell record) before IOPub did, or
+  // instead of it: request_id is empty until IOPub names the request.
+  bool announced_by_kernel = false;
   OutputSummary outputs;
 };
 
@@ -52,6 +55,10 @@ class CellTimeline {
   // Its execute_input: the code and the execution count.
   void start(std::string request_id, std::int64_t execution_count, std::string_view code,
              std::int64_t t_ms);
+  // The kernel said cell `execution_count` starts, with this code, before running it.
+  // IOPub's busy and execute_input for it, when they come, are the same cell.
+  void announced_by_kernel(std::int64_t execution_count, std::string_view code, bool truncated,
+                           std::int64_t t_ms);
   // The kernel went idle after `request_id` at `t_ms`; a no-op unless that is the cell in
   // flight.
   void end(const std::string& request_id, std::int64_t t_ms);
@@ -76,6 +83,8 @@ class CellTimeline {
   };
   static constexpr std::size_t kReadings = 600;  // a minute at the default 10 Hz
 
+  // A new cell in flight from `t_ms` (one still in flight ends, its idle unseen).
+  void begin(std::string request_id, std::int64_t t_ms);
   void finish(std::int64_t t_ms, const char* status_if_running);
   // Cells still waiting for a sample after their end, or whose end sample was taken after
   // `next_start_ms`, get the last one from before that start.

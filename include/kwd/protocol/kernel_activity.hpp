@@ -28,6 +28,10 @@ class KernelActivity {
   explicit KernelActivity(std::size_t last_cells);
 
   void on_message(const Message& message, std::int64_t now_ms);
+  // The kernel said, before running it, that cell `execution_count` starts (the shim's
+  // pre_run_cell record): the cell in flight even when IOPub never gets to say so.
+  void on_cell_announced(std::int64_t execution_count, std::string_view code, bool truncated,
+                         std::int64_t now_ms);
   void on_memory_sample(const timeline::MemorySample& sample) { cells_.on_memory_sample(sample); }
 
   // "busy", "idle", "starting"; nullopt before the first status message.

@@ -57,6 +57,8 @@ class KernelListener {
   // Reads the connection file and starts waiting for the ports. Never throws.
   void start();
   void on_memory_sample(const timeline::MemorySample& sample);
+  // The kernel itself announced a cell (see KernelActivity::on_cell_announced).
+  void on_cell_announced(std::int64_t execution_count, const std::string& code, bool truncated);
   // The kernel has died: reads what it published last (a shutdown_reply, the last outputs),
   // waiting until IOPub has been quiet for `quiet` or `budget` has passed.
   void drain(std::chrono::milliseconds quiet, std::chrono::milliseconds budget);

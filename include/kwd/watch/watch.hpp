@@ -76,6 +76,9 @@ class Watch {
   // The kernel has begun to die but still lives (faulthandler is writing its dump): the
   // probes read what only a live process shows, and one more sample is taken.
   void kernel_dying();
+  // The kernel said (through the shim, before running it) that cell `execution_count`
+  // starts: the report knows the cell even if IOPub never says.
+  void cell_announced(std::int64_t execution_count, const std::string& code, bool truncated);
   // Asks the death source (a parent's SIGCHLD says when); calls the death handler once.
   void check_death();
 

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace kwd::launch {
+
+// A cell the kernel says is starting (the shim's pre_run_cell record), before it runs.
+struct CellAnnouncement {
+  std::int64_t execution_count = -1;
+  std::string code;
+  bool truncated = false;
+};
+
+// What arrives on the faulthandler pipe, split in two: faulthandler's own text (a dying
+// kernel's Python stack) and the shim's cell announcements, one line each, framed as
+// "\x1ekwd-cell {json}\n" (a byte faulthandler never writes, one atomic write each).
+class FaultChannel {
+ public:
+  using OnCell = std::function<void(CellAnnouncement)>;
+
+  explicit FaultChannel(std::size_t text_limit) : text_limit_(text_limit) {}
+
+  void feed(std::string_view bytes, const OnCell& on_cell);
+  // Faulthandler's text so far (a record cut short by the death included); emptied.
+  std::string take_text();
+  [[nodiscard]] bool has_text() const { return !text_.empty(); }
+
+ private:
+  void keep_text(std::string_view bytes);
+  static bool parse(std::string_view record, CellAnnouncement& out);
+
+  std::size_t text_limit_;
+  std::string pending_;  // from a record's first byte, until its newline arrives
+  std::string text_;
+};
+
+}  // namespace kwd::launch

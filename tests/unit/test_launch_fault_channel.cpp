@@ -1,0 +1,46 @@
+// The faulthandler pipe carries faulthandler's dump and the shim's cell announcements; the
+// two are told apart however the pipe's reads cut them.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "kwd/launch/fault_channel.hpp"
+
+using kwd::launch::CellAnnouncement;
+using kwd::launch::FaultChannel;
+
+TEST_CASE("records and faulthandler's text are told apart, at any read boundary") {
+  const std::string stream =
+      "\x1ekwd-cell {\"n\": 1, \"code\": \"x = 1\", \"truncated\": false}\n"
+      "\x1ekwd-cell {\"n\": 2, \"code\": \"import ctypes\\nctypes.string_at(0)\", "
+      "\"truncated\": true}\n"
+      "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n"
+      "\x1enot a record\n"
+      "  File \"<cell>\", line 2 in <module>\n";
+  for (std::size_t chunk : {1u, 3u, 17u, 4096u}) {
+    FaultChannel channel(1 << 20);
+    std::vector<CellAnnouncement> cells;
+    for (std::size_t i = 0; i < stream.size(); i += chunk)
+      channel.feed(std::string_view(stream).substr(i, chunk),
+                   [&](CellAnnouncement c) { cells.push_back(std::move(c)); });
+    INFO("chunk " << chunk);
+    REQUIRE(cells.size() == 2);
+    CHECK(cells[0].execution_count == 1);
+    CHECK(cells[1].code == "import ctypes\nctypes.string_at(0)");
+    CHECK(cells[1].truncated);
+    CHECK(channel.take_text() ==
+          "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call "
+          "first):\n\x1enot a record\n  File \"<cell>\", line 2 in <module>\n");
+  }
+}
+
+TEST_CASE("a record cut short by the death is kept as text; the text is capped") {
+  FaultChannel channel(32);
+  int cells = 0;
+  channel.feed("\x1ekwd-cell {\"n\": 3, \"co", [&](CellAnnouncement) { ++cells; });
+  CHECK_FALSE(channel.has_text());
+  CHECK(channel.take_text() == "\x1ekwd-cell {\"n\": 3, \"co");
+  channel.feed(std::string(100, 'x'), [&](CellAnnouncement) { ++cells; });
+  CHECK(channel.take_text().size() == 32);
+  CHECK(cells == 0);
+}
