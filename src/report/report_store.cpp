@@ -8,6 +8,7 @@
 
 #include "kwd/util/clock.hpp"
 #include "kwd/util/private_files.hpp"
+#include "kwd/util/size_parse.hpp"
 
 namespace kwd::report {
 namespace fs = std::filesystem;
@@ -38,8 +39,45 @@ void ReportStore::prepare() const {
 }
 
 fs::path ReportStore::write(const std::string& id, const std::string& json_text) const {
-  return util::SafeDir::open_private(dir_).write_file(id + ".json", json_text, 0600,
-                                                      util::Replace::kNever);
+  auto path = util::SafeDir::open_private(dir_).write_file(id + ".json", json_text, 0600,
+                                                           util::Replace::kNever);
+  try {
+    enforce_cap(limits_);
+  } catch (const std::exception&) {
+    // The report is written; an old one left behind is no reason to say otherwise.
+  }
+  return path;
+}
+
+std::optional<StoreLimits> StoreLimits::parse(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (;;) {
+    const auto comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (parts.size() != 3) return std::nullopt;
+  StoreLimits limits;
+  const auto count = util::parse_size(parts[0]);
+  const auto bytes = util::parse_size(parts[1]);
+  const auto days = util::parse_size(parts[2]);
+  if (!count || !bytes || !days || *days > 100'000) return std::nullopt;
+  limits.max_reports = static_cast<std::size_t>(*count);
+  limits.max_bytes = *bytes;
+  limits.max_age_days = static_cast<int>(*days);
+  return limits;
+}
+
+StoreLimits StoreLimits::from_environment(std::string* problem) {
+  const char* text = std::getenv("KERNEL_WATCHDOG_REPORT_CAP");
+  if (text == nullptr || *text == '\0') return {};
+  if (auto limits = parse(text)) return *limits;
+  if (problem != nullptr)
+    *problem = std::string("KERNEL_WATCHDOG_REPORT_CAP=") + text +
+               " is not COUNT,SIZE,DAYS (e.g. 1000,512M,90); the defaults apply";
+  return {};
 }
 
 std::vector<StoredReport> ReportStore::list() const {
@@ -52,7 +90,8 @@ std::vector<StoredReport> ReportStore::list() const {
     if (::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     out.push_back(
         {name.substr(0, name.size() - 5), entry.path(),
-         static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000});
+         static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000,
+         static_cast<std::uint64_t>(st.st_size)});
   }
   // Ids start with a UTC timestamp, so the name orders them; mtime breaks nothing.
   std::sort(out.begin(), out.end(), [](const StoredReport& a, const StoredReport& b) {
@@ -87,15 +126,23 @@ std::optional<StoredReport> ReportStore::find(const std::string& query) const {
   return match;
 }
 
-int ReportStore::enforce_cap(std::size_t max_reports, int max_age_days) const {
+int ReportStore::enforce_cap(const StoreLimits& limits) const {
   int removed = 0;
-  const auto all = list();
-  const std::int64_t oldest_allowed = util::wall_ms() - std::int64_t{max_age_days} * 86'400'000;
+  const auto all = list();  // newest first
+  const std::int64_t oldest_allowed =
+      util::wall_ms() - std::int64_t{limits.max_age_days} * 86'400'000;
+  std::uint64_t kept_bytes = 0;
   std::error_code ec;
   for (std::size_t i = 0; i < all.size(); ++i) {
-    const bool too_many = i >= max_reports;
-    const bool too_old = max_age_days > 0 && all[i].mtime_ms < oldest_allowed;
-    if ((too_many || too_old) && fs::remove(all[i].path, ec)) ++removed;
+    kept_bytes += all[i].size_bytes;
+    if (i == 0) continue;  // the newest stays, whatever the limits
+    const bool too_many = limits.max_reports > 0 && i >= limits.max_reports;
+    const bool too_big = limits.max_bytes > 0 && kept_bytes > limits.max_bytes;
+    const bool too_old = limits.max_age_days > 0 && all[i].mtime_ms < oldest_allowed;
+    if (too_many || too_big || too_old) {
+      if (fs::remove(all[i].path, ec)) ++removed;
+      kept_bytes -= all[i].size_bytes;
+    }
   }
   return removed;
 }

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
 
@@ -35,7 +37,12 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
                   e.what());
     return out;
   }
-  const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir));
+  std::string cap_problem;
+  const auto limits = report::StoreLimits::from_environment(&cap_problem);
+  static bool cap_problem_said = false;
+  if (!cap_problem.empty() && !std::exchange(cap_problem_said, true))
+    spdlog::warn("{}", cap_problem);
+  const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir), limits);
   try {
     out.path = primary.write(id, report::to_text(out.document));
     spdlog::warn("kernel {} {}{}; {} report: {}", watch.pid(), what, verdict(out.document), kind,
@@ -45,7 +52,7 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
     spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
     out.document["notes"].push_back(std::string("report directory unusable: ") + e.what());
   }
-  const report::ReportStore fallback(report::ReportStore::fallback_dir());
+  const report::ReportStore fallback(report::ReportStore::fallback_dir(), limits);
   try {
     out.path = fallback.write(id, report::to_text(out.document));
     spdlog::warn("kernel {} {}{}; {} report (fallback location): {}", watch.pid(), what,

@@ -102,3 +102,52 @@ TEST_CASE("a relative connection file is looked for where ipykernel looks for it
   fs::current_path(cwd_before);
   fs::remove_all(base);
 }
+
+TEST_CASE("the store holds itself to its limits on every write, oldest first") {
+  const auto dir = fs::temp_directory_path() / ("kwd-cap-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string body(1000, 'x');
+  {
+    report::ReportStore store(dir, report::StoreLimits{5, 0, 0});
+    for (int i = 0; i < 8; ++i)
+      store.write("2026010" + std::to_string(i), body);
+    const auto kept = store.list();
+    REQUIRE(kept.size() == 5);
+    CHECK(kept.front().id == "20260107");  // newest first, the oldest three gone
+    CHECK(kept.back().id == "20260103");
+  }
+  {
+    // By size: 3500 bytes hold three reports of 1000.
+    report::ReportStore store(dir, report::StoreLimits{0, 3500, 0});
+    store.write("20260108", body);
+    CHECK(store.list().size() == 3);
+  }
+  {
+    // By age: a report last written 100 days ago goes; the newest stays even when too old.
+    report::ReportStore store(dir, report::StoreLimits{0, 0, 90});
+    const auto old = dir / "20260106.json";
+    const auto when = fs::file_time_type::clock::now() - std::chrono::hours(24 * 100);
+    fs::last_write_time(old, when);
+    fs::last_write_time(dir / "20260108.json", when);
+    store.write("20260009", body);  // sorts first: the newest is 20260108, and stays
+    const auto kept = store.list();
+    std::vector<std::string> ids;
+    for (const auto& r : kept)
+      ids.push_back(r.id);
+    CHECK(ids == std::vector<std::string>{"20260108", "20260107", "20260009"});
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the store's limits come from KERNEL_WATCHDOG_REPORT_CAP, checked") {
+  CHECK(report::StoreLimits::parse("1000,512M,90")->max_bytes == 512ull * 1024 * 1024);
+  CHECK(report::StoreLimits::parse("10,0,0")->max_reports == 10);
+  CHECK_FALSE(report::StoreLimits::parse("10,5M"));
+  CHECK_FALSE(report::StoreLimits::parse("ten,5M,1"));
+  ::setenv("KERNEL_WATCHDOG_REPORT_CAP", "lots", 1);
+  std::string problem;
+  const auto limits = report::StoreLimits::from_environment(&problem);
+  CHECK(limits.max_reports == 1000);
+  CHECK_THAT(problem, Catch::Contains("COUNT,SIZE,DAYS"));
+  ::unsetenv("KERNEL_WATCHDOG_REPORT_CAP");
+}
