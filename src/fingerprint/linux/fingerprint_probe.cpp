@@ -60,10 +60,18 @@ probes::ProbeStatus FingerprintProbe::status() const {
 }
 
 void FingerprintProbe::sample(timeline::MemorySample& /*into*/) {
-  // An idle kernel maps nothing new: the costly maps read waits until the size of its
-  // address space changes (any mmap/munmap, a loaded library included). That size is read at
-  // every tick (microseconds), so a library loaded a moment before a crash is not missed;
-  // maps are read again at most every interval_ms_ while it keeps changing (an import).
+  const auto now = util::steady_ms();
+  // The lookups behind a new set of files (package metadata on disk) cost more than the
+  // maps read: while imports keep changing the maps (a kernel starting), they wait.
+  if (pending_files_ && (last_rebuild_ms_ < 0 || now - last_rebuild_ms_ >= kRebuildGapMs)) {
+    last_rebuild_ms_ = now;
+    rebuild(*pending_files_);
+    pending_files_.reset();
+  }
+  // An idle kernel maps nothing new: the maps read waits until the size of its address
+  // space changes (any mmap/munmap, a loaded library included). That size is read at every
+  // tick (microseconds), so a library loaded a moment before a crash is not missed; maps are
+  // read again at most every interval_ms_ while it keeps changing (an import).
   if (!stat_fd_)
     stat_fd_.reset(
         ::open((proc_ + "/" + std::to_string(pid_) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
@@ -75,16 +83,22 @@ void FingerprintProbe::sample(timeline::MemorySample& /*into*/) {
     if (st) vsize = st->vsize;
     if (st && st->vsize == last_vsize_ && refreshes_ > 0 && !before_exec_) return;
   }
-  const auto now = util::steady_ms();
   if (last_refresh_ms_ >= 0 && now - last_refresh_ms_ < interval_ms_) return;
   last_refresh_ms_ = now;
   if (vsize != 0) last_vsize_ = vsize;
-  refresh();
+  read_maps();
 }
 
 void FingerprintProbe::on_kernel_dying() {
-  // Faulthandler is dumping: the process lives a moment more, and its maps with it.
-  refresh();
+  // Faulthandler is dumping: the process lives a moment more, and its maps with it. Only
+  // the maps are read now (the loop must get to the death); the lookups wait for the exit.
+  read_maps();
+}
+
+void FingerprintProbe::on_kernel_exit(const probes::KernelExit& /*how*/) {
+  if (!pending_files_) return;
+  rebuild(*pending_files_);
+  pending_files_.reset();
 }
 
 void FingerprintProbe::read_once_facts() {
@@ -118,6 +132,13 @@ void FingerprintProbe::read_once_facts() {
 }
 
 void FingerprintProbe::refresh() {
+  read_maps();
+  if (!pending_files_) return;
+  rebuild(*pending_files_);
+  pending_files_.reset();
+}
+
+void FingerprintProbe::read_maps() {
   read_once_facts();
   if (before_exec_) return;
   const auto maps =
@@ -137,7 +158,7 @@ void FingerprintProbe::refresh() {
     return;
   }
   files_hash_ = hash;
-  rebuild(files);
+  pending_files_ = std::move(files);
 }
 
 void FingerprintProbe::rebuild(const std::vector<std::string>& files) {

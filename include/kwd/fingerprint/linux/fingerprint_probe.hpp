@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,10 @@ namespace kwd::fingerprint {
 //
 // It must be read while the kernel lives (/proc/PID/maps is gone at death), so it rides on
 // the sample timer: at every tick it checks the address-space size (microseconds, from
-// /proc/PID/stat), re-reads the maps (milliseconds) when that changed, at most every
-// `refresh_interval`, and looks anything up again only when the set of mapped files changed.
-// When faulthandler starts its dump (on_kernel_dying) it reads once more.
+// /proc/PID/stat), re-reads the maps (a fraction of a millisecond) when that changed, at
+// most every `refresh_interval`, and looks the files up (package metadata on disk) when the
+// set of mapped files changed, at most every 2 s. When faulthandler starts its dump
+// (on_kernel_dying) it reads the maps once more; the lookups for them wait for the exit.
 class FingerprintProbe final : public probes::Probe {
  public:
   FingerprintProbe(pid_t pid, std::chrono::milliseconds refresh_interval,
@@ -34,6 +36,7 @@ class FingerprintProbe final : public probes::Probe {
   void sample(timeline::MemorySample& into) override;
   void contribute(nlohmann::json& report) const override;
   void on_kernel_dying() override;
+  void on_kernel_exit(const probes::KernelExit& how) override;
 
   // Reads now, whatever the interval (tests, and the first tick).
   void refresh();
@@ -43,6 +46,8 @@ class FingerprintProbe final : public probes::Probe {
 
  private:
   void read_once_facts();
+  // Reads the maps; a new set of files waits in pending_files_ for its lookups.
+  void read_maps();
   void rebuild(const std::vector<std::string>& files);
 
   pid_t pid_;
@@ -50,6 +55,9 @@ class FingerprintProbe final : public probes::Probe {
   std::int64_t interval_ms_;
   std::int64_t last_refresh_ms_ = -1;
   std::size_t files_hash_ = 0;
+  std::optional<std::vector<std::string>> pending_files_;
+  std::int64_t last_rebuild_ms_ = -1;
+  static constexpr std::int64_t kRebuildGapMs = 2000;
   util::UniqueFd stat_fd_;
   std::uint64_t last_vsize_ = 0;
   int refreshes_ = 0;
