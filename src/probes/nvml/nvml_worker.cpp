@@ -168,7 +168,8 @@ void NvmlWorker::run(const std::stop_token& stop) {
       const auto now = util::steady_ms();
       if (now >= next_sample) {
         sample_devices(*lib, handles, state, buffer);
-        state.reason = describe();
+        // The API versions in it are settled after the first samples: rebuilt only then.
+        if (auto reason = describe(); reason != state.reason) state.reason = std::move(reason);
         publish(state);
         do
           next_sample += interval_.count();
