@@ -15,11 +15,6 @@ std::optional<CellTimeline::Reading> CellTimeline::reading_at(std::int64_t t_ms)
   return readings_.front();
 }
 
-std::int64_t CellTimeline::rss_at(std::int64_t t_ms) const {
-  const auto reading = reading_at(t_ms);
-  return reading ? reading->rss : timeline::kUnknown;
-}
-
 std::optional<CellTimeline::Reading> CellTimeline::first_reading_from(std::int64_t t_ms) const {
   const auto it = std::find_if(readings_.begin(), readings_.end(),
                                [t_ms](const Reading& r) { return r.t_ms >= t_ms; });
@@ -27,10 +22,13 @@ std::optional<CellTimeline::Reading> CellTimeline::first_reading_from(std::int64
   return *it;
 }
 
-std::int64_t CellTimeline::peak_between(std::int64_t from_ms, std::int64_t to_ms) const {
-  std::int64_t peak = timeline::kUnknown;
-  for (const Reading& r : readings_)
-    if (r.t_ms >= from_ms && r.t_ms <= to_ms) peak = std::max(peak, r.rss);
+CellTimeline::Reading CellTimeline::peak_between(std::int64_t from_ms, std::int64_t to_ms) const {
+  Reading peak{from_ms, timeline::kUnknown, timeline::kUnknown};
+  for (const Reading& r : readings_) {
+    if (r.t_ms < from_ms || r.t_ms > to_ms) continue;
+    peak.rss = std::max(peak.rss, r.rss);  // kUnknown is below every known value
+    peak.gpu = std::max(peak.gpu, r.gpu);
+  }
   return peak;
 }
 
@@ -49,9 +47,14 @@ void CellTimeline::begin(std::string request_id, std::int64_t t_ms) {
   Cell cell;
   cell.request_id = std::move(request_id);
   cell.started_at_ms = t_ms;
-  cell.rss_start = rss_at(t_ms);
+  if (const auto before = reading_at(t_ms)) {
+    cell.rss.start = before->rss;
+    cell.gpu.start = before->gpu;
+  }
   // Samples taken after it started but before we heard of it count towards its peak.
-  cell.rss_peak = std::max(cell.rss_start, peak_between(t_ms, INT64_MAX));
+  const Reading since = peak_between(t_ms, INT64_MAX);
+  cell.rss.peak = std::max(cell.rss.start, since.rss);
+  cell.gpu.peak = std::max(cell.gpu.start, since.gpu);
   in_flight_ = std::move(cell);
 }
 
@@ -104,12 +107,15 @@ void CellTimeline::finish(std::int64_t t_ms, const char* status_if_running) {
   if (!cell.input_seen) return;  // a silent execution, not a cell anyone sees
   cell.ended_at_ms = std::max(t_ms, cell.started_at_ms);
   if (cell.status == "running") cell.status = status_if_running;
-  cell.rss_peak = std::max(cell.rss_peak, peak_between(cell.started_at_ms, cell.ended_at_ms));
-  cell.rss_peak_running = cell.rss_peak;
+  const Reading during = peak_between(cell.started_at_ms, cell.ended_at_ms);
+  cell.rss.peak = cell.rss.peak_running = std::max(cell.rss.peak, during.rss);
+  cell.gpu.peak = cell.gpu.peak_running = std::max(cell.gpu.peak, during.gpu);
   if (const auto after = first_reading_from(cell.ended_at_ms)) {
-    set_end_reading(cell, after->rss, after->t_ms);
+    set_end_reading(cell, *after);
   } else {
-    cell.rss_end = latest_rss();  // provisional: the next sample replaces it
+    // Provisional: the next sample replaces them.
+    cell.rss.end = latest_rss();
+    cell.gpu.end = latest_gpu();
     cell.awaiting_end_sample = true;
   }
   if (keep_last_ == 0) return;
@@ -133,20 +139,25 @@ void CellTimeline::on_output(const std::string& request_id, const Message& messa
 }
 
 void CellTimeline::on_memory_sample(const timeline::MemorySample& sample) {
-  if (sample.rss < 0) return;
-  readings_.push_back({sample.t_ms, sample.rss});
+  if (sample.rss < 0 && sample.gpu_used < 0) return;
+  const Reading reading{sample.t_ms, sample.rss, sample.gpu_used};
+  readings_.push_back(reading);
   while (readings_.size() > kReadings)
     readings_.pop_front();
-  if (in_flight_ && sample.t_ms >= in_flight_->started_at_ms)
-    in_flight_->rss_peak = std::max(in_flight_->rss_peak, sample.rss);
+  if (in_flight_ && sample.t_ms >= in_flight_->started_at_ms) {
+    in_flight_->rss.peak = std::max(in_flight_->rss.peak, sample.rss);
+    in_flight_->gpu.peak = std::max(in_flight_->gpu.peak, sample.gpu_used);
+  }
   for (auto it = finished_.rbegin(); it != finished_.rend() && it->awaiting_end_sample; ++it)
-    if (sample.t_ms >= it->ended_at_ms) set_end_reading(*it, sample.rss, sample.t_ms);
+    if (sample.t_ms >= it->ended_at_ms) set_end_reading(*it, reading);
 }
 
-void CellTimeline::set_end_reading(Cell& cell, std::int64_t rss, std::int64_t t_ms) {
-  cell.rss_end = rss;
-  cell.rss_end_at_ms = t_ms;
-  cell.rss_peak = std::max(cell.rss_peak_running, rss);
+void CellTimeline::set_end_reading(Cell& cell, const Reading& reading) {
+  cell.rss.end = reading.rss;
+  cell.gpu.end = reading.gpu;
+  cell.end_reading_at_ms = reading.t_ms;
+  cell.rss.peak = std::max(cell.rss.peak_running, reading.rss);
+  cell.gpu.peak = std::max(cell.gpu.peak_running, reading.gpu);
   cell.awaiting_end_sample = false;
 }
 
@@ -156,9 +167,9 @@ void CellTimeline::settle_before(std::int64_t next_start_ms) {
   // replaced too: nothing was sampled between this end and that start, and the last reading
   // before the start is the best there is.
   for (auto it = finished_.rbegin(); it != finished_.rend(); ++it) {
-    if (!it->awaiting_end_sample && it->rss_end_at_ms <= next_start_ms) break;
+    if (!it->awaiting_end_sample && it->end_reading_at_ms <= next_start_ms) break;
     if (const auto before = reading_at(next_start_ms))
-      set_end_reading(*it, before->rss, before->t_ms);
+      set_end_reading(*it, *before);
     else
       it->awaiting_end_sample = false;
   }

@@ -118,8 +118,10 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
                              {"announced_by_kernel", c->announced_by_kernel},
                              {"started_at_ms", c->started_at_ms},
                              {"running_for_s", seconds_between(c->started_at_ms, at_ms)},
-                             {"rss_at_start", bytes_or_null(c->rss_start)},
-                             {"rss_peak", bytes_or_null(c->rss_peak)},
+                             {"rss_at_start", bytes_or_null(c->rss.start)},
+                             {"rss_peak", bytes_or_null(c->rss.peak)},
+                             {"gpu_at_start", bytes_or_null(c->gpu.start)},
+                             {"gpu_peak", bytes_or_null(c->gpu.peak)},
                              {"outputs", c->outputs.to_json()}};
   } else {
     out["cell_in_flight"] = nullptr;
@@ -128,9 +130,13 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
   auto& last = out["last_cells"] = json::array();
   for (const Cell& c : cells_.finished()) {
     // A cell that ended after the last sample: the newest reading is the best there is.
-    const std::int64_t end =
-        c.awaiting_end_sample && cells_.latest_rss() >= 0 ? cells_.latest_rss() : c.rss_end;
-    const std::int64_t peak = std::max(c.rss_peak, end);
+    const std::int64_t rss_end =
+        c.awaiting_end_sample && cells_.latest_rss() >= 0 ? cells_.latest_rss() : c.rss.end;
+    const std::int64_t gpu_end =
+        c.awaiting_end_sample && cells_.latest_gpu() >= 0 ? cells_.latest_gpu() : c.gpu.end;
+    const auto delta = [](std::int64_t start, std::int64_t end) {
+      return start >= 0 && end >= 0 ? json(end - start) : json(nullptr);
+    };
     last.push_back(
         {{"execution_count", c.execution_count >= 0 ? json(c.execution_count) : json(nullptr)},
          {"code", c.code},
@@ -138,10 +144,14 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
          {"started_at_ms", c.started_at_ms},
          {"ended_at_ms", c.ended_at_ms},
          {"duration_s", seconds_between(c.started_at_ms, c.ended_at_ms)},
-         {"rss_start", bytes_or_null(c.rss_start)},
-         {"rss_end", bytes_or_null(end)},
-         {"rss_peak", bytes_or_null(peak)},
-         {"rss_delta", c.rss_start >= 0 && end >= 0 ? json(end - c.rss_start) : json(nullptr)},
+         {"rss_start", bytes_or_null(c.rss.start)},
+         {"rss_end", bytes_or_null(rss_end)},
+         {"rss_peak", bytes_or_null(std::max(c.rss.peak, rss_end))},
+         {"rss_delta", delta(c.rss.start, rss_end)},
+         {"gpu_start", bytes_or_null(c.gpu.start)},
+         {"gpu_end", bytes_or_null(gpu_end)},
+         {"gpu_peak", bytes_or_null(std::max(c.gpu.peak, gpu_end))},
+         {"gpu_delta", delta(c.gpu.start, gpu_end)},
          {"status", c.status},
          {"outputs", c.outputs.to_json()}});
   }

@@ -186,6 +186,9 @@ void cell_section(std::ostringstream& out, const ReportView& r) {
   if (auto rss = cell->number("/rss_at_start"))
     out << ", RSS at start " << esc(util::format_bytes(*rss));
   if (auto peak = cell->number("/rss_peak")) out << ", peak " << esc(util::format_bytes(*peak));
+  if (auto gpu = cell->number("/gpu_at_start"))
+    out << "; GPU memory at start " << esc(util::format_bytes(*gpu));
+  if (auto peak = cell->number("/gpu_peak")) out << ", peak " << esc(util::format_bytes(*peak));
   out << "</p><pre class=\"code\">";
   std::istringstream code(cell->text("/code").value_or(""));
   const std::int64_t here = crash_line(r);

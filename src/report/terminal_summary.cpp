@@ -137,6 +137,11 @@ void cell_section(std::ostringstream& out, const ReportView& r, const Paint& pai
   if (cell->has("/running_for_s")) out << "  running " << text(*cell, "/running_for_s") << " s";
   if (auto rss = cell->number("/rss_at_start"))
     out << "  (RSS at start " << util::format_bytes(*rss) << ")";
+  const auto gpu_start = cell->number("/gpu_at_start");
+  const auto gpu_peak = cell->number("/gpu_peak");
+  if (gpu_start && gpu_peak)
+    out << "  (GPU " << util::format_bytes(*gpu_start) << " at start, peak "
+        << util::format_bytes(*gpu_peak) << ")";
   out << "\n";
   const auto lines = code_lines(terminal_safe(cell->text("/code").value_or("")));
   const auto n = static_cast<std::int64_t>(lines.size());

@@ -310,6 +310,44 @@ def test_gpu_memory_processes_and_xid_through_fake_nvml(flavour, apis, start_ker
     assert "gpu_total" in {l["name"] for l in report["memory"]["limits"]["all"]}
 
 
+
+def test_gpu_memory_per_cell_through_fake_nvml(start_kernel, jupyter_env):
+    """Each cell's GPU memory (start, end, peak, delta) as it holds more and frees some,
+    and the dying cell's. The cells "allocate" by rewriting the fake driver's script with
+    their own pid, and wait for the worker's next poll (2 Hz) to see it."""
+    library = FAKE_NVML / "current" / "libnvidia-ml.so.1"
+    fake = FakeNvml(jupyter_env["tmp"], TWO_GPUS)
+    name = wrap_kernelspec(jupyter_env, "python3-gpu-cells", f"--nvml-library={library}")
+    k = start_kernel(name, env_overrides=fake.env())
+    hold = (
+        "import os, pathlib, time\n"
+        "def hold(n):\n"
+        f"    script = pathlib.Path({str(fake.path)!r})\n"
+        "    tmp = script.with_suffix('.cell')\n"
+        f"    tmp.write_text({TWO_GPUS!r} + f'device.0.process={{os.getpid()}}:{{n}}\\n')\n"
+        "    tmp.replace(script)\n"
+        "    time.sleep(1.5)\n")
+    r, _ = k.execute(hold)
+    assert r["status"] == "ok"
+    r, _ = k.execute(f"hold({3 * 1024 * MiB}); hold({1024 * MiB})")  # a 3 GiB temporary
+    assert r["status"] == "ok"
+    k.execute_until_death(f"hold({5 * 1024 * MiB}); os.abort()")
+    report = only_report(jupyter_env)
+
+    cells = report["execution"]["last_cells"]
+    define, grow = cells[-2], cells[-1]
+    assert define["gpu_start"] == 0 and define["gpu_delta"] == 0
+    assert grow["gpu_start"] == 0
+    assert grow["gpu_peak"] == 3 * 1024 * MiB
+    assert grow["gpu_end"] == 1024 * MiB
+    assert grow["gpu_delta"] == 1024 * MiB
+    flight = report["execution"]["cell_in_flight"]
+    assert flight["gpu_at_start"] == 1024 * MiB
+    assert flight["gpu_peak"] == 5 * 1024 * MiB
+    summary = kwd("reports", "show", report["id"], env=jupyter_env["env"]).stdout
+    assert "(GPU 1.0 GiB at start, peak 5.0 GiB)" in summary, summary
+
+
 @pytest.mark.parametrize("how", ["driver-not-loaded", "no-library"])
 def test_no_nvidia_driver_is_reported_and_everything_else_works(how, start_kernel, jupyter_env):
     if how == "driver-not-loaded":

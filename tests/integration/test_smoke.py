@@ -244,6 +244,41 @@ def test_memory_budget_fails_the_first_cell_over_it_and_the_rest_run(smoke, tmp_
     assert int(peak["peak_rss_bytes"]) > 250 * 1024 * 1024
 
 
+def test_gpu_budget_through_fake_nvml_fails_the_cell_that_held_too_much(smoke, tmp_path):
+    """--max-gpu with the fake libnvidia-ml.so.1 (NVML's ABI, loaded through the same dlopen
+    path): a cell "holds" GPU memory by rewriting the fake driver's script with its own pid
+    and waiting for the NVML worker's next poll (2 Hz)."""
+    from conftest import KWD_BUILD_DIR
+    run, _ = smoke
+    library = pathlib.Path(KWD_BUILD_DIR) / "fake-nvml" / "current" / "libnvidia-ml.so.1"
+    script = tmp_path / "nvml-script"
+    gpu = ("driver=550.54.15\ndevice.0.name=NVIDIA H100 80GB HBM3\n"
+           "device.0.total=85899345920\ndevice.0.used=1073741824\ndevice.0.filler_processes=1\n")
+    script.write_text(gpu)
+    hold = (
+        "import os, pathlib, time\n"
+        "def hold(n):\n"
+        f"    script = pathlib.Path({str(script)!r})\n"
+        "    tmp = script.with_suffix('.cell')\n"
+        f"    tmp.write_text({gpu!r} + f'device.0.process={{os.getpid()}}:{{n}}\\n')\n"
+        "    tmp.replace(script)\n"
+        "    time.sleep(1.5)\n")
+    nb = write_notebook(tmp_path / "gpu.ipynb", [hold, "hold(1 << 30)", "hold(6 << 30)",
+                                                 "hold(1 << 30)"])
+    env = dict(os.environ, FAKE_NVML_SCRIPT=str(script))
+    proc = run(nb, "--nvml-library", library, "--max-gpu", "4G", "--junit", tmp_path / "j.xml",
+               env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (cases,) = junit(tmp_path / "j.xml").values()
+    assert [result_of(c) for c in cases] == ["passed", "passed", "failure", "passed"]
+    assert cases[2].result[0].type == "memory budget"
+    assert "--max-gpu" in cases[2].result[0].message and "4.0 GiB" in cases[2].result[0].message
+    peak = {p.get("name"): p.get("value") for p in cases[2]._elem.iter("property")}
+    assert int(peak["peak_gpu_bytes"]) == 6 << 30
+    first = {p.get("name"): p.get("value") for p in cases[1]._elem.iter("property")}
+    assert int(first["peak_gpu_bytes"]) == 1 << 30
+
+
 def test_two_notebooks_at_once_keep_their_order(smoke, tmp_path):
     run, out = smoke
     slow = write_notebook(tmp_path / "a_slow.ipynb", ["import time\ntime.sleep(3)"])

@@ -83,6 +83,60 @@ TEST_CASE("cells get their code, count, duration and memory delta") {
   CHECK(last[1]["ended_at_ms"] == 2250);
 }
 
+TEST_CASE("cells get their GPU memory like their RSS: start, end, peak and delta") {
+  const auto sample = [](std::int64_t t_ms, std::int64_t rss_bytes, std::int64_t gpu_bytes) {
+    auto s = rss(t_ms, rss_bytes);
+    s.gpu_used = gpu_bytes;
+    return s;
+  };
+  KernelActivity a(10);
+  a.on_memory_sample(sample(900, 100 * MB, 0));
+  run_cell(a, "r1", 1, "import torch", 1000, 1500);
+  a.on_memory_sample(sample(1550, 300 * MB, 500 * MB));  // the CUDA context
+
+  a.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 2000);
+  a.on_message(msg("execute_input", "r2", {{"code", "x = torch.ones(n)"}, {"execution_count", 2}}),
+               2000);
+  a.on_memory_sample(sample(2100, 310 * MB, 4500 * MB));
+  a.on_memory_sample(sample(2200, 310 * MB, 2500 * MB));  // a temporary freed again
+  a.on_message(msg("status", "r2", {{"execution_state", "idle"}}), 2250);
+  a.on_memory_sample(sample(2300, 310 * MB, 2500 * MB));
+
+  a.on_message(msg("status", "r3", {{"execution_state", "busy"}}), 3000);
+  a.on_message(msg("execute_input", "r3", {{"code", "y = x @ x"}, {"execution_count", 3}}), 3000);
+  a.on_memory_sample(sample(3100, 310 * MB, 7000 * MB));
+
+  const json e = a.to_json(4000);
+  const auto& last = e["last_cells"];
+  REQUIRE(last.size() == 2);
+  CHECK(last[0]["gpu_start"] == 0);
+  CHECK(last[0]["gpu_end"] == 500 * MB);
+  CHECK(last[0]["gpu_delta"] == 500 * MB);
+  CHECK(last[1]["gpu_start"] == 500 * MB);
+  CHECK(last[1]["gpu_peak"] == 4500 * MB);
+  CHECK(last[1]["gpu_end"] == 2500 * MB);
+  CHECK(last[1]["gpu_delta"] == 2000 * MB);
+  CHECK(last[1]["rss_delta"] == 10 * MB);
+  const auto& flight = e["cell_in_flight"];
+  CHECK(flight["gpu_at_start"] == 2500 * MB);
+  CHECK(flight["gpu_peak"] == 7000 * MB);
+}
+
+TEST_CASE("without a GPU, a cell's GPU fields are null, not zero") {
+  KernelActivity a(10);
+  a.on_memory_sample(rss(900, 100 * MB));
+  run_cell(a, "r1", 1, "x = 1", 1000, 1500);
+  a.on_memory_sample(rss(1550, 101 * MB));
+  const json e = a.to_json(2000);
+  REQUIRE(e["last_cells"].size() == 1);
+  const auto& cell = e["last_cells"][0];
+  CHECK(cell["rss_delta"] == 1 * MB);
+  CHECK(cell["gpu_start"].is_null());
+  CHECK(cell["gpu_end"].is_null());
+  CHECK(cell["gpu_peak"].is_null());
+  CHECK(cell["gpu_delta"].is_null());
+}
+
 TEST_CASE("errors mark the cell and become the last error shown") {
   KernelActivity a(10);
   a.on_message(msg("status", "r1", {{"execution_state", "busy"}}), 0);

@@ -11,6 +11,15 @@
 
 namespace kwd::protocol {
 
+// One quantity over one cell. kUnknown where no sample could tell (GPU memory without a
+// GPU, or before the first sample).
+struct CellMemory {
+  std::int64_t start = timeline::kUnknown;
+  std::int64_t end = timeline::kUnknown;
+  std::int64_t peak = timeline::kUnknown;
+  std::int64_t peak_running = timeline::kUnknown;  // the peak while it ran, without the end
+};
+
 // One execution of a cell, from the kernel going busy for its execute_request (or, if that
 // was missed, its execute_input) to the kernel's next idle for it. Times are the kernel's
 // own (its messages' header dates): ipykernel sends IOPub from a thread that needs the GIL,
@@ -25,16 +34,14 @@ struct Cell {
   bool code_truncated = false;
   std::int64_t started_at_ms = 0;
   std::int64_t ended_at_ms = -1;  // -1 while in flight
-  // The kernel tree's RSS: the last sample taken before the cell started, the first sample
-  // taken after it ended, the maximum in between.
-  std::int64_t rss_start = timeline::kUnknown;
-  std::int64_t rss_end = timeline::kUnknown;
-  std::int64_t rss_peak = timeline::kUnknown;
-  // When the rss_end reading was taken, and the peak while the cell ran (without it): a
-  // reading taken after the next cell already started belongs to that one, so the end is
-  // taken again from before that start.
-  std::int64_t rss_end_at_ms = -1;
-  std::int64_t rss_peak_running = timeline::kUnknown;
+  // The kernel tree's RSS and the GPU memory its processes hold, each as the last sample
+  // taken before the cell started, the first sample taken after it ended, the maximum in
+  // between.
+  CellMemory rss;
+  CellMemory gpu;
+  // When the end reading was taken: a reading taken after the next cell already started
+  // belongs to that one, so the end is taken again from before that start.
+  std::int64_t end_reading_at_ms = -1;
   bool awaiting_end_sample = false;
   std::string status = "running";  // running, ok, error, unknown (its end was not seen)
   // The kernel itself said it starts (the shim's pre_run_cell record) before IOPub did, or
@@ -72,6 +79,9 @@ class CellTimeline {
   [[nodiscard]] std::int64_t latest_rss() const {
     return readings_.empty() ? timeline::kUnknown : readings_.back().rss;
   }
+  [[nodiscard]] std::int64_t latest_gpu() const {
+    return readings_.empty() ? timeline::kUnknown : readings_.back().gpu;
+  }
   [[nodiscard]] std::uint64_t cells_started() const { return started_; }
   // The highest execution_count seen (0 before any): the next cell's is usually one more.
   [[nodiscard]] std::int64_t last_execution_count() const { return last_count_; }
@@ -80,6 +90,7 @@ class CellTimeline {
   struct Reading {
     std::int64_t t_ms;
     std::int64_t rss;
+    std::int64_t gpu;
   };
   static constexpr std::size_t kReadings = 600;  // a minute at the default 10 Hz
 
@@ -89,11 +100,11 @@ class CellTimeline {
   // Cells still waiting for a sample after their end, or whose end sample was taken after
   // `next_start_ms`, get the last one from before that start.
   void settle_before(std::int64_t next_start_ms);
-  static void set_end_reading(Cell& cell, std::int64_t rss, std::int64_t t_ms);
-  [[nodiscard]] std::int64_t rss_at(std::int64_t t_ms) const;
+  static void set_end_reading(Cell& cell, const Reading& reading);
   [[nodiscard]] std::optional<Reading> reading_at(std::int64_t t_ms) const;
   [[nodiscard]] std::optional<Reading> first_reading_from(std::int64_t t_ms) const;
-  [[nodiscard]] std::int64_t peak_between(std::int64_t from_ms, std::int64_t to_ms) const;
+  // The highest of each quantity sampled from `from_ms` to `to_ms` (kUnknown when none).
+  [[nodiscard]] Reading peak_between(std::int64_t from_ms, std::int64_t to_ms) const;
 
   std::size_t keep_last_;
   std::size_t max_code_bytes_;
