@@ -56,8 +56,9 @@ std::optional<nlohmann::json> ask_daemon(const std::filesystem::path& socket_pat
 }
 
 std::string status_table(const nlohmann::json& doc) {
-  std::string out = fmt::format("{:<14} {:>8} {:<9} {:>8} {:>10} {:>11} {:>10}  {}\n", "KERNEL",
-                                "PID", "STATE", "UPTIME", "RSS", "RSS 60s", "GPU", "WATCHED BY");
+  std::string out =
+      fmt::format("{:<14} {:>8} {:<9} {:>8} {:>10} {:>11} {:>10}  {:<10}  {}\n", "KERNEL", "PID",
+                  "STATE", "UPTIME", "RSS", "RSS 60s", "GPU", "WATCHED BY", "NOTEBOOK");
   const auto bytes = [](const nlohmann::json& row, const char* key) -> std::string {
     if (!row.contains(key) || !row[key].is_number()) return "-";
     const double v = row[key].get<double>();
@@ -68,11 +69,15 @@ std::string status_table(const nlohmann::json& doc) {
     if (id.size() > 14) id = id.substr(0, 13) + "…";
     std::string change = bytes(row, "rss_change_60s_bytes");
     if (change != "-" && change.front() != '-') change = "+" + change;
+    const auto notebook = row.contains("notebook") && row["notebook"].is_string()
+                              ? row["notebook"].get<std::string>()
+                              : std::string("-");
     out += fmt::format(
-        "{:<14} {:>8} {:<9} {:>7}s {:>10} {:>11} {:>10}  {}\n", report::terminal_safe(id),
+        "{:<14} {:>8} {:<9} {:>7}s {:>10} {:>11} {:>10}  {:<10}  {}\n", report::terminal_safe(id),
         row.value("pid", 0), report::terminal_safe(row.value("state", std::string("-"))),
         row.value("uptime_s", 0), bytes(row, "rss_bytes"), change, bytes(row, "gpu_bytes"),
-        report::terminal_safe(row.value("watched_by", std::string("-"))));
+        report::terminal_safe(row.value("watched_by", std::string("-"))),
+        report::terminal_safe(notebook));
   }
   if (doc.value("kernels", nlohmann::json::array()).empty()) out += "(no kernels found)\n";
   return out;

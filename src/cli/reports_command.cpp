@@ -22,14 +22,10 @@
 namespace kwd::cli {
 namespace {
 
-// The report a query names: "latest" is the first row of `reports list` (the newest death).
-std::optional<report::StoredReport> find_report(const report::ReportStore& store,
-                                                const std::string& query) {
-  if (query != "latest") return store.find(query);
-  const auto rows = report::list_reports(store);
-  if (rows.empty()) return std::nullopt;
-  return rows.front().stored;
-}
+constexpr const char* kQueryHelp =
+    "Which report: `latest` (the default), N for the Nth newest (1 = latest), a report id or "
+    "a prefix of one, a kernel id, a notebook (path, file name, or name without .ipynb), "
+    "or the path of a report file";
 
 // The stored facts judged again: the writer's diagnosis and the traceback it found are set
 // aside, and what today's rules make of the rest is printed next to what was stored.
@@ -75,20 +71,17 @@ Command add_reports_command(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto* show =
       reports->add_subcommand("show", "Why a kernel died: the report as a one-screen summary");
-  show->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
-      ->capture_default_str();
+  show->add_option("id", *query, kQueryHelp)->capture_default_str();
   show->add_flag("--json", *as_json, "Print the raw JSON document instead");
   auto html_output = std::make_shared<std::string>("-");
   auto* html = reports->add_subcommand(
       "html", "The report as one self-contained HTML page: diagnosis, memory chart, every section");
-  html->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
-      ->capture_default_str();
+  html->add_option("id", *query, kQueryHelp)->capture_default_str();
   html->add_option("-o,--output", *html_output, "The file to write (`-`: standard output)")
       ->capture_default_str();
   auto* open = reports->add_subcommand(
       "open", "Write the report's HTML page to the user cache and open it (xdg-open / open)");
-  open->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
-      ->capture_default_str();
+  open->add_option("id", *query, kQueryHelp)->capture_default_str();
 
   auto diagnose_json = std::make_shared<bool>(false);
   auto* diagnose = reports->add_subcommand(
@@ -96,8 +89,7 @@ Command add_reports_command(CLI::App& app) {
       "Run today's rules over a stored report's facts and print the diagnosis they give now\n"
       "(reports written by older versions, and recorded fixtures, get the better rules).\n"
       "Example: kernel-watchdog reports diagnose latest");
-  diagnose->add_option("id", *query, "A report id (or a unique prefix of one), a path, or `latest`")
-      ->capture_default_str();
+  diagnose->add_option("id", *query, kQueryHelp)->capture_default_str();
   diagnose->add_flag("--json", *diagnose_json, "Print the new diagnosis as JSON");
 
   return {reports, [=]() -> int {
@@ -114,7 +106,17 @@ Command add_reports_command(CLI::App& app) {
                 std::cout << report::format_list_row(row);
               return 0;
             }
-            const auto found = find_report(store, *query);
+            const auto lookup = report::find_report(store, *query);
+            if (!lookup.candidates.empty()) {
+              std::cerr << "kernel-watchdog: '" << report::terminal_safe(*query) << "' fits "
+                        << lookup.candidates.size()
+                        << " reports; name one by its id (or a longer prefix):\n"
+                        << report::list_header();
+              for (const auto& row : lookup.candidates)
+                std::cerr << report::format_list_row(row);
+              return 1;
+            }
+            const auto& found = lookup.found;
             if (!found) {
               std::cerr << "kernel-watchdog: no report matches '" << report::terminal_safe(*query)
                         << "' in " << report::terminal_safe(store.dir().string())

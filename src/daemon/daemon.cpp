@@ -13,6 +13,7 @@
 
 #include "kwd/daemon/service_notify.hpp"
 #include "kwd/kernelspec/kernelspec.hpp"
+#include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/report/report_store.hpp"
@@ -197,12 +198,12 @@ void Daemon::start_watching(const KernelProcess& process) {
   }
   if (st.st_uid != ::getuid()) return skip("its connection file belongs to another user");
   if (!S_ISREG(st.st_mode)) return skip("its connection file is not a regular file");
-  std::string notebook;
   try {
-    notebook = protocol::load_connection_file(process.connection_file).jupyter_session;
+    (void)protocol::load_connection_file(process.connection_file);
   } catch (const std::exception& e) {
     return skip(e.what());
   }
+  const auto notebook = probes::notebook_of_kernel(process.connection_file, process.pid);
   std::unique_ptr<watch::DeathSource> death;
   try {
     death = watch::make_process_death_source(process.pid);
@@ -212,6 +213,7 @@ void Daemon::start_watching(const KernelProcess& process) {
   Kernel kernel;
   kernel.process = process;
   kernel.kernel_id = protocol::kernel_id_from_connection_file(process.connection_file);
+  kernel.notebook = notebook.path;
   kernel.watched_since_ms = util::wall_ms();
   if (auto previous = last_death_by_file_.find(process.connection_file);
       previous != last_death_by_file_.end())
@@ -221,6 +223,7 @@ void Daemon::start_watching(const KernelProcess& process) {
   wo.connection_file = process.connection_file;
   wo.mode = "daemon";
   wo.kernel_argv = process.argv;
+  wo.notebook = notebook;
   wo.sample_interval = options_.sample_interval;
   wo.listener = options_.listener;
   wo.probes.nvml_library = options_.nvml_library;
@@ -232,7 +235,7 @@ void Daemon::start_watching(const KernelProcess& process) {
   auto& placed = kernels_[pid] = std::move(kernel);
   placed.watch->start();
   spdlog::info("watching kernel {} (pid {}{}{})", placed.kernel_id, pid,
-               notebook.empty() ? "" : ", ", notebook);
+               notebook.path.empty() ? "" : ", ", notebook.path);
 }
 
 void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms) {
@@ -288,12 +291,14 @@ nlohmann::json Daemon::status_json() const {
   const std::int64_t now = util::wall_ms();
   nlohmann::json kernels = nlohmann::json::array();
   for (const auto& [pid, k] : kernels_) {
-    nlohmann::json row = {{"kernel_id", k.kernel_id},
-                          {"pid", pid},
-                          {"connection_file", k.process.connection_file},
-                          {"watched_by", "daemon"},
-                          {"state", state_of(*k.watch)},
-                          {"uptime_s", (now - k.watch->started_at_ms()) / 1000}};
+    nlohmann::json row = {
+        {"kernel_id", k.kernel_id},
+        {"notebook", k.notebook.empty() ? nlohmann::json(nullptr) : nlohmann::json(k.notebook)},
+        {"pid", pid},
+        {"connection_file", k.process.connection_file},
+        {"watched_by", "daemon"},
+        {"state", state_of(*k.watch)},
+        {"uptime_s", (now - k.watch->started_at_ms()) / 1000}};
     if (const auto* s = k.watch->timeline().latest()) {
       if (s->rss >= 0) row["rss_bytes"] = s->rss;
       if (s->gpu_used >= 0) row["gpu_bytes"] = s->gpu_used;
@@ -309,10 +314,13 @@ nlohmann::json Daemon::status_json() const {
   for (const auto& p : under_launcher_) {
     if (std::filesystem::path(p.argv.empty() ? "" : p.argv[0]).filename() == "kernel-watchdog")
       continue;  // the launcher itself; its kernel is the row
-    kernels.push_back({{"kernel_id", protocol::kernel_id_from_connection_file(p.connection_file)},
-                       {"pid", p.pid},
-                       {"connection_file", p.connection_file},
-                       {"watched_by", "launcher"}});
+    const auto notebook = probes::notebook_of_kernel(p.connection_file, p.pid).path;
+    kernels.push_back(
+        {{"kernel_id", protocol::kernel_id_from_connection_file(p.connection_file)},
+         {"notebook", notebook.empty() ? nlohmann::json(nullptr) : nlohmann::json(notebook)},
+         {"pid", p.pid},
+         {"connection_file", p.connection_file},
+         {"watched_by", "launcher"}});
   }
   return {{"daemon",
            {{"pid", ::getpid()},

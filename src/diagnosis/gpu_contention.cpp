@@ -26,6 +26,19 @@ std::set<std::int64_t> kernel_pids(const ReportView& view) {
 
 }  // namespace
 
+std::string GpuNeighbour::label(std::size_t command_columns) const {
+  std::string out = "pid " + std::to_string(pid);
+  if (!notebook.empty() || !kernel_id.empty()) {
+    out += notebook.empty() ? " (the Jupyter kernel " + kernel_id.substr(0, 8)
+                            : " (the kernel of " + notebook;
+    return out + (watched ? ", watched by kernel-watchdog)" : ")");
+  }
+  if (command_line.empty()) return out;
+  std::string command = command_line;
+  if (command.size() > command_columns) command = command.substr(0, command_columns) + "…";
+  return out + " (" + command + ")";
+}
+
 std::optional<GpuContention> read_gpu_contention(const ReportView& view,
                                                  const std::vector<SignatureHit>& hits) {
   GpuContention c;
@@ -42,8 +55,13 @@ std::optional<GpuContention> read_gpu_contention(const ReportView& view,
     c.message_pointer = h->pointer;
     c.message_line = h->line;
     for (const auto& holder : n.holders)
-      if (!ours.contains(holder.pid))
-        c.others.push_back({holder.pid, holder.bytes, "", {}, h->pointer});
+      if (!ours.contains(holder.pid)) {
+        GpuNeighbour named;
+        named.pid = holder.pid;
+        named.bytes = holder.bytes;
+        named.pointer = h->pointer;
+        c.others.push_back(std::move(named));
+      }
     break;
   }
   // NVML's view: the other processes on the devices the kernel used (or on every device
@@ -71,13 +89,16 @@ std::optional<GpuContention> read_gpu_contention(const ReportView& view,
     const auto device = o.integer("/device").value_or(0);
     if (pid == 0 || ours.contains(pid)) continue;
     if (!our_devices.empty() && !our_devices.contains(device)) continue;
-    GpuNeighbour n{pid,
-                   o.integer("/used_memory").value_or(0),
-                   o.text("/command_line").value_or(""),
-                   {},
-                   pointer};
+    GpuNeighbour n;
+    n.pid = pid;
+    n.bytes = o.integer("/used_memory").value_or(0);
+    n.command_line = o.text("/command_line").value_or("");
+    n.pointer = pointer;
     for (const auto& f : o.array("/frameworks"))
       if (f.is_string()) n.frameworks.push_back(f.get<std::string>());
+    n.notebook = o.text("/notebook").value_or("");
+    n.kernel_id = o.text("/kernel_id").value_or("");
+    n.watched = o.flag("/watched");
     // The same process named by the message and by NVML: NVML's entry says more.
     const auto same = std::find_if(c.others.begin(), c.others.end(),
                                    [&](const GpuNeighbour& x) { return x.pid == pid; });
@@ -90,10 +111,11 @@ std::optional<GpuContention> read_gpu_contention(const ReportView& view,
   }
   if (!c.capacity) {
     std::int64_t total = 0;
-    for (const auto& d : view.array("/gpu/devices"))
-      if (d.is_object() && (our_devices.empty() || our_devices.contains(d.value("index", 0))))
-        if (d.contains("memory_total") && d["memory_total"].is_number_integer())
-          total += d["memory_total"].get<std::int64_t>();
+    for (const auto& item : view.array("/gpu/devices")) {
+      const ReportView d(item);
+      if (our_devices.empty() || our_devices.contains(d.integer("/index").value_or(0)))
+        total += std::max<std::int64_t>(d.integer("/memory_total").value_or(0), 0);
+    }
     if (total > 0) c.capacity = total;
   }
   std::sort(c.others.begin(), c.others.end(),

@@ -196,8 +196,7 @@ class Advisor {
     bool unknown = false;
     for (std::size_t i = 0; i < c.others.size() && i < 3; ++i) {
       const auto& o = c.others[i];
-      who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(o.pid);
-      if (!o.command_line.empty()) who += " (" + o.command_line.substr(0, 60) + ")";
+      who += (who.empty() ? "" : ", ") + o.label(60);
       who += " " + bytes(static_cast<double>(o.bytes));
       frameworks.insert(o.frameworks.begin(), o.frameworks.end());
       unknown = unknown || o.frameworks.empty();
@@ -285,7 +284,7 @@ class Advisor {
           "be a later, innocent call.");
     for (const auto& e : v_.array("/gpu/xid_events"))
       if (e.is_object()) {
-        const auto xid = e.value("xid", 0);
+        const auto xid = ReportView(e).integer("/xid").value_or(0);
         const bool hardware = xid == 79 || xid == 48 || xid == 74 || xid == 63 || xid == 64 ||
                               xid == 92 || xid == 94 || xid == 95;
         add("gpu.xid",
@@ -430,11 +429,14 @@ class Advisor {
   }
 
   void incompatibilities() {
-    for (const auto& inc : v_.array("/fingerprint/incompatibilities"))
-      if (inc.is_object())
-        add("compatibility." + inc.value("id", inc.value("what", std::string("?"))),
-            "Resolve the version conflict: " + inc.value("what", std::string("?")) + ".",
-            inc.value("why", std::string()) + " (" + inc.value("source", std::string()) + ")");
+    for (const auto& item : v_.array("/fingerprint/incompatibilities")) {
+      if (!item.is_object()) continue;
+      const ReportView inc(item);
+      const std::string what = inc.text("/what").value_or("?");
+      add("compatibility." + inc.text("/id").value_or(what),
+          "Resolve the version conflict: " + what + ".",
+          inc.text("/why").value_or("") + " (" + inc.text("/source").value_or("") + ")");
+    }
   }
 
   void unknown_advice() {

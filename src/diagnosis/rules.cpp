@@ -209,13 +209,13 @@ class Rules {
     int blocked = 0;
     const auto& threads = v_.array("/hang/threads");
     for (std::size_t i = 0; i < threads.size(); ++i) {
-      const auto& t = threads[i];
-      if (!t.is_object() || t.value("state", "").rfind('D', 0) != 0) continue;
+      const ReportView t(threads[i]);
+      if (!t.text("/state").value_or("").starts_with('D')) continue;
       if (blocked++ < 3)
-        f.evidence.push_back({"thread " + std::to_string(t.value("tid", 0)) + " (" +
-                                  t.value("name", "?") + ") in uninterruptible sleep, waiting in " +
-                                  t.value("wchan", "?"),
-                              "/hang/threads/" + std::to_string(i)});
+        f.evidence.push_back(
+            {"thread " + t.scalar("/tid").value_or("?") + " (" + t.text("/name").value_or("?") +
+                 ") in uninterruptible sleep, waiting in " + t.text("/wchan").value_or("?"),
+             "/hang/threads/" + std::to_string(i)});
     }
     cell(f);
     f.headline = title(f) + silent + cell_phrase();
@@ -403,12 +403,13 @@ class Rules {
         !xids.empty() || (h->recent() && h->signature->strength == "strong") ? "high" : "medium";
     std::string what;
     for (const auto& [i, e] : xids) {
-      std::string fact = "NVIDIA Xid " + std::to_string(e.value("xid", 0)) + " on GPU " +
-                         std::to_string(e.value("device", 0));
+      const ReportView event(e);
+      std::string fact = "NVIDIA Xid " + event.scalar("/xid").value_or("?") + " on GPU " +
+                         event.scalar("/device").value_or("?");
       if (e.contains("pid") && e["pid"].is_number() && e["pid"].get<std::int64_t>() != 0)
         fact += " for pid " + std::to_string(e["pid"].get<std::int64_t>());
       f.evidence.push_back({fact, "/gpu/xid_events/" + std::to_string(i)});
-      if (what.empty()) what = "NVIDIA Xid " + std::to_string(e.value("xid", 0));
+      if (what.empty()) what = "NVIDIA Xid " + event.scalar("/xid").value_or("?");
     }
     if (h != nullptr) {
       hit(f, *h);
@@ -426,20 +427,25 @@ class Rules {
 
   // A device whose memory was (nearly) all in use while the kernel held some of it.
   [[nodiscard]] std::optional<Evidence> full_device() const {
+    // Report data: any field may be null or of the wrong type (NOT_SUPPORTED answers, other
+    // writers), so everything is read through the tolerant view.
     const auto kernel_pid = v_.integer("/kernel/pid");
     std::set<std::int64_t> our_devices;
-    for (const auto& p : v_.array("/gpu/processes"))
-      if (p.is_object() && kernel_pid && p.value("pid", std::int64_t{0}) == *kernel_pid)
-        our_devices.insert(p.value("device", std::int64_t{0}));
+    for (const auto& p : v_.array("/gpu/processes")) {
+      const ReportView proc(p);
+      if (kernel_pid && proc.integer("/pid") == kernel_pid)
+        our_devices.insert(proc.integer("/device").value_or(0));
+    }
     const auto& devices = v_.array("/gpu/devices");
     for (std::size_t i = 0; i < devices.size(); ++i) {
-      const auto& d = devices[i];
-      const auto total = d.value("memory_total", std::int64_t{0});
-      const auto used = d.value("memory_used", std::int64_t{0});
-      if (total <= 0 || !our_devices.contains(d.value("index", std::int64_t{0}))) continue;
+      const ReportView d(devices[i]);
+      const auto total = d.integer("/memory_total").value_or(0);
+      const auto used = d.integer("/memory_used").value_or(0);
+      const auto index = d.integer("/index").value_or(0);
+      if (total <= 0 || !our_devices.contains(index)) continue;
       const double frac = static_cast<double>(used) / static_cast<double>(total);
       if (frac >= 0.97)
-        return Evidence{"GPU " + std::to_string(d.value("index", 0)) + " (" + d.value("name", "?") +
+        return Evidence{"GPU " + std::to_string(index) + " (" + d.text("/name").value_or("?") +
                             ") had " + util::format_bytes(static_cast<double>(used)) + " of " +
                             util::format_bytes(static_cast<double>(total)) + " in use (" +
                             percent(frac) + "), some of it the kernel's",
@@ -468,8 +474,7 @@ class Rules {
     constexpr std::size_t kNamed = 3;
     for (std::size_t i = 0; i < c.others.size() && i < kNamed; ++i) {
       const auto& o = c.others[i];
-      std::string fact = "pid " + std::to_string(o.pid);
-      if (!o.command_line.empty()) fact += " (" + shorten(o.command_line, 80) + ")";
+      std::string fact = o.label(80);
       fact += ", not the kernel's, held " + size(o.bytes) + " of GPU memory";
       if (!o.frameworks.empty()) {
         fact += "; it has loaded";
@@ -483,7 +488,10 @@ class Rules {
     if (c.capacity) out += " of the device's " + size(*c.capacity);
     const auto& top = c.others.front();
     out += " (pid " + std::to_string(top.pid);
-    if (!top.command_line.empty()) out += ": " + shorten(top.command_line, 50);
+    if (!top.notebook.empty())
+      out += ", the kernel of " + shorten(top.notebook, 50);
+    else if (!top.command_line.empty())
+      out += ": " + shorten(top.command_line, 50);
     return out + ")";
   }
 

@@ -114,6 +114,10 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   wo.connection_file = launch_.connection_file;
   wo.mode = launch_.mode;
   wo.kernel_argv = launch_.argv;
+  // The kernel's environment is the one built above: what jupyter_server put in ours.
+  for (const auto& entry : request.environment)
+    if (entry.starts_with("JPY_SESSION_NAME=") && entry.size() > 17)
+      wo.notebook = {entry.substr(17), "environment"};
   wo.sample_interval = launch_.sample_interval;
   wo.full_rate_window = launch_.full_rate_window;
   wo.listener = launch_.listener;

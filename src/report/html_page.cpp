@@ -240,13 +240,14 @@ std::string render_html(const json& report) {
   std::ostringstream out;
   const bool hang = r.text("/kind").value_or("") == "hang";
   const std::string headline = cause_line(report);
+  const std::string notebook = r.text("/kernel/notebook").value_or("");
 
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
       << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
          "style-src 'unsafe-inline'; img-src data:\">\n"
       << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-      << "<title>" << esc(headline) << " — kernel-watchdog</title>\n<style>" << kStyle
-      << "</style></head><body><main>\n";
+      << "<title>" << esc(notebook.empty() ? std::string() : notebook + ": ") << esc(headline)
+      << " — kernel-watchdog</title>\n<style>" << kStyle << "</style></head><body><main>\n";
   out << "<h1>Kernel " << (hang ? "hang" : "crash") << " report <span class=\"muted\">"
       << field(r, "/id") << "</span></h1>\n";
   out << "<div class=\"headline\">" << esc(headline) << "</div>\n<p>";
@@ -255,8 +256,9 @@ std::string render_html(const json& report) {
     out << cause_badge(*d) << "<span class=\"badge " << esc(confidence)
         << "\">confidence: " << esc(confidence) << "</span>";
   }
-  out << "<span class=\"muted\">kernel pid " << field(r, "/kernel/pid") << ", started "
-      << field(r, "/kernel/started_at") << ", "
+  out << "<span class=\"muted\">"
+      << (notebook.empty() ? std::string() : "notebook " + esc(notebook) + ", ") << "kernel pid "
+      << field(r, "/kernel/pid") << ", started " << field(r, "/kernel/started_at") << ", "
       << (hang ? "hang detected" : "died " + field(r, "/kernel/died_at")) << ", up "
       << field(r, "/kernel/uptime_s") << " s</span></p>\n";
 

@@ -256,6 +256,8 @@ std::string facts_line(const ReportView& r, bool hang) {
   if (r.has("/diagnosis/cause"))
     facts = "cause " + text(r, "/diagnosis/cause") + " · confidence " +
             text(r, "/diagnosis/confidence") + " · ";
+  if (auto notebook = r.text("/kernel/notebook"); notebook && !notebook->empty())
+    facts += "notebook " + terminal_safe(*notebook) + " · ";
   facts += "pid " + text(r, "/kernel/pid") + " · up " + text(r, "/kernel/uptime_s") + " s · ";
   if (hang) {
     const auto detected = r.integer("/hang/detected_at_ms");

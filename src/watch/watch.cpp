@@ -235,6 +235,11 @@ json Watch::build_report(const ReportContext& ctx, const std::string& id) {
     kernel["pid"] = options_.kernel_pid;
     kernel["connection_file"] = file.empty() ? json(nullptr) : json(file);
     kernel["kernel_id"] = protocol::kernel_id_from_connection_file(file);
+    probes::KernelNotebook notebook = options_.notebook;
+    if (listener_ && !listener_->jupyter_session().empty())
+      notebook = {listener_->jupyter_session(), "connection_file"};
+    kernel["notebook"] = notebook.path.empty() ? json(nullptr) : json(notebook.path);
+    kernel["notebook_source"] = notebook.path.empty() ? json(nullptr) : json(notebook.source);
     kernel["started_at"] = util::iso8601_utc(started_at_ms_);
     kernel["died_at"] = end != nullptr ? json(util::iso8601_utc(at_ms)) : json(nullptr);
     kernel["started_at_ms"] = started_at_ms_;

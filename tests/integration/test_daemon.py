@@ -92,8 +92,8 @@ def daemon(world):
 def kernels(world):
     started = []
 
-    def _start(name=PLAIN):
-        k = Watched(name, dict(os.environ))
+    def _start(name=PLAIN, env=None):
+        k = Watched(name, dict(os.environ, **(env or {})))
         started.append(k)
         return k
 
@@ -128,8 +128,9 @@ def test_three_kernels_are_found_and_memory_follows(world, daemon, kernels):
 
 def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
     d = daemon()
-    k = kernels()
-    d.kernel(k.km.connection_file)
+    # jupyter_server names the notebook in the kernel's environment.
+    k = kernels(env={"JPY_SESSION_NAME": "work/segfault.ipynb"})
+    assert d.kernel(k.km.connection_file)["notebook"] == "work/segfault.ipynb"
     k.execute("x = 1")
     # The cell runs a moment before it crashes: IOPub messages still queued in the kernel's
     # ZeroMQ thread when it dies are lost with it, and an unwrapped kernel has no other way
@@ -142,6 +143,7 @@ def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
     time.sleep(0.5)
     (report,) = reports_for(world, k.km.connection_file)
     assert report["watchdog"]["mode"] == "daemon"
+    assert report["kernel"]["notebook"] == "work/segfault.ipynb"
     assert report["diagnosis"]["cause"] == "native_crash"
     # The cell that was running, from IOPub: no faulthandler in a kernel the daemon found.
     assert "cell" in report["diagnosis"]["headline"]

@@ -311,6 +311,37 @@ def test_gpu_memory_processes_and_xid_through_fake_nvml(flavour, apis, start_ker
 
 
 
+def test_gpu_held_by_another_watched_kernel_is_named_by_its_notebook(start_kernel, jupyter_env):
+    """Two notebooks on one (fake) GPU: the other kernel, watched by its own `run` and named
+    by its JPY_SESSION_NAME, holds most of the device; this one's PyTorch-style OOM message
+    then abort. The report names the other kernel by its notebook, read from the real
+    process's argv, connection file and environment."""
+    other = start_kernel(WRAPPED, env_overrides={"JPY_SESSION_NAME": "team/prep.ipynb"})
+    holder = other.kernel_pid
+    library = FAKE_NVML / "current" / "libnvidia-ml.so.1"
+    name = wrap_kernelspec(jupyter_env, "python3-gpu-shared", f"--nvml-library={library}")
+    fake = FakeNvml(jupyter_env["tmp"], TWO_GPUS)
+    k = start_kernel(name, env_overrides=fake.env())
+    fake.write(TWO_GPUS + f"device.0.process={holder}:{60 * 1024 * MiB}\n"
+               f"device.0.process={k.kernel_pid}:{16 * 1024 * MiB}\n")
+    time.sleep(1.5)  # the worker's next poll (2 Hz)
+    k.execute_until_death(
+        "import os\n"
+        "os.write(2, b'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. "
+        "GPU 0 has a total capacity of 79.19 GiB of which 3.06 GiB is free. Process "
+        f"{holder} has 59.92 GiB memory in use.\\n')\n"
+        "os.abort()")
+    report = only_report(jupyter_env)
+    (named,) = [p for p in report["gpu"]["other_processes"] if p["pid"] == holder]
+    assert named["notebook"] == "team/prep.ipynb"
+    assert named["watched"] is True
+    assert named["kernel_id"] == pathlib.Path(other.km.connection_file).stem.removeprefix("kernel-")
+    d = report["diagnosis"]
+    assert d["cause"] == "gpu_out_of_memory", d["headline"]
+    assert f"pid {holder}, the kernel of team/prep.ipynb" in d["headline"]
+    assert any("watched by kernel-watchdog" in e["fact"] for e in d["evidence"]), d["evidence"]
+
+
 def test_gpu_memory_per_cell_through_fake_nvml(start_kernel, jupyter_env):
     """Each cell's GPU memory (start, end, peak, delta) as it holds more and frees some,
     and the dying cell's. The cells "allocate" by rewriting the fake driver's script with

@@ -213,3 +213,56 @@ def test_kernel_text_cannot_drive_the_terminal(store):
     assert "]52;c;ZXZpbA==" in shown and "done" in shown  # shown, defused
     page = run("reports", "html", "latest", env=env).stdout
     assert "\x1b" not in page
+
+
+def test_reports_are_found_by_notebook_index_kernel_id_and_prefix(store, tmp_path):
+    """The notebook comes from the kernel's JPY_SESSION_NAME (what jupyter_server sets) or
+    its connection file's jupyter_session (jupyter_client >= 8.3), and a person finds the
+    report by it, by its place in the list, or by a kernel id; a prefix that fits several
+    lists them instead of guessing."""
+    report_dir, env = store
+    by_env = subprocess.run(
+        [KWD_BINARY, "run", "--", "/usr/bin/python3", "-c", "import os; os.abort()"],
+        env=dict(env, JPY_SESSION_NAME="projects/train.ipynb"), capture_output=True, timeout=60)
+    assert by_env.returncode != 0
+    connection = tmp_path / "kernel-5e1f0c2a-7d3b-4c1e-9a8f-2b6d4e0f1a3c.json"
+    connection.write_text(json.dumps({
+        "transport": "tcp", "ip": "127.0.0.1", "shell_port": 40001, "iopub_port": 40002,
+        "stdin_port": 40003, "control_port": 40004, "hb_port": 40005, "key": "k" * 32,
+        "signature_scheme": "hmac-sha256", "jupyter_session": "eval/score.ipynb"}))
+    by_file = subprocess.run(
+        [KWD_BINARY, "run", "--", "/usr/bin/python3", "-c",
+         "import os, time; time.sleep(1); os.abort()", "-f", str(connection)],
+        env=env, capture_output=True, timeout=60)
+    assert by_file.returncode != 0
+    reports = sorted((json.loads(p.read_text()) for p in report_dir.glob("*.json")),
+                     key=lambda r: r["kernel"]["died_at_ms"])
+    assert [(r["kernel"]["notebook"], r["kernel"]["notebook_source"]) for r in reports] == [
+        ("projects/train.ipynb", "environment"), ("eval/score.ipynb", "connection_file")]
+    train, score = (r["id"] for r in reports)
+
+    listing = run("reports", "list", env=env)
+    assert listing.returncode == 0, listing.stderr
+    header, newest, older = listing.stdout.splitlines()
+    assert "NOTEBOOK" in header
+    assert "score.ipynb" in newest and "train.ipynb" in older
+
+    def shown(query):
+        proc = run("reports", "show", "--json", query, env=env)
+        assert proc.returncode == 0, (query, proc.stderr)
+        return json.loads(proc.stdout)["id"]
+
+    for query in ("train", "train.ipynb", "projects/train.ipynb", "2", train[:20]):
+        assert shown(query) == train, query
+    for query in ("score", "eval/score.ipynb", "1", "latest", "5e1f0c2a",
+                  "5e1f0c2a-7d3b-4c1e-9a8f-2b6d4e0f1a3c"):
+        assert shown(query) == score, query
+    summary = run("reports", "show", "score", env=env).stdout
+    assert "notebook eval/score.ipynb" in summary
+
+    both = run("reports", "show", train[:4], env=env)  # the year: both reports
+    assert both.returncode == 1
+    assert "fits 2 reports" in both.stderr
+    assert train in both.stderr and score in both.stderr
+    missing = run("reports", "show", "3", env=env)
+    assert missing.returncode == 1 and "no report matches '3'" in missing.stderr

@@ -170,6 +170,11 @@ std::string reader_failure(const json& document) {
     const auto html = render_html(shown);
     if (html.find('\x1b') != std::string::npos) return "ESC in the HTML page";
     (void)to_text(document, 2);
+    // The rules read report data through the tolerant view: no field breaks them.
+    const json again = kwd::diagnosis::rediagnose(document);
+    if (const auto missing = kwd::diagnosis::ReportView(again).text("/diagnosis/missing/0");
+        missing && missing->starts_with("diagnosis: "))
+      return "the diagnosis failed: " + *missing;
     const StoredReport stored{"r", "/reports/r.json", 1'700'000'000'000};
     if (!only_own_escapes(format_list_row(list_row(stored, document))))
       return "terminal controls in the list row";

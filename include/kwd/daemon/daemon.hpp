@@ -65,6 +65,7 @@ class Daemon {
   struct Kernel {
     KernelProcess process;
     std::string kernel_id;
+    std::string notebook;  // "" when not known
     std::int64_t watched_since_ms = 0;
     std::string previous_death;  // the report of this connection file's previous process
     std::unique_ptr<watch::Watch> watch;

@@ -62,6 +62,15 @@ struct GpuNeighbour {
   std::string command_line;             // "" when unknown
   std::vector<std::string> frameworks;  // as NVML's report entry says
   std::string pointer;                  // where in the report it is said
+  // When it is a Jupyter kernel itself: its notebook ("" when unknown), its kernel id, and
+  // whether kernel-watchdog watches it (its own report will say why it held so much).
+  std::string notebook;
+  std::string kernel_id;
+  bool watched = false;
+
+  // "pid 665 (the kernel of train.ipynb, watched)", else "pid 665 (python train.py)",
+  // with the command line cut at `command_columns`.
+  [[nodiscard]] std::string label(std::size_t command_columns) const;
 };
 struct GpuContention {
   std::vector<GpuNeighbour> others;  // largest first

@@ -57,6 +57,10 @@ class KernelListener {
   // Reads the connection file and starts waiting for the ports. Never throws.
   void start();
   void on_memory_sample(const timeline::MemorySample& sample);
+  // The connection file's jupyter_session ("" before it is read, or when it has none).
+  [[nodiscard]] std::string jupyter_session() const {
+    return info_ ? info_->jupyter_session : std::string();
+  }
   // The kernel itself announced a cell (see KernelActivity::on_cell_announced).
   void on_cell_announced(std::int64_t execution_count, const std::string& code, bool truncated);
   // The kernel has died: reads what it published last (a shutdown_reply, the last outputs),

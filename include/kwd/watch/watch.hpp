@@ -13,6 +13,7 @@
 
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/probes/probe.hpp"
+#include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/kernel_listener.hpp"
 #include "kwd/timeline/timeline.hpp"
 #include "kwd/util/byte_ring.hpp"
@@ -25,6 +26,9 @@ struct WatchOptions {
   std::string connection_file;    // empty: no IOPub or heartbeat, the process alone is watched
   std::string mode = "launcher";  // report field watchdog.mode: launcher | daemon | smoke
   std::vector<std::string> kernel_argv;
+  // The notebook as the front end knows it (the kernel's JPY_SESSION_NAME); the connection
+  // file's jupyter_session, once read, comes first.
+  probes::KernelNotebook notebook;
   std::chrono::milliseconds sample_interval{100};
   // While the kernel is idle (IOPub says so) and its memory flat, samples come this often
   // instead: an idle kernel costs almost nothing, and a busy or growing one is sampled at the

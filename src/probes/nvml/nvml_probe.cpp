@@ -138,7 +138,12 @@ nlohmann::json NvmlProbe::other_processes() const {
                    {"device", o.device},
                    {"used_memory", o.used ? nlohmann::json(*o.used) : nlohmann::json(nullptr)},
                    {"command_line", who.command_line},
-                   {"frameworks", who.frameworks}});
+                   {"frameworks", who.frameworks},
+                   {"kernel_id", who.kernel_id.empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(who.kernel_id)},
+                   {"notebook",
+                    who.notebook.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.notebook)},
+                   {"watched", who.watched}});
   }
   return out;
 }
