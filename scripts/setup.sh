@@ -7,7 +7,7 @@ packages=(
   # build
   build-essential cmake ninja-build pkg-config clang-format
   libzmq3-dev cppzmq-dev nlohmann-json3-dev libspdlog-dev libcli11-dev catch2 libssl-dev
-  libsimdjson-dev
+  libsimdjson-dev libcpp-httplib-dev
   # sanitizer builds (gcc's runtimes come with build-essential) and the libFuzzer targets:
   # clang with its runtimes (libFuzzer, ASan, UBSan), llvm-symbolizer for readable stacks
   clang libclang-rt-14-dev llvm
@@ -16,6 +16,8 @@ packages=(
   python3-nbformat python3-numpy python3-pytest python3-jsonschema
   # smoke: JUnit files read by a real JUnit reader; nbclient for the side-by-side bench
   python3-junitparser python3-nbclient
+  # daemon: /metrics is read by the Prometheus project's own text parser
+  python3-prometheus-client
   # the HTML report is checked in headless Chromium
   chromium
 )

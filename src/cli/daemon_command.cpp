@@ -80,6 +80,12 @@ std::string status_table(const nlohmann::json& doc) {
         report::terminal_safe(notebook));
   }
   if (doc.value("kernels", nlohmann::json::array()).empty()) out += "(no kernels found)\n";
+  const auto about = doc.value("daemon", nlohmann::json::object());
+  if (about.contains("metrics_url") && about["metrics_url"].is_string())
+    out += "metrics: " + report::terminal_safe(about["metrics_url"].get<std::string>()) + "\n";
+  if (about.contains("metrics_textfile") && about["metrics_textfile"].is_string())
+    out += "metrics file: " + report::terminal_safe(about["metrics_textfile"].get<std::string>()) +
+           "\n";
   return out;
 }
 
@@ -123,6 +129,12 @@ Command add_daemon_command(CLI::App& app) {
   cmd->add_option("--nvml-library", options->nvml_library,
                   "NVIDIA's libnvidia-ml to load (default: libnvidia-ml.so.1)")
       ->envname("KERNEL_WATCHDOG_NVML");
+  cmd->add_option("--metrics-address", options->metrics_address,
+                  "Serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; "
+                  "off unless given; no authentication, so keep it on a loopback address)");
+  cmd->add_option("--metrics-textfile", options->metrics_textfile,
+                  "Also write the metrics to this file, atomically, for node_exporter's "
+                  "textfile collector (e.g. /var/lib/node_exporter/textfile/kernel-watchdog.prom)");
   return {cmd, [=]() -> int {
             for (const auto& d : *runtime_dirs)
               options->runtime_dirs.push_back(std::filesystem::absolute(d));

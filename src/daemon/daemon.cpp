@@ -1,7 +1,9 @@
 #include "kwd/daemon/daemon.hpp"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,8 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kwd/daemon/kernel_name.hpp"
 #include "kwd/daemon/service_notify.hpp"
+#include "kwd/diagnosis/report_view.hpp"
 #include "kwd/kernelspec/kernelspec.hpp"
+#include "kwd/metrics/exposition.hpp"
+#include "kwd/metrics/textfile.hpp"
+#include "kwd/platform/host.hpp"
 #include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
@@ -116,6 +123,19 @@ int Daemon::run() {
   signals_ =
       std::make_unique<loop::SignalPipe>(std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP});
   if (!open_status_socket()) return 1;
+  if (!options_.metrics_address.empty()) {
+    try {
+      metrics_server_ = std::make_unique<metrics::HttpServer>(options_.metrics_address);
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      return 1;
+    }
+    // The bound port, which is the one to scrape when 0 (any free port) was asked for.
+    auto host = metrics::split_address(options_.metrics_address).first;
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    metrics_url_ = fmt::format("http://{}:{}/metrics", host, metrics_server_->port());
+    spdlog::info("metrics at {}", metrics_url_);
+  }
   dirs_ = make_runtime_dir_watcher(options_.runtime_dirs);
   std::string dirs;
   for (const auto& d : options_.runtime_dirs)
@@ -145,6 +165,10 @@ int Daemon::run() {
     scan();
   });
   scan();
+  if (metrics_server_ || !options_.metrics_textfile.empty()) {
+    publish_metrics();
+    loop_.every(options_.metrics_interval, [this] { publish_metrics(); });
+  }
   notify_service("READY=1");
   if (const auto ping = service_watchdog_interval())
     loop_.every(*ping, [] { notify_service("WATCHDOG=1"); });
@@ -153,6 +177,12 @@ int Daemon::run() {
     return 1;
   }
   notify_service("STOPPING=1");
+  // A daemon that is gone watches nothing: no stale file for the collector to keep showing.
+  if (!options_.metrics_textfile.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(options_.metrics_textfile, ignored);
+  }
+  metrics_server_.reset();
   spdlog::info("daemon stopping ({} kernels were watched)", kernels_.size());
   return 0;
 }
@@ -214,6 +244,7 @@ void Daemon::start_watching(const KernelProcess& process) {
   kernel.process = process;
   kernel.kernel_id = protocol::kernel_id_from_connection_file(process.connection_file);
   kernel.notebook = notebook.path;
+  kernel.kernel_name = kernelspec_name_for(process.argv, kernelspec::find_all());
   kernel.watched_since_ms = util::wall_ms();
   if (auto previous = last_death_by_file_.find(process.connection_file);
       previous != last_death_by_file_.end())
@@ -272,6 +303,10 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
       last_death_by_file_[k.process.connection_file] = written.path->stem().string();
       ++reports_written_;
     }
+    ++deaths_by_cause_
+        [diagnosis::ReportView(written.document).text("/diagnosis/cause").value_or("unknown")];
+    if (metrics_server_ || !options_.metrics_textfile.empty())
+      loop_.after(std::chrono::milliseconds(0), [this] { publish_metrics(); });
   }
   // Not from inside the watch's own handler: it is destroyed on the loop's next pass.
   loop_.after(std::chrono::milliseconds(0), [this, pid] { kernels_.erase(pid); });
@@ -285,6 +320,51 @@ void Daemon::on_hang(pid_t pid, const protocol::HangEvidence& hang) {
   const auto written =
       watch::write_report(*it->second.watch, context, it->second.kernel_id, options_.report_dir);
   if (written.path) ++reports_written_;
+}
+
+std::string Daemon::metrics_text() const {
+  metrics::DaemonFigures f;
+  f.version = KWD_VERSION;
+  for (const auto& [pid, k] : kernels_) {
+    metrics::KernelFigures figures;
+    figures.kernel_id = k.kernel_id;
+    figures.notebook = k.notebook;
+    figures.kernel_name = k.kernel_name;
+    figures.state = state_of(*k.watch);
+    if (const auto* s = k.watch->timeline().latest()) {
+      figures.rss_bytes = s->rss;
+      figures.gpu_bytes = s->gpu_used;
+    }
+    f.kernels.push_back(std::move(figures));
+  }
+  for (const auto& p : under_launcher_)
+    if (std::filesystem::path(p.argv.empty() ? "" : p.argv[0]).filename() != "kernel-watchdog")
+      ++f.kernels_under_launcher;
+  f.deaths_by_cause = deaths_by_cause_;
+  f.reports_written = static_cast<std::int64_t>(reports_written_);
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) == 0)
+    f.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                    static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  f.resident_bytes = platform::self_resident_bytes();
+  f.start_time_seconds = static_cast<double>(started_ms_) / 1000.0;
+  return metrics::render(f);
+}
+
+void Daemon::publish_metrics() {
+  std::string text = metrics_text();
+  if (!options_.metrics_textfile.empty()) {
+    try {
+      metrics::write_textfile(options_.metrics_textfile, text);
+      if (textfile_failing_)
+        spdlog::info("metrics file {} written again", options_.metrics_textfile.string());
+      textfile_failing_ = false;
+    } catch (const std::exception& e) {
+      if (!textfile_failing_) spdlog::warn("metrics file not written: {}; trying again", e.what());
+      textfile_failing_ = true;
+    }
+  }
+  if (metrics_server_) metrics_server_->publish(std::move(text));
 }
 
 nlohmann::json Daemon::status_json() const {
@@ -326,7 +406,12 @@ nlohmann::json Daemon::status_json() const {
            {{"pid", ::getpid()},
             {"uptime_s", (now - started_ms_) / 1000},
             {"reports_written", reports_written_},
-            {"status_socket", options_.status_socket.string()}}},
+            {"status_socket", options_.status_socket.string()},
+            {"metrics_url",
+             metrics_url_.empty() ? nlohmann::json(nullptr) : nlohmann::json(metrics_url_)},
+            {"metrics_textfile", options_.metrics_textfile.empty()
+                                     ? nlohmann::json(nullptr)
+                                     : nlohmann::json(options_.metrics_textfile.string())}}},
           {"kernels", std::move(kernels)}};
 }
 

@@ -8,9 +8,12 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import psutil
 import pytest
@@ -35,12 +38,12 @@ def world(tmp_path, monkeypatch):
 
 
 class Daemon:
-    def __init__(self, world):
+    def __init__(self, world, extra=()):
         self.world = world
         self.proc = subprocess.Popen(
             [KWD_BINARY, "daemon", "--runtime-dir", str(world["runtime"]),
              "--report-dir", str(world["reports"]), "--status-socket", str(world["socket"]),
-             "--sample-rate", "10"],
+             "--sample-rate", "10", *map(str, extra)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 20
         while not world["socket"].exists():
@@ -78,8 +81,8 @@ class Daemon:
 def daemon(world):
     started = []
 
-    def _start():
-        d = Daemon(world)
+    def _start(*extra):
+        d = Daemon(world, extra)
         started.append(d)
         return d
 
@@ -155,6 +158,102 @@ def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
     assert "kernel" in log
     for name, text in {"daemon log": log, "status": status, "report": json.dumps(report)}.items():
         assert key not in text, f"the connection key reached the {name}"
+
+
+def scrape(url):
+    """The daemon's /metrics, read by the Prometheus project's own text parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = answer.read().decode()
+    return text, {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def samples(families, name, **labels):
+    """The samples of this name whose labels include these (the parser names a counter's
+    family without its _total)."""
+    family = families[name.removesuffix("_total") if name.endswith("_total") else name]
+    return [s for s in family.samples
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+
+
+def test_metrics_are_served_and_written_for_a_textfile_collector(world, daemon, kernels):
+    textfile_dir = world["tmp"] / "textfile"
+    textfile_dir.mkdir()
+    textfile = textfile_dir / "kernel-watchdog.prom"
+    d = daemon("--metrics-address", "127.0.0.1:0", "--metrics-textfile", textfile)
+    url = d.status()["daemon"]["metrics_url"]
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+    assert f"metrics: {url}" in kwd("status", "--status-socket", world["socket"]).stdout
+
+    k = kernels(env={"JPY_SESSION_NAME": "work/metrics.ipynb"})
+    kernel_id = pathlib.Path(k.km.connection_file).stem.removeprefix("kernel-")
+    d.kernel(k.km.connection_file)
+    k.execute("import numpy as np\nheld = np.ones(100 * 1024 * 1024 // 8)")
+    deadline = time.monotonic() + 15
+    while True:  # published every 5 s
+        text, families = scrape(url)
+        rss = samples(families, "kernel_watchdog_kernel_resident_memory_bytes",
+                      kernel_id=kernel_id)
+        if rss and rss[0].value > 100 * 1024 * 1024:
+            break
+        assert time.monotonic() < deadline, text
+        time.sleep(0.2)
+    assert rss[0].labels["notebook"] == "work/metrics.ipynb"
+    assert rss[0].labels["kernel_name"] == "python3"
+    by_state = {s.labels["state"]: s.value for s in samples(families, "kernel_watchdog_kernels")}
+    assert set(by_state) == {"idle", "busy", "starting", "hung", "unknown"}
+    assert sum(by_state.values()) >= 1
+    assert families["kernel_watchdog_kernel_deaths"].type == "counter"
+    assert samples(families, "kernel_watchdog_build_info")[0].labels["version"]
+    assert samples(families, "process_resident_memory_bytes")[0].value > 1024 * 1024
+    assert samples(families, "process_cpu_seconds_total")[0].value > 0
+    assert abs(samples(families, "process_start_time_seconds")[0].value - time.time()) < 120
+
+    # A death is counted by its cause at once, in both places.
+    k.execute_until_death("import ctypes, time\ntime.sleep(0.5)\nctypes.string_at(0)")
+    deadline = time.monotonic() + 10
+    while True:
+        text, families = scrape(url)
+        deaths = samples(families, "kernel_watchdog_kernel_deaths_total", cause="native_crash")
+        if deaths and deaths[0].value >= 1:
+            break
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
+    assert samples(families, "kernel_watchdog_reports_written_total")[0].value >= 1
+    from prometheus_client.parser import text_string_to_metric_families
+    written = {f.name: f for f in text_string_to_metric_families(textfile.read_text())}
+    assert samples(written, "kernel_watchdog_kernel_deaths_total", cause="native_crash")
+    assert textfile.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in textfile_dir.iterdir()] == [textfile.name]  # no temporary left
+
+    # Only GET /metrics is served.
+    for path, method, code in (("/other", "GET", 404), ("/metrics", "POST", 405)):
+        request = urllib.request.Request(url.replace("/metrics", path), method=method, data=b"")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == code
+
+    key = json.loads(pathlib.Path(k.km.connection_file).read_text())["key"]
+    assert key not in text and key not in textfile.read_text()
+    d.stop()
+    assert not textfile.exists()  # a stopped daemon leaves no stale figures behind
+
+
+def test_metrics_address_that_cannot_be_served_is_a_clear_error(world):
+    base = [KWD_BINARY, "daemon", "--runtime-dir", str(world["runtime"]),
+            "--status-socket", str(world["socket"])]
+    bad = subprocess.run(base + ["--metrics-address", "9464"], capture_output=True, text=True,
+                         timeout=20)
+    assert bad.returncode == 1 and "is not HOST:PORT" in bad.stderr, bad.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = subprocess.run(base + ["--metrics-address", f"127.0.0.1:{port}"],
+                              capture_output=True, text=True, timeout=20)
+    assert busy.returncode == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in busy.stderr
+    assert not world["socket"].exists()
 
 
 def test_clean_shutdown_and_restart(world, daemon, kernels):

@@ -19,6 +19,7 @@
 #include "kwd/daemon/runtime_dir_watcher.hpp"
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
+#include "kwd/metrics/http_server.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/util/unique_fd.hpp"
 #include "kwd/watch/watch.hpp"
@@ -35,6 +36,12 @@ struct DaemonOptions {
   std::chrono::milliseconds sample_interval{1000};
   protocol::ListenerOptions listener;
   std::string nvml_library;
+  // Prometheus metrics, off unless asked: served at http://ADDRESS/metrics, and/or written
+  // to a file for node_exporter's textfile collector, every metrics_interval and at once
+  // after a death.
+  std::string metrics_address;
+  std::filesystem::path metrics_textfile;
+  std::chrono::milliseconds metrics_interval{5000};
 };
 
 // Jupyter's runtime dir ($JUPYTER_RUNTIME_DIR, else runtime/ in the Jupyter data dir) and
@@ -65,7 +72,8 @@ class Daemon {
   struct Kernel {
     KernelProcess process;
     std::string kernel_id;
-    std::string notebook;  // "" when not known
+    std::string notebook;     // "" when not known
+    std::string kernel_name;  // its kernelspec's, "" when not known
     std::int64_t watched_since_ms = 0;
     std::string previous_death;  // the report of this connection file's previous process
     std::unique_ptr<watch::Watch> watch;
@@ -77,6 +85,8 @@ class Daemon {
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);
   void on_status_client();
   [[nodiscard]] nlohmann::json status_json() const;
+  [[nodiscard]] std::string metrics_text() const;
+  void publish_metrics();
   bool open_status_socket();
 
   DaemonOptions options_;
@@ -93,6 +103,10 @@ class Daemon {
   int quick_scans_left_ = 0;
   std::int64_t started_ms_ = 0;
   std::uint64_t reports_written_ = 0;
+  std::map<std::string, std::int64_t> deaths_by_cause_;
+  std::unique_ptr<metrics::HttpServer> metrics_server_;
+  std::string metrics_url_;        // "" when not served
+  bool textfile_failing_ = false;  // said once, then again when it works
 };
 
 }  // namespace kwd::daemon

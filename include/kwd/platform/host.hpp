@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -18,6 +19,9 @@ std::string default_opener();
 // Jupyter's per-user data directory when $JUPYTER_DATA_DIR does not say
 // (jupyter_core.paths.jupyter_data_dir).
 std::filesystem::path jupyter_user_data_dir();
+
+// This process's resident memory in bytes; -1 when it cannot be read.
+std::int64_t self_resident_bytes();
 
 // Internal steps of the executable that must run before anything else is set up (Linux:
 // entering the kernel's own memory cgroup, then exec'ing the kernel). The exit status when

@@ -2,6 +2,7 @@
 #include "kwd/platform/host.hpp"
 
 #include <mach-o/dyld.h>
+#include <mach/mach.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +30,15 @@ fs::path jupyter_user_data_dir() {
 
 std::optional<int> run_internal_step(int /*argc*/, char** /*argv*/) {
   return std::nullopt;
+}
+
+std::int64_t self_resident_bytes() {
+  mach_task_basic_info_data_t info{};
+  mach_msg_type_number_t count = MACH_TASK_BASIC_INFO_COUNT;
+  if (task_info(mach_task_self(), MACH_TASK_BASIC_INFO, reinterpret_cast<task_info_t>(&info),
+                &count) != KERN_SUCCESS)
+    return -1;
+  return static_cast<std::int64_t>(info.resident_size);
 }
 
 }  // namespace kwd::platform

@@ -1,9 +1,12 @@
 #include "kwd/platform/host.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string_view>
 
 #include "kwd/platform/linux/enter_cgroup.hpp"
+#include "kwd/probes/linux/procfs.hpp"
 
 namespace kwd::platform {
 namespace fs = std::filesystem;
@@ -31,6 +34,12 @@ std::optional<int> run_internal_step(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == linux_cgroup::kEnterCgroupVerb)
     return linux_cgroup::enter_cgroup_and_exec(argc, argv);
   return std::nullopt;
+}
+
+std::int64_t self_resident_bytes() {
+  const auto text = probes::linux_proc::read_small_file("/proc/self/statm");
+  const auto pages = text ? probes::linux_proc::parse_statm_resident(*text) : std::nullopt;
+  return pages ? *pages * ::sysconf(_SC_PAGESIZE) : -1;
 }
 
 }  // namespace kwd::platform

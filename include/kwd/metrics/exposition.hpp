@@ -1,0 +1,38 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kwd::metrics {
+
+// What the daemon knows at one instant, for Prometheus. Bytes and seconds (base units).
+struct KernelFigures {
+  std::string kernel_id;
+  std::string notebook;     // "" when not known
+  std::string kernel_name;  // the kernelspec's name, "" when not known
+  std::string state;        // idle, busy, starting, hung, unknown
+  std::int64_t rss_bytes = -1;
+  std::int64_t gpu_bytes = -1;  // -1: no GPU watched
+};
+
+struct DaemonFigures {
+  std::string version;
+  std::vector<KernelFigures> kernels;
+  std::int64_t kernels_under_launcher = 0;  // left to `kernel-watchdog run`
+  std::map<std::string, std::int64_t> deaths_by_cause;
+  std::int64_t reports_written = 0;
+  double cpu_seconds = 0;
+  std::int64_t resident_bytes = -1;
+  double start_time_seconds = 0;  // since the epoch
+};
+
+// The Prometheus text exposition format (version 0.0.4): HELP and TYPE for each family,
+// label values escaped, names per Prometheus conventions (_bytes, _total, _seconds).
+std::string render(const DaemonFigures& figures);
+
+// The content type a scrape answer carries.
+inline constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace kwd::metrics

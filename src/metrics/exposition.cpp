@@ -1,0 +1,96 @@
+#include "kwd/metrics/exposition.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace kwd::metrics {
+namespace {
+
+// Label values may hold anything a notebook path holds: the format escapes \, " and newline.
+std::string escape(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+std::string kernel_labels(const KernelFigures& k) {
+  return fmt::format("kernel_id=\"{}\",notebook=\"{}\",kernel_name=\"{}\"", escape(k.kernel_id),
+                     escape(k.notebook), escape(k.kernel_name));
+}
+
+}  // namespace
+
+std::string render(const DaemonFigures& f) {
+  std::string out;
+  family(out, "kernel_watchdog_build_info", "gauge",
+         "Always 1; the version of kernel-watchdog in a label.");
+  out += fmt::format("kernel_watchdog_build_info{{version=\"{}\"}} 1\n", escape(f.version));
+
+  family(out, "kernel_watchdog_kernels", "gauge",
+         "Kernels watched by the daemon, by state (idle, busy, starting, hung, unknown).");
+  constexpr std::array<const char*, 5> kStates{"idle", "busy", "starting", "hung", "unknown"};
+  for (const char* state : kStates) {
+    std::int64_t n = 0;
+    for (const auto& k : f.kernels)
+      n += k.state == state ? 1 : 0;
+    out += fmt::format("kernel_watchdog_kernels{{state=\"{}\"}} {}\n", state, n);
+  }
+
+  family(out, "kernel_watchdog_kernels_under_launcher", "gauge",
+         "Kernels found under `kernel-watchdog run` or `smoke`, which watch them themselves.");
+  out += fmt::format("kernel_watchdog_kernels_under_launcher {}\n", f.kernels_under_launcher);
+
+  family(out, "kernel_watchdog_kernel_resident_memory_bytes", "gauge",
+         "Resident memory of a watched kernel's whole process tree.");
+  for (const auto& k : f.kernels)
+    if (k.rss_bytes >= 0)
+      out += fmt::format("kernel_watchdog_kernel_resident_memory_bytes{{{}}} {}\n",
+                         kernel_labels(k), k.rss_bytes);
+
+  family(out, "kernel_watchdog_kernel_gpu_memory_bytes", "gauge",
+         "GPU memory held by a watched kernel's processes (NVML); absent without a GPU.");
+  for (const auto& k : f.kernels)
+    if (k.gpu_bytes >= 0)
+      out += fmt::format("kernel_watchdog_kernel_gpu_memory_bytes{{{}}} {}\n", kernel_labels(k),
+                         k.gpu_bytes);
+
+  family(out, "kernel_watchdog_kernel_deaths_total", "counter",
+         "Kernel deaths nobody asked for since the daemon started, by diagnosed cause.");
+  for (const auto& [cause, n] : f.deaths_by_cause)
+    out +=
+        fmt::format("kernel_watchdog_kernel_deaths_total{{cause=\"{}\"}} {}\n", escape(cause), n);
+
+  family(out, "kernel_watchdog_reports_written_total", "counter",
+         "Crash and hang reports written since the daemon started.");
+  out += fmt::format("kernel_watchdog_reports_written_total {}\n", f.reports_written);
+
+  // The standard process collector's names, so existing dashboards read the daemon itself.
+  family(out, "process_cpu_seconds_total", "counter",
+         "CPU time (user and system) the daemon has used.");
+  out += fmt::format("process_cpu_seconds_total {:.3f}\n", f.cpu_seconds);
+  if (f.resident_bytes >= 0) {
+    family(out, "process_resident_memory_bytes", "gauge", "The daemon's own resident memory.");
+    out += fmt::format("process_resident_memory_bytes {}\n", f.resident_bytes);
+  }
+  family(out, "process_start_time_seconds", "gauge",
+         "When the daemon started, in seconds since the epoch.");
+  out += fmt::format("process_start_time_seconds {:.3f}\n", f.start_time_seconds);
+  return out;
+}
+
+}  // namespace kwd::metrics
