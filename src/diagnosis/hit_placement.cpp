@@ -69,8 +69,14 @@ void place_hits(const ReportView& view, std::vector<SignatureHit>& hits) {
       hit.at_ms = arrival_of(view.array(hit.arrivals_pointer), hit.offset);
     if (!hit.cell && hit.at_ms) {
       const std::int64_t t = *hit.at_ms;
+      // The time is when the watchdog read the bytes, not when the kernel wrote them: on a
+      // loaded machine a cell's last line is read after its end was published. A line that
+      // arrived while no cell ran belongs to the last cell that started before it.
+      const CellSpan* before = nullptr;
       for (const auto& c : finished)
-        if (c.started_at_ms <= t && t <= c.ended_at_ms) hit.cell = c.count;
+        if (c.started_at_ms <= t && (before == nullptr || c.started_at_ms >= before->started_at_ms))
+          before = &c;
+      if (before != nullptr) hit.cell = before->count;
       if (running && running->started_at_ms <= t) hit.cell = running->count;
     }
     // Survived: a cell that started after the line was written (or, for an error whose cell
