@@ -124,6 +124,7 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   wo.probes.cgroup_path = memory_limit_ ? memory_limit_->cgroup_dir() : std::string();
   wo.probes.nvml_library = launch_.nvml_library;
   wo.probes.gpu_interval = launch_.gpu_interval;
+  wo.probes.host = launch_.host_sources;
   watch_ = std::make_unique<watch::Watch>(
       loop_, std::move(wo), std::make_unique<watch::ChildDeathSource>(child_->pid()),
       [this](const watch::ProcessEnd& end, std::int64_t at) { handle_death(end, at); },

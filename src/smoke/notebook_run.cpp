@@ -74,11 +74,13 @@ std::optional<std::int64_t> max_known(std::optional<std::int64_t> a, std::int64_
 }  // namespace
 
 NotebookRun::NotebookRun(loop::EventLoop& loop, zmq::context_t& zmq, const SmokeOptions& options,
-                         Notebook notebook, kernelspec::Kernelspec spec, std::string executed_name,
+                         std::shared_ptr<probes::HostSources> host_sources, Notebook notebook,
+                         kernelspec::Kernelspec spec, std::string executed_name,
                          DoneHandler on_done)
     : loop_(loop),
       zmq_(zmq),
       options_(options),
+      host_sources_(std::move(host_sources)),
       notebook_(std::move(notebook)),
       spec_(std::move(spec)),
       executed_name_(std::move(executed_name)),
@@ -188,6 +190,7 @@ void NotebookRun::start() {
   launch.passthrough = false;
   launch.memory_limit = options_.memory_limit;
   launch.nvml_library = options_.nvml_library;
+  launch.host_sources = host_sources_;
   launch.faulthandler = options_.faulthandler;
   if (spec_.spec.contains("env") && spec_.spec["env"].is_object())
     for (const auto& [name, value] : spec_.spec["env"].items())

@@ -14,6 +14,7 @@
 
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
+#include "kwd/probes/host_sources.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/smoke/notebook_run.hpp"
 #include "kwd/smoke/result_writers.hpp"
@@ -101,6 +102,7 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& noteb
   ::signal(SIGPIPE, SIG_IGN);
   loop::EventLoop loop;
   zmq::context_t zmq(1);
+  const auto host_sources = std::make_shared<probes::HostSources>();
   loop::SignalPipe signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP});
   std::vector<std::unique_ptr<NotebookRun>> runs;
   std::vector<NotebookResult> results(plan.size());
@@ -133,8 +135,9 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& noteb
     const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
     while (started < plan.size() && started - finished < jobs) {
       Planned& p = plan[started++];
-      runs.push_back(std::make_unique<NotebookRun>(loop, zmq, options, std::move(p.notebook),
-                                                   std::move(p.spec), p.executed_name, on_done));
+      runs.push_back(std::make_unique<NotebookRun>(loop, zmq, options, host_sources,
+                                                   std::move(p.notebook), std::move(p.spec),
+                                                   p.executed_name, on_done));
       runs.back()->start();
     }
   };

@@ -158,9 +158,17 @@ TEST_CASE(
   ::close(go[0]);
   cgroup.add(victim);
 
-  const ProbeOptions options = options_for(victim, cgroup);
+  // As in the daemon: the kernel log is one source, read by every watched kernel's probe.
+  const auto host = std::make_shared<kwd::probes::HostSources>();
+  ProbeOptions options = options_for(victim, cgroup);
+  options.host = host;
   CgroupProbe cgroup_probe(options);
   OomKillerProbe oom_probe(options);
+  ProbeOptions bystander_options;
+  bystander_options.kernel_pid = ::getpid();
+  bystander_options.host = host;
+  OomKillerProbe bystander(bystander_options);  // another kernel's
+  CHECK(host->size() == 1);                     // one kernel log reader for both
   REQUIRE(cgroup_probe.status().available);
 
   REQUIRE(::write(go[1], "x", 1) == 1);
@@ -190,6 +198,15 @@ TEST_CASE(
       named |= line.get<std::string>().find("Killed process " + std::to_string(victim)) !=
                std::string::npos;
     CHECK(named);
+    // The other kernel's probe read the same line from the same descriptor, and knows it
+    // is not about its kernel.
+    kwd::timeline::MemorySample sample;
+    bystander.sample(sample);
+    nlohmann::json other;
+    bystander.contribute(other);
+    INFO(other.dump(2));
+    CHECK(other["oom_evidence"]["matched_pids"].empty());
+    CHECK(other["oom_evidence"]["other_oom_kills_seen"].get<int>() >= 1);
   }
   CHECK(cgroup.remove().empty());
 }

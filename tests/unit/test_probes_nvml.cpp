@@ -305,3 +305,57 @@ TEST_CASE("NVML probe: the other processes on the device are named, largest firs
   REQUIRE(report["gpu"]["processes"].size() == 1);  // the kernel's own stay apart
   CHECK(report["gpu"]["processes"][0]["pid"] == me);
 }
+
+TEST_CASE("NVML probes of two kernels share one worker, and each gets every Xid event") {
+  const pid_t me = ::getpid();
+  const pid_t other = ::getppid();
+  FakeScript script(kTwoDevices + "device.0.process=" + std::to_string(me) +
+                    ":2147483648\ndevice.1.process=" + std::to_string(other) + ":1048576\n");
+  const auto host = std::make_shared<kwd::probes::HostSources>();
+  auto first_options = probe_options(me);
+  first_options.host = host;
+  auto second_options = probe_options(other);
+  second_options.host = host;
+  NvmlProbe first(first_options);
+  NvmlProbe second(second_options);
+  CHECK(host->size() == 1);  // one worker, so one NVML thread
+  REQUIRE(first.wait_started(5s));
+
+  script.write(kTwoDevices + "device.0.process=" + std::to_string(me) +
+               ":2147483648\ndevice.1.process=" + std::to_string(other) +
+               ":1048576\nxid=0:31\nxid=1:43\n");
+  nlohmann::json a, b;
+  for (int i = 0; i < 300; ++i) {
+    std::this_thread::sleep_for(10ms);
+    kwd::timeline::MemorySample s;
+    first.sample(s);
+    second.sample(s);
+    a = nlohmann::json::object();
+    b = nlohmann::json::object();
+    first.contribute(a);
+    second.contribute(b);
+    if (a["gpu"]["xid_events"].size() == 2 && b["gpu"]["xid_events"].size() == 2) break;
+  }
+  INFO(a.dump(2) << "\n" << b.dump(2));
+  // The first reader did not take the events away from the second.
+  REQUIRE(a["gpu"]["xid_events"].size() == 2);
+  REQUIRE(b["gpu"]["xid_events"].size() == 2);
+  // Each kernel's report names its own process on the device that faulted.
+  CHECK(a["gpu"]["xid_events"][0]["xid"] == 31);
+  CHECK(a["gpu"]["xid_events"][0]["pid"] == me);
+  CHECK(b["gpu"]["xid_events"][1]["xid"] == 43);
+  CHECK(b["gpu"]["xid_events"][1]["pid"] == other);
+  CHECK(a["gpu"]["processes"][0]["pid"] == me);
+  CHECK(b["gpu"]["processes"][0]["pid"] == other);
+
+  // A kernel watched later does not inherit the events that came before it.
+  auto late_options = probe_options(me);
+  late_options.host = host;
+  NvmlProbe late(late_options);
+  CHECK(host->size() == 1);
+  kwd::timeline::MemorySample s;
+  late.sample(s);
+  nlohmann::json c;
+  late.contribute(c);
+  CHECK(c["gpu"]["xid_events"].empty());
+}

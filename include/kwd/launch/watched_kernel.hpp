@@ -19,6 +19,7 @@
 #include "kwd/launch/stderr_tee.hpp"
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/platform/memory_limit.hpp"
+#include "kwd/probes/host_sources.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/watch/last_words.hpp"
 #include "kwd/watch/report_writer.hpp"
@@ -43,6 +44,9 @@ struct KernelLaunch {
   std::optional<std::uint64_t> memory_limit;  // a memory cgroup of its own with this limit
   std::string nvml_library;                   // empty: default search
   std::chrono::milliseconds gpu_interval{500};
+  // The kernel log, NVML and meminfo readers, shared with the caller's other kernels
+  // (`smoke -j`); null: this kernel's probes make their own.
+  std::shared_ptr<probes::HostSources> host_sources;
   bool faulthandler = true;  // the sitecustomize shim and PYTHONFAULTHANDLER
 };
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kwd/probes/host_sources.hpp"
 #include "kwd/probes/kernel_processes.hpp"
 #include "kwd/timeline/memory_sample.hpp"
 
@@ -64,6 +65,9 @@ struct ProbeOptions {
   // Who belongs to the kernel, shared by the probes that must attribute what they see;
   // make_probes() creates it when left empty.
   std::shared_ptr<KernelProcesses> processes;
+  // Host-wide sources shared with other watches of this process (the daemon's); null: each
+  // probe makes its own.
+  std::shared_ptr<HostSources> host;
 };
 
 using ProbeList = std::vector<std::unique_ptr<Probe>>;

@@ -30,9 +30,11 @@ class NotebookRun {
   static constexpr std::string_view kRunDirPrefix = "kernel-watchdog-smoke-";
   using DoneHandler = std::function<void()>;
 
+  // `host_sources` is shared by every notebook of the run: one kernel log reader and one
+  // NVML thread (started once, not per notebook) whatever -j says.
   NotebookRun(loop::EventLoop& loop, zmq::context_t& zmq, const SmokeOptions& options,
-              Notebook notebook, kernelspec::Kernelspec spec, std::string executed_name,
-              DoneHandler on_done);
+              std::shared_ptr<probes::HostSources> host_sources, Notebook notebook,
+              kernelspec::Kernelspec spec, std::string executed_name, DoneHandler on_done);
   ~NotebookRun();
   NotebookRun(const NotebookRun&) = delete;
   NotebookRun& operator=(const NotebookRun&) = delete;
@@ -71,6 +73,7 @@ class NotebookRun {
   loop::EventLoop& loop_;
   zmq::context_t& zmq_;
   const SmokeOptions& options_;
+  std::shared_ptr<probes::HostSources> host_sources_;
   Notebook notebook_;
   kernelspec::Kernelspec spec_;
   std::string executed_name_;

@@ -1,78 +1,59 @@
 #include "kwd/probes/linux/system_memory_probe.hpp"
 
-#include <fcntl.h>
-
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "kwd/probes/linux/procfs.hpp"
-#include "kwd/util/clock.hpp"
+#include "kwd/probes/host_sources.hpp"
+#include "kwd/probes/linux/system_memory_reader.hpp"
 
 namespace kwd::probes::linux_proc {
 
 SystemMemoryProbe::SystemMemoryProbe(const ProbeOptions& options)
-    : meminfo_fd_(::open((options.proc_root + "/meminfo").c_str(), O_RDONLY | O_CLOEXEC)),
-      pressure_fd_(::open((options.proc_root + "/pressure/memory").c_str(), O_RDONLY | O_CLOEXEC)),
+    : reader_(host_source<SystemMemoryReader>(
+          options.host, options.proc_root,
+          [&] { return std::make_shared<SystemMemoryReader>(options.proc_root); })),
       interval_ms_(options.slow_interval.count()) {
-  read_now();
-  if (!meminfo_fd_ || mem_total_ < 0) {
+  if (!reader_->readable()) {
     reason_ = "cannot read " + options.proc_root + "/meminfo";
     return;
   }
   reason_ = "/proc/meminfo";
-  reason_ +=
-      pressure_ ? " and /proc/pressure/memory" : " (no PSI: kernel without CONFIG_PSI or psi=0)";
+  reason_ += reader_->pressure ? " and /proc/pressure/memory"
+                               : " (no PSI: kernel without CONFIG_PSI or psi=0)";
   reason_ += " every " + std::to_string(interval_ms_) + " ms";
 }
 
-ProbeStatus SystemMemoryProbe::status() const {
-  return {"linux.system_memory", meminfo_fd_ && mem_total_ >= 0, reason_};
-}
+SystemMemoryProbe::~SystemMemoryProbe() = default;
 
-void SystemMemoryProbe::read_now() {
-  static thread_local std::string buf;
-  if (meminfo_fd_) {
-    if (const auto text = pread_all(meminfo_fd_.get(), buf)) {
-      mem_total_ = find_kb_field(*text, "MemTotal").value_or(-1);
-      mem_available_ = find_kb_field(*text, "MemAvailable").value_or(-1);
-      swap_total_ = find_kb_field(*text, "SwapTotal").value_or(-1);
-      swap_free_ = find_kb_field(*text, "SwapFree").value_or(-1);
-    }
-  }
-  if (pressure_fd_) {
-    if (const auto text = pread_all(pressure_fd_.get(), buf)) pressure_ = parse_pressure(*text);
-  }
+ProbeStatus SystemMemoryProbe::status() const {
+  return {"linux.system_memory", reader_->readable(), reason_};
 }
 
 void SystemMemoryProbe::sample(timeline::MemorySample& into) {
-  const std::int64_t now = util::steady_ms();
-  if (last_read_ms_ < 0 || now - last_read_ms_ >= interval_ms_) {
-    last_read_ms_ = now;
-    read_now();
-  }
-  into.mem_total = mem_total_;
-  into.mem_available = mem_available_;
-  if (pressure_) into.psi_some_avg10 = std::llround(pressure_->some_avg10 * 100.0);
+  reader_->refresh(interval_ms_);
+  into.mem_total = reader_->mem_total;
+  into.mem_available = reader_->mem_available;
+  if (reader_->pressure) into.psi_some_avg10 = std::llround(reader_->pressure->some_avg10 * 100.0);
 }
 
 void SystemMemoryProbe::on_kernel_exit(const KernelExit& /*how*/) {
-  read_now();
+  reader_->refresh(0);
 }
 
 void SystemMemoryProbe::contribute(nlohmann::json& report) const {
   using nlohmann::json;
   const auto bytes = [](std::int64_t v) { return v >= 0 ? json(v) : json(nullptr); };
   json psi = nullptr;
-  if (pressure_) {
-    psi = {{"some_avg10", pressure_->some_avg10},
-           {"some_avg60", pressure_->some_avg60},
-           {"full_avg10", pressure_->has_full ? json(pressure_->full_avg10) : json(nullptr)},
-           {"full_avg60", pressure_->has_full ? json(pressure_->full_avg60) : json(nullptr)}};
+  if (const auto& p = reader_->pressure) {
+    psi = {{"some_avg10", p->some_avg10},
+           {"some_avg60", p->some_avg60},
+           {"full_avg10", p->has_full ? json(p->full_avg10) : json(nullptr)},
+           {"full_avg60", p->has_full ? json(p->full_avg60) : json(nullptr)}};
   }
-  report["system_memory"] = {{"mem_total", bytes(mem_total_)},
-                             {"mem_available", bytes(mem_available_)},
-                             {"swap_total", bytes(swap_total_)},
-                             {"swap_free", bytes(swap_free_)},
+  report["system_memory"] = {{"mem_total", bytes(reader_->mem_total)},
+                             {"mem_available", bytes(reader_->mem_available)},
+                             {"swap_total", bytes(reader_->swap_total)},
+                             {"swap_free", bytes(reader_->swap_free)},
                              {"psi", psi}};
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "kwd/probes/host_sources.hpp"
 #include "kwd/probes/process_identity.hpp"
 
 namespace kwd::probes::nvml {
@@ -19,7 +20,10 @@ NvmlProbe::NvmlProbe(const ProbeOptions& options)
     : library_(library_path(options.nvml_library)),
       processes_(options.processes ? options.processes
                                    : std::make_shared<KernelProcesses>(options.kernel_pid)),
-      worker_(std::make_unique<NvmlWorker>(library_, options.gpu_interval)) {
+      worker_(host_source<NvmlWorker>(
+          options.host, library_.string() + "@" + std::to_string(options.gpu_interval.count()),
+          [&] { return std::make_shared<NvmlWorker>(library_, options.gpu_interval); })),
+      xid_cursor_(worker_->xid_events_end()) {
   // Without a driver, dlopen fails in microseconds: wait that long so the start-up status is
   // the real one. A driver that takes longer to initialise is not waited for.
   if (worker_->wait_started(std::chrono::milliseconds(100))) refresh();
@@ -72,7 +76,7 @@ void NvmlProbe::refresh() {
     gpu_device_used_ = memory_known ? used : -1;
     gpu_total_ = memory_known ? total : -1;
   }
-  worker_->take_xid_events(incoming_);
+  xids_dropped_ += worker_->follow_xid_events(xid_cursor_, incoming_);
   for (const auto& e : incoming_)
     attribute(e);
   incoming_.clear();
@@ -109,7 +113,7 @@ void NvmlProbe::sample(timeline::MemorySample& into) {
 
 void NvmlProbe::on_kernel_exit(const KernelExit& /*how*/) {
   // The processes' last readings stay as they were; only late Xid events are collected.
-  worker_->take_xid_events(incoming_);
+  xids_dropped_ += worker_->follow_xid_events(xid_cursor_, incoming_);
   for (const auto& e : incoming_)
     attribute(e);
   incoming_.clear();

@@ -1,5 +1,7 @@
 #include "kwd/probes/nvml/nvml_worker.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <exception>
 
@@ -43,11 +45,23 @@ bool NvmlWorker::copy_if_newer(std::uint64_t& generation, GpuState& into) {
   return true;
 }
 
-void NvmlWorker::take_xid_events(std::vector<XidEvent>& into) {
+std::uint64_t NvmlWorker::follow_xid_events(std::uint64_t& cursor, std::vector<XidEvent>& into) {
   std::lock_guard lock(mutex_);
-  if (xid_queue_.empty()) return;
-  std::move(xid_queue_.begin(), xid_queue_.end(), std::back_inserter(into));
-  xid_queue_.clear();
+  const std::uint64_t first = xid_end_ - xid_recent_.size();
+  std::uint64_t missed = 0;
+  if (cursor < first) {
+    missed = first - cursor;
+    cursor = first;
+  }
+  into.insert(into.end(), xid_recent_.begin() + static_cast<std::ptrdiff_t>(cursor - first),
+              xid_recent_.end());
+  cursor = xid_end_;
+  return missed;
+}
+
+std::uint64_t NvmlWorker::xid_events_end() {
+  std::lock_guard lock(mutex_);
+  return xid_end_;
 }
 
 bool NvmlWorker::wait_started(std::chrono::milliseconds timeout) {
@@ -91,6 +105,8 @@ void NvmlWorker::sample_devices(const NvmlLibrary& lib, std::vector<Device>& han
 }
 
 void NvmlWorker::run(const std::stop_token& stop) {
+  // Named, so `top -H` and the tests can tell it from ZeroMQ's threads.
+  ::pthread_setname_np(::pthread_self(), "kwd-nvml");
   GpuState state;
   try {
     std::string problem;
@@ -206,10 +222,9 @@ void NvmlWorker::run(const std::stop_token& stop) {
           xid.pids_on_device.push_back(p.pid);
       {
         std::lock_guard lock(mutex_);
-        if (xid_queue_.size() < kXidQueued)
-          xid_queue_.push_back(std::move(xid));
-        else
-          ++xid_dropped_;
+        if (xid_recent_.size() == kXidKept) xid_recent_.pop_front();
+        xid_recent_.push_back(std::move(xid));
+        ++xid_end_;
       }
     }
   } catch (const std::exception& e) {

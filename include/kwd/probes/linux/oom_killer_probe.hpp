@@ -9,22 +9,26 @@
 
 #include "kwd/probes/kernel_processes.hpp"
 #include "kwd/probes/probe.hpp"
-#include "kwd/util/unique_fd.hpp"
 
 namespace kwd::probes::linux_proc {
+
+class KernelLogFeed;
 
 // Evidence that the OOM killer killed the kernel or one of its own. A SIGKILL alone proves
 // nothing (anyone may send one); the evidence is a kernel log line naming a pid of the
 // kernel's tree, or a rise of the OOM-kill counter of the kernel's cgroup (which the cgroup
 // probe, listed before this one, puts in the report's `cgroup` section).
 //
-// /dev/kmsg is opened non-blocking and positioned at its end, so only what the kernel logs
-// from now on is read: once a second what arrived is drained (a read() that returns EAGAIN
-// when nothing did), and everything when the kernel dies. After a SIGKILL it waits briefly for the
-// line, which the kernel prints just after sending the signal.
+// The kernel log is a KernelLogFeed shared by every watch of the process (one /dev/kmsg
+// descriptor for a daemon's hundred kernels): this probe follows it from the moment it was
+// made, once a second and in full when the kernel dies. After a SIGKILL it waits briefly
+// for the line, which the kernel prints just after sending the signal.
 class OomKillerProbe final : public Probe {
  public:
   explicit OomKillerProbe(const ProbeOptions& options, const std::string& kmsg_path = "/dev/kmsg");
+  ~OomKillerProbe() override;
+  OomKillerProbe(const OomKillerProbe&) = delete;
+  OomKillerProbe& operator=(const OomKillerProbe&) = delete;
 
   [[nodiscard]] ProbeStatus status() const override;
   void sample(timeline::MemorySample& into) override;
@@ -36,11 +40,13 @@ class OomKillerProbe final : public Probe {
   static constexpr std::size_t kLinesKept = 32;
 
  private:
-  // Reads every record available now; true if one named a kill in the kernel's tree.
-  bool drain();
+  // Follows the feed (reading the kernel log first if the last read is older than the
+  // interval, or at once when `now`); true if a new line named a kill in the kernel's tree.
+  bool drain(bool now);
   [[nodiscard]] bool ours(pid_t pid) const;
 
-  util::UniqueFd kmsg_;
+  std::shared_ptr<KernelLogFeed> feed_;
+  std::uint64_t cursor_ = 0;
   std::shared_ptr<KernelProcesses> processes_;
   // The hierarchy path of the cgroup the watchdog made for the kernel alone: a process the
   // tree probe never saw (born and killed between two scans) is still ours if the kernel's
@@ -50,9 +56,9 @@ class OomKillerProbe final : public Probe {
   std::vector<std::string> lines_;  // matching messages, at most kLinesKept (the first ones)
   std::vector<pid_t> killed_pids_;  // from "Killed process" lines naming the tree
   std::int64_t other_kills_ = 0;    // kills of processes outside the tree, seen meanwhile
-  std::int64_t records_lost_ = 0;   // overwritten before we read them
+  std::int64_t lost_before_ = 0;    // the feed's count of lost records when we started
+  std::int64_t missed_ = 0;         // lines other kernels' reads pushed out before ours
   std::int64_t interval_ms_;
-  std::int64_t last_drain_ms_ = -1;
   std::string reason_;
 };
 

@@ -1,21 +1,24 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <string>
 
-#include "kwd/probes/linux/pressure.hpp"
 #include "kwd/probes/probe.hpp"
-#include "kwd/util/unique_fd.hpp"
 
 namespace kwd::probes::linux_proc {
 
+class SystemMemoryReader;
+
 // The whole machine: MemTotal, MemAvailable and swap from /proc/meminfo, memory pressure
-// from /proc/pressure/memory. Both files stay open and are re-read with pread at the
+// from /proc/pressure/memory, through the process's one SystemMemoryReader, re-read at the
 // slow rate; every sample carries the last values.
 class SystemMemoryProbe final : public Probe {
  public:
   explicit SystemMemoryProbe(const ProbeOptions& options);
+  ~SystemMemoryProbe() override;
+  SystemMemoryProbe(const SystemMemoryProbe&) = delete;
+  SystemMemoryProbe& operator=(const SystemMemoryProbe&) = delete;
 
   [[nodiscard]] ProbeStatus status() const override;
   void sample(timeline::MemorySample& into) override;
@@ -23,14 +26,8 @@ class SystemMemoryProbe final : public Probe {
   void on_kernel_exit(const KernelExit& how) override;
 
  private:
-  void read_now();
-
-  util::UniqueFd meminfo_fd_;
-  util::UniqueFd pressure_fd_;
+  std::shared_ptr<SystemMemoryReader> reader_;
   std::int64_t interval_ms_;
-  std::int64_t last_read_ms_ = -1;
-  std::int64_t mem_total_ = -1, mem_available_ = -1, swap_total_ = -1, swap_free_ = -1;
-  std::optional<Pressure> pressure_;
   std::string reason_;
 };
 

@@ -17,8 +17,9 @@ namespace kwd::probes::nvml {
 // NVIDIA GPUs through NVML, loaded with dlopen (no CUDA at build time). The library is
 // --nvml-library, else $KERNEL_WATCHDOG_NVML, else the dynamic linker's libnvidia-ml.so.1;
 // "no NVIDIA driver" and "no NVIDIA GPU" are normal states, reported as such. All NVML
-// calls happen on NvmlWorker's thread; on the loop this probe only copies what the worker
-// published and attributes it to the kernel's processes.
+// calls happen on NvmlWorker's thread, one for the whole process (a HostSources source when
+// watches share them); on the loop this probe only copies what the worker published and
+// attributes it to the kernel's processes.
 class NvmlProbe final : public Probe {
  public:
   explicit NvmlProbe(const ProbeOptions& options);
@@ -59,8 +60,9 @@ class NvmlProbe final : public Probe {
 
   std::filesystem::path library_;  // empty: libnvidia-ml.so.1 from the linker's search
   std::shared_ptr<KernelProcesses> processes_;
-  std::unique_ptr<NvmlWorker> worker_;
+  std::shared_ptr<NvmlWorker> worker_;  // shared by every watch of the process
   std::uint64_t generation_ = 0;
+  std::uint64_t xid_cursor_ = 0;
   GpuState state_;
   std::vector<XidEvent> incoming_;
   std::vector<TrackedProcess> tracked_;  // the kernel's processes seen on a GPU

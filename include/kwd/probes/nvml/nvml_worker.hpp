@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <stop_token>
@@ -28,12 +29,16 @@ class NvmlWorker {
 
   // Copies the state into `into` if it changed since `generation` (updated); true if so.
   bool copy_if_newer(std::uint64_t& generation, GpuState& into);
-  // Moves the queued Xid events into `into` (appended).
-  void take_xid_events(std::vector<XidEvent>& into);
+  // Xid events, for any number of readers (the probes of every watched kernel share one
+  // worker): copies those after `cursor` into `into` (appended) and moves the cursor past
+  // them. Returns how many the reader missed, pushed out by newer ones before it looked.
+  std::uint64_t follow_xid_events(std::uint64_t& cursor, std::vector<XidEvent>& into);
+  // The cursor of a reader that wants only the events from now on.
+  std::uint64_t xid_events_end();
   // Until the library is loaded and sampled once, or refused; false on timeout.
   bool wait_started(std::chrono::milliseconds timeout);
 
-  static constexpr std::size_t kXidQueued = 64;
+  static constexpr std::size_t kXidKept = 64;  // the newest, for readers to follow
   static constexpr unsigned int kWaitSliceMs = 250;
 
  private:
@@ -51,8 +56,8 @@ class NvmlWorker {
   GpuState published_;
   std::uint64_t generation_ = 0;
   bool started_ = false;
-  std::vector<XidEvent> xid_queue_;
-  std::uint64_t xid_dropped_ = 0;
+  std::deque<XidEvent> xid_recent_;  // the newest kXidKept
+  std::uint64_t xid_end_ = 0;        // events ever seen; the last of xid_recent_ is number end-1
 
   std::jthread thread_;  // last: started after everything above exists, stopped first
 };
