@@ -20,6 +20,12 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->envname("KERNEL_WATCHDOG_LOG_LEVEL")
       ->capture_default_str();
+  std::string log_format;
+  app.add_option("--log-format", log_format,
+                 "text or json (one object a line, with kernel_id, cause and report fields); "
+                 "default: text, or the journal's own fields when run by systemd")
+      ->envname("KERNEL_WATCHDOG_LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}));
   app.footer(
       "Start here:\n"
       "  kernel-watchdog kernelspec wrap python3   # a 'python3-watchdog' kernel for Jupyter\n"
@@ -48,7 +54,7 @@ int main(int argc, char** argv) {
       if (command.app->get_name() == "smoke" && command.app->parsed()) return 4;
     return 2;
   }
-  kwd::cli::setup_logging(log_level);
+  kwd::cli::setup_logging(log_level, log_format);
   try {
     for (const auto& command : commands)
       if (command.app->parsed()) return command.action();

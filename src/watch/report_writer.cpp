@@ -4,19 +4,36 @@
 
 #include <utility>
 
+#include "kwd/logging/log_fields.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
 
 namespace kwd::watch {
 namespace {
 
-// " (the diagnosis' headline)": the log line says why, not only the signal.
-std::string verdict(const nlohmann::json& report) {
+std::string diagnosis_text(const nlohmann::json& report, const char* field) {
   const auto d = report.find("diagnosis");
   if (d == report.end() || !d->is_object()) return "";
-  const auto headline = d->find("headline");
-  if (headline == d->end() || !headline->is_string()) return "";
-  return " (" + headline->get<std::string>() + ")";
+  const auto value = d->find(field);
+  return value != d->end() && value->is_string() ? value->get<std::string>() : "";
+}
+
+// " (the diagnosis' headline)": the log line says why, not only the signal.
+std::string verdict(const nlohmann::json& report) {
+  const auto headline = diagnosis_text(report, "headline");
+  return headline.empty() ? "" : " (" + headline + ")";
+}
+
+// The fields a log shipper or `journalctl CAUSE=oom_killed` selects a report's line by.
+std::vector<logging::LogFields::Field> report_fields(const std::string& kernel_id,
+                                                     const nlohmann::json& report,
+                                                     const std::filesystem::path& path) {
+  std::vector<logging::LogFields::Field> fields;
+  if (!kernel_id.empty()) fields.emplace_back("kernel_id", kernel_id);
+  if (auto cause = diagnosis_text(report, "cause"); !cause.empty())
+    fields.emplace_back("cause", std::move(cause));
+  fields.emplace_back("report", path.string());
+  return fields;
 }
 
 }  // namespace
@@ -45,6 +62,7 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
   const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir), limits);
   try {
     out.path = primary.write(id, report::to_text(out.document));
+    const logging::LogFields fields(report_fields(kernel_id, out.document, *out.path));
     spdlog::warn("kernel {} {}{}; {} report: {}", watch.pid(), what, verdict(out.document), kind,
                  out.path->string());
     return out;
@@ -55,6 +73,7 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
   const report::ReportStore fallback(report::ReportStore::fallback_dir(), limits);
   try {
     out.path = fallback.write(id, report::to_text(out.document));
+    const logging::LogFields fields(report_fields(kernel_id, out.document, *out.path));
     spdlog::warn("kernel {} {}{}; {} report (fallback location): {}", watch.pid(), what,
                  verdict(out.document), kind, out.path->string());
   } catch (const std::exception& e) {

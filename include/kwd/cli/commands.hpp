@@ -19,6 +19,10 @@ Command add_daemon_command(CLI::App& app);
 Command add_status_command(CLI::App& app);
 Command add_service_command(CLI::App& app);
 
-void setup_logging(const std::string& level);
+// The process's logger on stderr at `level`. `format`: "text" (a line a person reads),
+// "json" (one object a line, with the structured fields), or "" (text, unless stderr is
+// systemd's journal: then records go to it with their fields). Throws std::invalid_argument
+// for another format.
+void setup_logging(const std::string& level, const std::string& format = "");
 
 }  // namespace kwd::cli
