@@ -16,6 +16,8 @@ packages=(
   python3-nbformat python3-numpy python3-pytest python3-jsonschema
   # smoke: JUnit files read by a real JUnit reader; nbclient for the side-by-side bench
   python3-junitparser python3-nbclient
+  # daemon: a real Jupyter server whose /api/sessions names the notebook of a kernel
+  python3-jupyter-server
   # daemon: /metrics is read by the Prometheus project's own text parser
   python3-prometheus-client
   # the HTML report is checked in headless Chromium

@@ -135,7 +135,17 @@ Command add_daemon_command(CLI::App& app) {
   cmd->add_option("--metrics-textfile", options->metrics_textfile,
                   "Also write the metrics to this file, atomically, for node_exporter's "
                   "textfile collector (e.g. /var/lib/node_exporter/textfile/kernel-watchdog.prom)");
+  auto log_format = std::make_shared<std::string>();
+  cmd->add_option("--log-format", *log_format,
+                  "text or json: one object a line with kernel_id, cause and report fields "
+                  "(as the global --log-format; under systemd the journal gets those fields "
+                  "by default)")
+      ->check(CLI::IsMember({"text", "json"}));
   return {cmd, [=]() -> int {
+            if (!log_format->empty()) {
+              const auto level = spdlog::level::to_string_view(spdlog::get_level());
+              setup_logging(std::string(level.data(), level.size()), *log_format);
+            }
             for (const auto& d : *runtime_dirs)
               options->runtime_dirs.push_back(std::filesystem::absolute(d));
             options->sample_interval = std::chrono::milliseconds(

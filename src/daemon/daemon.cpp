@@ -17,6 +17,7 @@
 #include "kwd/daemon/service_notify.hpp"
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/kernelspec/kernelspec.hpp"
+#include "kwd/logging/log_fields.hpp"
 #include "kwd/metrics/exposition.hpp"
 #include "kwd/metrics/textfile.hpp"
 #include "kwd/platform/host.hpp"
@@ -83,6 +84,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   if (options_.runtime_dirs.empty()) options_.runtime_dirs = default_runtime_dirs();
   if (options_.status_socket.empty())
     options_.status_socket = default_status_socket(options_.report_dir);
+  sessions_ = std::make_unique<JupyterSessions>(options_.runtime_dirs);
 }
 
 Daemon::~Daemon() {
@@ -214,6 +216,16 @@ void Daemon::scan() {
     if (skipped_.contains({process.pid, process.start_time})) continue;
     start_watching(process);
   }
+  for (auto& [pid, k] : kernels_)
+    if (k.notebook.empty()) name_notebook(k, false);
+}
+
+void Daemon::name_notebook(Kernel& k, bool now) {
+  // A server records a session a moment after it starts its kernel: asked again later.
+  auto path = sessions_->notebook_of(k.kernel_id, now);
+  if (path.empty()) return;
+  k.notebook = path;
+  k.watch->set_notebook({std::move(path), "jupyter_server"});
 }
 
 void Daemon::start_watching(const KernelProcess& process) {
@@ -233,7 +245,12 @@ void Daemon::start_watching(const KernelProcess& process) {
   } catch (const std::exception& e) {
     return skip(e.what());
   }
-  const auto notebook = probes::notebook_of_kernel(process.connection_file, process.pid);
+  auto notebook = probes::notebook_of_kernel(process.connection_file, process.pid);
+  if (notebook.path.empty())
+    if (auto path = sessions_->notebook_of(
+            protocol::kernel_id_from_connection_file(process.connection_file));
+        !path.empty())
+      notebook = {std::move(path), "jupyter_server"};
   std::unique_ptr<watch::DeathSource> death;
   try {
     death = watch::make_process_death_source(process.pid);
@@ -258,6 +275,7 @@ void Daemon::start_watching(const KernelProcess& process) {
   wo.sample_interval = options_.sample_interval;
   wo.listener = options_.listener;
   wo.probes.nvml_library = options_.nvml_library;
+  wo.probes.host = host_sources_;
   const pid_t pid = process.pid;
   kernel.watch = std::make_unique<watch::Watch>(
       loop_, std::move(wo), std::move(death),
@@ -265,6 +283,7 @@ void Daemon::start_watching(const KernelProcess& process) {
       [this, pid](const protocol::HangEvidence& hang) { on_hang(pid, hang); });
   auto& placed = kernels_[pid] = std::move(kernel);
   placed.watch->start();
+  const logging::LogFields fields({{"kernel_id", placed.kernel_id}});
   spdlog::info("watching kernel {} (pid {}{}{})", placed.kernel_id, pid,
                notebook.path.empty() ? "" : ", ", notebook.path);
 }
@@ -273,6 +292,7 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
   auto it = kernels_.find(pid);
   if (it == kernels_.end()) return;
   Kernel& k = it->second;
+  const logging::LogFields fields({{"kernel_id", k.kernel_id}});
   // jupyter_client interrupts (SIGINT) every kernel it shuts down, before the request; a
   // kernel still starting has no handler for it yet and dies of it. Once started, ipykernel
   // turns SIGINT into KeyboardInterrupt, so a death by SIGINT is a manager's shutdown.
@@ -283,6 +303,7 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
     spdlog::info("kernel {} (pid {}) {} (requested); no report", k.kernel_id, pid,
                  end.status ? end.status->describe() : end.how_known);
   } else {
+    if (k.notebook.empty()) name_notebook(k, true);
     watch::ReportContext context;
     context.end = &end;
     context.at_ms = at_ms;

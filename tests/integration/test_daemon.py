@@ -6,6 +6,7 @@ are seen too: every check here is about this test's own kernels (by connection f
 import json
 import os
 import pathlib
+import secrets
 import shutil
 import signal
 import socket
@@ -130,7 +131,7 @@ def test_three_kernels_are_found_and_memory_follows(world, daemon, kernels):
 
 
 def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
-    d = daemon()
+    d = daemon("--log-format", "json")
     # jupyter_server names the notebook in the kernel's environment.
     k = kernels(env={"JPY_SESSION_NAME": "work/segfault.ipynb"})
     assert d.kernel(k.km.connection_file)["notebook"] == "work/segfault.ipynb"
@@ -155,7 +156,16 @@ def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
     key = json.loads(pathlib.Path(k.km.connection_file).read_text())["key"]
     status = kwd("status", "--json", "--status-socket", world["socket"]).stdout
     log = d.stop()
-    assert "kernel" in log
+    # One JSON object a line; the report's line carries the kernel, the cause and the path.
+    lines = [json.loads(line) for line in log.splitlines() if line.strip()]
+    kernel_id = report["kernel"]["kernel_id"]
+    (written,) = [line for line in lines  # other tests' kernels may die meanwhile
+                  if line.get("report") and line.get("kernel_id") == kernel_id]
+    assert written["cause"] == "native_crash"
+    assert pathlib.Path(written["report"]).parent == world["reports"]
+    assert written["level"] == "warning" and "report" in written["message"]
+    assert any(line.get("kernel_id") == kernel_id and "watching" in line["message"]
+               for line in lines)
     for name, text in {"daemon log": log, "status": status, "report": json.dumps(report)}.items():
         assert key not in text, f"the connection key reached the {name}"
 
@@ -254,6 +264,44 @@ def test_metrics_address_that_cannot_be_served_is_a_clear_error(world):
                               capture_output=True, text=True, timeout=20)
     assert busy.returncode == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in busy.stderr
     assert not world["socket"].exists()
+
+
+def test_kernels_share_one_kernel_log_reader_and_one_nvml_thread(world, daemon, kernels,
+                                                                 monkeypatch):
+    """Host-wide sources exist once per daemon, however many kernels it watches, and each
+    kernel still gets its own share of what they say."""
+    script = world["tmp"] / "nvml-script"
+    gpu = ("driver=550.54.15\ndevice.0.name=NVIDIA H100 80GB HBM3\n"
+           "device.0.uuid=GPU-11111111-2222-3333-4444-555555555555\n"
+           "device.0.total=85899345920\ndevice.0.used=12884901888\n")
+    script.write_text(gpu)
+    monkeypatch.setenv("FAKE_NVML_SCRIPT", str(script))
+    fake = pathlib.Path(os.environ["KWD_BUILD_DIR"]) / "fake-nvml" / "current" / "libnvidia-ml.so.1"
+    d = daemon("--nvml-library", fake)
+    ks = [kernels() for _ in range(3)]
+    pids = [k.km.provisioner.process.pid for k in ks]
+    for k, pid in zip(ks, pids):
+        d.kernel(k.km.connection_file, pid)
+    tmp = script.with_suffix(".tmp")
+    tmp.write_text(gpu + "".join(f"device.0.process={pid}:{(i + 1) << 30}\n"
+                                 for i, pid in enumerate(pids)))
+    tmp.replace(script)
+    deadline = time.monotonic() + 10
+    while True:
+        gpu_bytes = [d.kernel(k.km.connection_file).get("gpu_bytes") for k in ks]
+        if gpu_bytes == [1 << 30, 2 << 30, 3 << 30]:
+            break
+        assert time.monotonic() < deadline, gpu_bytes
+        time.sleep(0.1)
+    daemon_proc = psutil.Process(d.proc.pid)
+    kmsg = [f for f in os.listdir(f"/proc/{d.proc.pid}/fd")
+            if os.path.realpath(f"/proc/{d.proc.pid}/fd/{f}") == "/dev/kmsg"]
+    if os.access("/dev/kmsg", os.R_OK):
+        assert len(kmsg) == 1, kmsg
+    nvml_threads = [t for t in daemon_proc.threads()
+                    if pathlib.Path(f"/proc/{d.proc.pid}/task/{t.id}/comm").read_text().strip()
+                    == "kwd-nvml"]
+    assert len(nvml_threads) == 1
 
 
 def test_clean_shutdown_and_restart(world, daemon, kernels):
@@ -358,3 +406,73 @@ def test_service_install_dry_run_and_unit_verifies(world, monkeypatch):
                           capture_output=True, text=True,
                           env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_notebook_named_by_the_jupyter_server_when_the_kernel_does_not_say(world, daemon):
+    """A real jupyter_server starts the kernel for a notebook session. The kernelspec clears
+    JPY_SESSION_NAME from the kernel's environment (as kernels of servers that do not set it
+    have none), so only the server's /api/sessions can name the notebook; the server's token
+    reaches nothing the daemon writes."""
+    spec_dir = world["prefix"] / "share" / "jupyter" / "kernels" / "quiet"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": ["env", "-u", "JPY_SESSION_NAME", sys.executable, "-m", "ipykernel_launcher",
+                 "-f", "{connection_file}"],
+        "display_name": "quiet", "language": "python"}))
+    root = world["tmp"] / "root"
+    (root / "work").mkdir(parents=True)
+    (root / "work" / "analysis.ipynb").write_text(json.dumps(
+        {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    token = secrets.token_hex(24)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = daemon()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+         f"--port={port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1",
+         f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(world["runtime"].glob("jpserver-*.json")):
+            assert server.poll() is None and time.monotonic() < deadline, "no jupyter_server"
+            time.sleep(0.1)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/sessions", method="POST",
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+            data=json.dumps({"path": "work/analysis.ipynb", "type": "notebook", "name": "",
+                             "kernel": {"name": "quiet"}}).encode())
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            kernel_id = json.loads(answer.read())["kernel"]["id"]
+        connection_file = world["runtime"] / f"kernel-{kernel_id}.json"
+        deadline = time.monotonic() + 20
+        while True:
+            row = d.kernel(connection_file, timeout=20)
+            if row["notebook"] == "work/analysis.ipynb":
+                break
+            assert time.monotonic() < deadline, row
+            time.sleep(0.2)
+        pid = row["pid"]
+        assert "JPY_SESSION_NAME" not in psutil.Process(pid).environ()
+        time.sleep(1)  # the kernel is up and idle: its death is nobody's request
+        os.kill(pid, signal.SIGSEGV)
+        deadline = time.monotonic() + 15
+        while not reports_for(world, connection_file):
+            assert time.monotonic() < deadline, d.stop()
+            time.sleep(0.1)
+        time.sleep(0.3)
+        (report,) = reports_for(world, connection_file)
+        assert report["kernel"]["notebook"] == "work/analysis.ipynb"
+        assert report["kernel"]["notebook_source"] == "jupyter_server"
+        status = kwd("status", "--json", "--status-socket", world["socket"]).stdout
+        log = d.stop()
+        for name, text in {"daemon log": log, "status": status,
+                           "report": json.dumps(report)}.items():
+            assert token not in text, f"the server's token reached the {name}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()

@@ -15,11 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "kwd/daemon/jupyter_sessions.hpp"
 #include "kwd/daemon/kernel_processes.hpp"
 #include "kwd/daemon/runtime_dir_watcher.hpp"
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
 #include "kwd/metrics/http_server.hpp"
+#include "kwd/probes/host_sources.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/util/unique_fd.hpp"
 #include "kwd/watch/watch.hpp"
@@ -83,6 +85,7 @@ class Daemon {
   void start_watching(const KernelProcess& process);
   void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);
+  void name_notebook(Kernel& k, bool now);
   void on_status_client();
   [[nodiscard]] nlohmann::json status_json() const;
   [[nodiscard]] std::string metrics_text() const;
@@ -104,6 +107,9 @@ class Daemon {
   std::int64_t started_ms_ = 0;
   std::uint64_t reports_written_ = 0;
   std::map<std::string, std::int64_t> deaths_by_cause_;
+  std::unique_ptr<JupyterSessions> sessions_;
+  // One kernel log reader, one NVML thread, one meminfo reader for all the kernels.
+  std::shared_ptr<probes::HostSources> host_sources_ = std::make_shared<probes::HostSources>();
   std::unique_ptr<metrics::HttpServer> metrics_server_;
   std::string metrics_url_;        // "" when not served
   bool textfile_failing_ = false;  // said once, then again when it works

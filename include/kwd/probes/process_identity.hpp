@@ -31,7 +31,8 @@ std::string environment_variable(pid_t pid, std::string_view name);
 struct KernelNotebook {
   std::string path;    // as the Jupyter server gave it (often relative to its root)
   std::string source;  // "connection_file" (its jupyter_session), "environment"
-                       // (JPY_SESSION_NAME), or "" when not known
+                       // (JPY_SESSION_NAME), "jupyter_server" (its /api/sessions), or ""
+                       // when not known
 };
 
 // The notebook of the kernel `pid` whose connection file is `connection_file` (may be

@@ -85,6 +85,9 @@ class Watch {
   void cell_announced(std::int64_t execution_count, const std::string& code, bool truncated);
   // Asks the death source (a parent's SIGCHLD says when); calls the death handler once.
   void check_death();
+  // The notebook, learnt after the start (the daemon asks the Jupyter server); the
+  // connection file's jupyter_session still comes first.
+  void set_notebook(probes::KernelNotebook notebook) { options_.notebook = std::move(notebook); }
 
   [[nodiscard]] pid_t pid() const { return options_.kernel_pid; }
   [[nodiscard]] bool shutdown_requested() const;

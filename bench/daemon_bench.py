@@ -1,0 +1,229 @@
+"""The daemon under load (issue: background service), measured side by side in one run.
+
+--kernels N real idle ipykernels (50), started by jupyter_client's KernelManager from the
+unwrapped python3 kernelspec into a private runtime dir, and --synthetic M connection files
+(500), each named by the argv of a sleeping process (`tail -f FILE`: a process whose argv
+carries `-f <connection file>`, as a kernel's does) whose ports nobody listens on. Printed:
+
+- discovery latency, connection file written -> the daemon's "watching kernel" log line
+  (its JSON log's time), p50 / p99 (target p99 <= 100 ms);
+- the daemon's CPU over --idle-seconds with everything watched, as a share of one core
+  (target < 1 % in total), next to a psutil poll of the same real kernels' process trees
+  the way jupyter-resource-usage reads them (memory_info of the kernel and its children),
+  at 1 Hz: the cost of today's per-kernel memory readout for the same kernels;
+- the daemon's RSS before any kernel and with all watched: per watched kernel (target
+  < 1 MiB each plus a fixed base);
+- death -> report on disk for --deaths real kernels killed by SIGSEGV, p50 / p99 (target
+  p99 <= 50 ms).
+
+Usage: /usr/bin/python3 bench/daemon_bench.py --watchdog build/kernel-watchdog
+           [--kernels 50] [--synthetic 500] [--idle-seconds 30] [--deaths 10]
+"""
+import argparse
+import calendar
+import json
+import os
+import pathlib
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+import psutil
+from jupyter_client import KernelManager
+
+MiB = 1024 * 1024
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def daemon_status(watchdog, sock):
+    out = subprocess.run([watchdog, "status", "--json", "--status-socket", str(sock)],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def wait_watched(watchdog, sock, files, timeout):
+    deadline = time.monotonic() + timeout
+    wanted = {str(f) for f in files}
+    while True:
+        seen = {r["connection_file"] for r in daemon_status(watchdog, sock)["kernels"]
+                if r.get("watched_by") == "daemon"}
+        if wanted <= seen:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {len(wanted & seen)} of {len(wanted)} watched")
+        time.sleep(0.2)
+
+
+def unused_ports(count):
+    """Ports that nothing listens on (bound and closed again: free now)."""
+    ports = []
+    for _ in range(count):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    return ports
+
+
+def synthetic_connection_file(path):
+    shell, iopub, stdin, control, hb = unused_ports(5)
+    path.write_text(json.dumps({
+        "shell_port": shell, "iopub_port": iopub, "stdin_port": stdin, "control_port": control,
+        "hb_port": hb, "ip": "127.0.0.1", "key": secrets.token_hex(16), "transport": "tcp",
+        "signature_scheme": "hmac-sha256", "kernel_name": "python3"}))
+
+
+def watched_at(log_path):
+    """kernel id -> when the daemon logged that it watches it (epoch seconds)."""
+    out = {}
+    for line in log_path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("kernel_id") and record["message"].startswith("watching kernel"):
+            t = time.strptime(record["time"][:19], "%Y-%m-%dT%H:%M:%S")
+            out[record["kernel_id"]] = calendar.timegm(t) + int(record["time"][20:23]) / 1000
+    return out
+
+
+def psutil_poll(pids):
+    """One readout of every kernel's tree, as jupyter-resource-usage makes it."""
+    total = 0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            for p in [root] + root.children(recursive=True):
+                total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def cpu_seconds(proc):
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--watchdog", required=True)
+    ap.add_argument("--kernels", type=int, default=50)
+    ap.add_argument("--synthetic", type=int, default=500)
+    ap.add_argument("--idle-seconds", type=float, default=30)
+    ap.add_argument("--deaths", type=int, default=10)
+    args = ap.parse_args()
+    watchdog = str(pathlib.Path(args.watchdog).resolve())
+
+    work = pathlib.Path(tempfile.mkdtemp(prefix="kwd-daemon-bench-"))
+    runtime, reports, sock, log = work / "runtime", work / "reports", work / "d.sock", work / "log"
+    runtime.mkdir()
+    os.environ.update(JUPYTER_RUNTIME_DIR=str(runtime), PYDEVD_DISABLE_FILE_VALIDATION="1",
+                      KERNEL_WATCHDOG_REPORT_DIR=str(reports))
+    with open(log, "w") as log_file:
+        daemon = subprocess.Popen(
+            [watchdog, "--log-format", "json", "daemon", "--runtime-dir", str(runtime),
+             "--report-dir", str(reports), "--status-socket", str(sock)],
+            stdout=log_file, stderr=log_file)
+    managers, sleepers = [], []
+    try:
+        while not sock.exists():
+            assert daemon.poll() is None, log.read_text()
+            time.sleep(0.05)
+        time.sleep(1)
+        dproc = psutil.Process(daemon.pid)
+        base_rss = dproc.memory_info().rss
+
+        written = {}  # kernel id -> when its connection file was written
+        for _ in range(args.kernels):
+            km = KernelManager(kernel_name="python3")
+            km.start_kernel()
+            cf = pathlib.Path(km.connection_file)
+            written[cf.stem.removeprefix("kernel-")] = cf.stat().st_mtime_ns / 1e9
+            managers.append(km)
+        for i in range(args.synthetic):
+            cf = runtime / f"kernel-synthetic-{i:04d}.json"
+            synthetic_connection_file(cf)
+            written[cf.stem.removeprefix("kernel-")] = time.time()
+            sleepers.append(subprocess.Popen(["tail", "-f", str(cf)], stdout=subprocess.DEVNULL))
+        files = [m.connection_file for m in managers] + [s.args[2] for s in sleepers]
+        wait_watched(watchdog, sock, files, timeout=120)
+        for km in managers:  # every real kernel up and idle before the idle window
+            kc = km.client()
+            kc.start_channels()
+            kc.wait_for_ready(timeout=120)
+            kc.stop_channels()
+        time.sleep(3)
+
+        seen = watched_at(log)
+        latencies = [(seen[k] - t) * 1000 for k, t in written.items() if k in seen]
+        real_latencies = [(seen[k] - t) * 1000 for k, t in written.items()
+                          if k in seen and not k.startswith("synthetic")]
+
+        watched_rss = dproc.memory_info().rss
+        before = cpu_seconds(dproc)
+        t0 = time.monotonic()
+        time.sleep(args.idle_seconds)
+        daemon_share = (cpu_seconds(dproc) - before) / (time.monotonic() - t0)
+
+        pids = [km.provisioner.process.pid for km in managers]
+        me = psutil.Process()
+        before = cpu_seconds(me)
+        polls = max(1, int(min(args.idle_seconds, 10)))
+        for _ in range(polls):
+            psutil_poll(pids)
+        psutil_per_poll = (cpu_seconds(me) - before) / polls  # at 1 Hz: this share of a core
+
+        death_ms = []
+        for km in managers[:args.deaths]:
+            kid = pathlib.Path(km.connection_file).stem.removeprefix("kernel-")
+            pid = km.provisioner.process.pid
+            t = time.monotonic()
+            os.kill(pid, signal.SIGSEGV)
+            deadline = t + 10
+            while not any(kid[:8] in p.name for p in reports.glob("*.json")):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.0005)
+            else:
+                death_ms.append((time.monotonic() - t) * 1000)
+
+        watched = args.kernels + args.synthetic
+        print(json.dumps({
+            "kernels": args.kernels, "synthetic": args.synthetic,
+            "discovery_ms_p50": round(statistics.median(latencies), 1),
+            "discovery_ms_p99": round(percentile(latencies, 99), 1),
+            "discovery_real_kernels_ms_p99": round(percentile(real_latencies, 99), 1),
+            "discovered": len(latencies),
+            "daemon_cpu_percent_of_core": round(daemon_share * 100, 3),
+            "psutil_poll_cpu_percent_of_core_at_1hz": round(psutil_per_poll * 100, 3),
+            "ratio_daemon_to_psutil_poll": round(daemon_share / psutil_per_poll, 2)
+            if psutil_per_poll > 0 else None,
+            "daemon_rss_base_mib": round(base_rss / MiB, 1),
+            "daemon_rss_watching_mib": round(watched_rss / MiB, 1),
+            "daemon_rss_per_kernel_kib": round((watched_rss - base_rss) / watched / 1024, 1),
+            "death_to_report_ms_p50": round(statistics.median(death_ms), 1) if death_ms else None,
+            "death_to_report_ms_p99": round(percentile(death_ms, 99), 1) if death_ms else None,
+            "deaths_reported": len(death_ms),
+        }, indent=2))
+    finally:
+        for s in sleepers:
+            s.kill()
+        for km in managers:
+            try:
+                km.shutdown_kernel(now=True)
+            except Exception:
+                pass
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
