@@ -160,7 +160,7 @@ def main():
             kc.start_channels()
             kc.wait_for_ready(timeout=120)
             kc.stop_channels()
-        time.sleep(3)
+        time.sleep(6)  # past the first seconds' fast look for ports that never open
 
         seen = watched_at(log)
         latencies = [(seen[k] - t) * 1000 for k, t in written.items() if k in seen]

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <zmq.hpp>
 
 #include "kwd/daemon/kernel_name.hpp"
 #include "kwd/daemon/service_notify.hpp"
@@ -85,6 +86,10 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   if (options_.status_socket.empty())
     options_.status_socket = default_status_socket(options_.report_dir);
   sessions_ = std::make_unique<JupyterSessions>(options_.runtime_dirs);
+  // One context, one I/O thread, for every kernel's sockets: a SUB, a REQ and a monitor
+  // pair each, so the default cap of 1023 sockets would stop at about 250 kernels.
+  zmq_context_ = std::make_shared<zmq::context_t>(1);
+  zmq_context_->set(zmq::ctxopt::max_sockets, 65536);
 }
 
 Daemon::~Daemon() {
@@ -119,7 +124,24 @@ bool Daemon::open_status_socket() {
   return true;
 }
 
+namespace {
+
+// Each watched kernel holds a few descriptors (its TCP connections, ZeroMQ's mailboxes, a
+// pidfd): the usual soft limit of 1024 would end discovery at a couple of hundred kernels.
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t wanted = std::min<rlim_t>(limit.rlim_max, 1 << 16);
+  if (wanted <= limit.rlim_cur) return;
+  limit.rlim_cur = wanted;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0)
+    spdlog::debug("cannot raise the descriptor limit: {}", std::strerror(errno));
+}
+
+}  // namespace
+
 int Daemon::run() {
+  raise_descriptor_limit();
   ::signal(SIGPIPE, SIG_IGN);
   started_ms_ = util::wall_ms();
   signals_ =
@@ -276,6 +298,7 @@ void Daemon::start_watching(const KernelProcess& process) {
   wo.listener = options_.listener;
   wo.probes.nvml_library = options_.nvml_library;
   wo.probes.host = host_sources_;
+  wo.zmq_context = zmq_context_;
   const pid_t pid = process.pid;
   kernel.watch = std::make_unique<watch::Watch>(
       loop_, std::move(wo), std::move(death),

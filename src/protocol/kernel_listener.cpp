@@ -20,6 +20,10 @@ using std::chrono::milliseconds;
 constexpr milliseconds kFilePollInterval{200};
 constexpr milliseconds kPortPollInterval{50};
 constexpr milliseconds kSlowPortPollInterval{1000};
+// A kernel binds within a second or two of its start: looked for at 50 ms that long, then
+// once a second (a daemon may watch hundreds of processes whose ports never open: a stale
+// connection file, a wedged kernel), and said at 30 s.
+constexpr std::int64_t kFastPollForMs = 5'000;
 constexpr std::int64_t kSlowBindAfterMs = 30'000;
 constexpr milliseconds kReconnectCheck{500};  // libzmq's own reconnect takes ~100 ms
 constexpr std::size_t kReceiveBudget = 256;
@@ -131,13 +135,14 @@ void KernelListener::try_load() {
                 info_->signature_scheme, info_->key.empty() ? "un" : "",
                 info_->curve ? ", CurveZMQ" : "");
   try {
-    context_ = std::make_unique<zmq::context_t>(1);
+    if (!context_) context_ = std::make_shared<zmq::context_t>(1);
   } catch (const zmq::error_t& e) {
     info_.reset();
     give_up(std::string("cannot create a ZeroMQ context: ") + e.what());
     return;
   }
   waiting_since_ns_ = util::steady_ns();
+  polling_slowly_ = false;
   poll_timer_ = loop_.every(kPortPollInterval, [this] { poll_ports(); });
   poll_ports();
 }
@@ -168,13 +173,16 @@ void KernelListener::poll_ports() {
     poll_timer_.reset();
     return;
   }
-  if (!warned_slow_bind_ && ms_since(waiting_since_ns_) >= kSlowBindAfterMs) {
+  const std::int64_t waited_ms = ms_since(waiting_since_ns_);
+  if (!polling_slowly_ && waited_ms >= kFastPollForMs) {
+    polling_slowly_ = true;
+    loop_.cancel(*poll_timer_);
+    poll_timer_ = loop_.every(kSlowPortPollInterval, [this] { poll_ports(); });
+  }
+  if (!warned_slow_bind_ && waited_ms >= kSlowBindAfterMs) {
     warned_slow_bind_ = true;
     spdlog::warn("the kernel has not bound its {} port after {} s; still waiting to connect",
                  iopub_ ? "heartbeat" : "IOPub", kSlowBindAfterMs / 1000);
-    // Keep looking, less often.
-    loop_.cancel(*poll_timer_);
-    poll_timer_ = loop_.every(kSlowPortPollInterval, [this] { poll_ports(); });
   }
 }
 

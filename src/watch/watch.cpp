@@ -97,6 +97,7 @@ void Watch::start() {
   listener_ = std::make_unique<protocol::KernelListener>(
       loop_, options_.kernel_pid, options_.connection_file, options_.listener, on_hang_,
       [this] { sample_now(); });
+  if (options_.zmq_context) listener_->share_context(options_.zmq_context);
   listener_->start();
   if (death_->fd() >= 0) loop_.watch_fd(death_->fd(), [this] { on_death_fd(); });
   on_sample_timer();

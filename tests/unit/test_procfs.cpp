@@ -20,6 +20,15 @@ TEST_CASE("parse_proc_stat survives spaces and parentheses in comm") {
   CHECK(st->start_time == 123456);
   CHECK(st->vsize == 1000000);
   CHECK(st->rss_pages == 2560);
+  CHECK_FALSE(st->exit_code);  // a kernel older than 3.5 has no field 52
+  // A zombie killed by SIGSEGV (wait status 11), fields 23 to 51 elided as zeros.
+  std::string zombie = "77 (python3) Z 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 555 0 0";
+  for (int field = 25; field <= 51; ++field)
+    zombie += " 0";
+  const auto z = parse_proc_stat(zombie + " 11\n");
+  REQUIRE(z);
+  CHECK(z->state == 'Z');
+  CHECK(z->exit_code == 11);
   CHECK_FALSE(parse_proc_stat("garbage"));
   CHECK_FALSE(parse_proc_stat("12 (x) S 1 2"));
 }
@@ -32,6 +41,7 @@ TEST_CASE("parse_proc_stat reads this very process") {
   CHECK(st->pid == ::getpid());
   CHECK(st->ppid == ::getppid());
   CHECK(st->rss_pages > 0);
+  CHECK(st->exit_code == 0);  // running: no wait status yet
 }
 
 TEST_CASE("find_kb_field reads kB lines as bytes") {

@@ -108,6 +108,7 @@ class Daemon {
   std::uint64_t reports_written_ = 0;
   std::map<std::string, std::int64_t> deaths_by_cause_;
   std::unique_ptr<JupyterSessions> sessions_;
+  std::shared_ptr<zmq::context_t> zmq_context_;
   // One kernel log reader, one NVML thread, one meminfo reader for all the kernels.
   std::shared_ptr<probes::HostSources> host_sources_ = std::make_shared<probes::HostSources>();
   std::unique_ptr<metrics::HttpServer> metrics_server_;

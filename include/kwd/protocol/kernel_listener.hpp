@@ -56,6 +56,9 @@ class KernelListener {
 
   // Reads the connection file and starts waiting for the ports. Never throws.
   void start();
+  // Before start(): the ZeroMQ context of the process's other listeners (the daemon's), so
+  // that a hundred kernels share one I/O thread; without it the listener makes its own.
+  void share_context(std::shared_ptr<zmq::context_t> context) { context_ = std::move(context); }
   void on_memory_sample(const timeline::MemorySample& sample);
   // The connection file's jupyter_session ("" before it is read, or when it has none).
   [[nodiscard]] std::string jupyter_session() const {
@@ -105,10 +108,11 @@ class KernelListener {
   bool warned_ = false;
   std::int64_t waiting_since_ns_ = 0;
   bool warned_slow_bind_ = false;
+  bool polling_slowly_ = false;
   std::optional<loop::EventLoop::TimerId> poll_timer_;
   std::optional<loop::EventLoop::TimerId> reconnect_timer_;
 
-  std::unique_ptr<zmq::context_t> context_;
+  std::shared_ptr<zmq::context_t> context_;
   std::unique_ptr<IopubListener> iopub_;
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
   bool heartbeat_failed_ = false;

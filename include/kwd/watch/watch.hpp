@@ -37,6 +37,9 @@ struct WatchOptions {
   std::chrono::seconds full_rate_window{120};
   protocol::ListenerOptions listener;
   probes::ProbeOptions probes;  // kernel_pid is filled in from kernel_pid
+  // Shared with the process's other watches (the daemon's: one ZeroMQ I/O thread for all);
+  // null: the listener makes its own.
+  std::shared_ptr<zmq::context_t> zmq_context;
   bool fingerprint = true;
   // A collector (a section of the report) that takes longer than this is named under the
   // report's `problems`; the report is written all the same.

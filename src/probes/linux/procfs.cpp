@@ -33,7 +33,7 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text) {
   int index = 0;
   std::size_t pos = 0;
   bool ok = true;
-  while (pos < rest.size() && index <= 21) {
+  while (pos < rest.size() && index <= 49) {
     while (pos < rest.size() && rest[pos] == ' ')
       ++pos;
     const std::size_t end = rest.find_first_of(" \n", pos);
@@ -59,6 +59,11 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text) {
       case 21:
         ok &= to_number(tok, st.rss_pages);
         break;
+      case 49: {
+        int code = 0;
+        if (to_number(tok, code)) st.exit_code = code;
+        break;
+      }
       default:
         break;
     }

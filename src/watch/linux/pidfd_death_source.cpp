@@ -1,7 +1,9 @@
 // Death of a process that is not our child, on Linux: a pidfd becomes readable when the
-// process exits. Its exit status is ours to read only if we are its parent (waitid on the
-// pidfd) or, since Linux 6.15, through PIDFD_GET_INFO with PIDFD_INFO_EXIT once its parent
-// has reaped it (a Jupyter server reaps its kernels within milliseconds to seconds).
+// process exits. Its exit status is read, in this order: waitid on the pidfd (we are its
+// parent); the zombie's own /proc/PID/stat, whose field 52 holds the wait status until the
+// parent reaps it (Linux >= 3.5, same user; no waiting for a manager that reaps only when it
+// next polls, jupyter_client's restarter every 3 s); PIDFD_GET_INFO with PIDFD_INFO_EXIT
+// once the parent has reaped it (Linux >= 6.15).
 #include <linux/ioctl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <system_error>
 
+#include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/unique_fd.hpp"
 #include "kwd/watch/death_source.hpp"
@@ -40,6 +43,9 @@ class PidfdDeathSource final : public DeathSource {
   explicit PidfdDeathSource(pid_t pid) : pid_(pid) {
     fd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
     if (!fd_) throw std::system_error(errno, std::generic_category(), "pidfd_open");
+    // Read after the pidfd exists: the pid cannot name another process before this one is
+    // reaped, and the start time tells this one from a later holder of the pid.
+    if (const auto st = proc_stat()) start_time_ = st->start_time;
   }
   [[nodiscard]] int fd() const override { return fd_.get(); }
 
@@ -53,6 +59,12 @@ class PidfdDeathSource final : public DeathSource {
                  WEXITED | WNOHANG) == 0 &&
         info.si_pid == pid_) {
       ended_ = ProcessEnd{from_siginfo(info), "pidfd (our child)"};
+      return ended_;
+    }
+    if (const auto st = proc_stat(); st && st->state == 'Z' && start_time_ != 0 &&
+                                     st->start_time == start_time_ && st->exit_code) {
+      ended_ = ProcessEnd{Termination::from_wait_status(*st->exit_code),
+                          "pidfd, and the zombie's exit code in /proc/PID/stat"};
       return ended_;
     }
     PidfdInfo pinfo{};
@@ -72,6 +84,12 @@ class PidfdDeathSource final : public DeathSource {
   }
 
  private:
+  [[nodiscard]] std::optional<probes::linux_proc::ProcStat> proc_stat() const {
+    const auto text =
+        probes::linux_proc::read_small_file("/proc/" + std::to_string(pid_) + "/stat");
+    return text ? probes::linux_proc::parse_proc_stat(*text) : std::nullopt;
+  }
+
   static Termination from_siginfo(const siginfo_t& info) {
     Termination t;
     t.signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
@@ -85,6 +103,7 @@ class PidfdDeathSource final : public DeathSource {
 
   pid_t pid_;
   util::UniqueFd fd_;
+  std::uint64_t start_time_ = 0;
   std::int64_t exited_ns_ = 0;
   std::optional<ProcessEnd> ended_;
 };

@@ -19,6 +19,9 @@ struct ProcStat {
   std::uint64_t start_time = 0;  // clock ticks since boot
   std::uint64_t vsize = 0;       // bytes of address space: changes with every (un)mapping
   std::int64_t rss_pages = 0;
+  // Field 52 (Linux >= 3.5): a zombie's wait status, as waitpid would give it to the parent;
+  // 0 when we may not read it (another user's process) or the process still runs.
+  std::optional<int> exit_code;
 };
 
 std::optional<ProcStat> parse_proc_stat(std::string_view text);
