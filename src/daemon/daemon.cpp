@@ -238,12 +238,15 @@ void Daemon::scan() {
     if (skipped_.contains({process.pid, process.start_time})) continue;
     start_watching(process);
   }
+  // A server records its session a moment after it starts the kernel; a kernel no server
+  // has named within 30 s (VS Code's, papermill's, a console's) is not asked about again
+  // until its death.
+  const std::int64_t now = util::wall_ms();
   for (auto& [pid, k] : kernels_)
-    if (k.notebook.empty()) name_notebook(k, false);
+    if (k.notebook.empty() && now - k.watched_since_ms < 30'000) name_notebook(k, false);
 }
 
 void Daemon::name_notebook(Kernel& k, bool now) {
-  // A server records a session a moment after it starts its kernel: asked again later.
   auto path = sessions_->notebook_of(k.kernel_id, now);
   if (path.empty()) return;
   k.notebook = path;
@@ -366,7 +369,7 @@ void Daemon::on_hang(pid_t pid, const protocol::HangEvidence& hang) {
   if (written.path) ++reports_written_;
 }
 
-std::string Daemon::metrics_text() const {
+metrics::DaemonFigures Daemon::metrics_figures() const {
   metrics::DaemonFigures f;
   f.version = KWD_VERSION;
   for (const auto& [pid, k] : kernels_) {
@@ -374,6 +377,7 @@ std::string Daemon::metrics_text() const {
     figures.kernel_id = k.kernel_id;
     figures.notebook = k.notebook;
     figures.kernel_name = k.kernel_name;
+    figures.pid = pid;
     figures.state = state_of(*k.watch);
     if (const auto* s = k.watch->timeline().latest()) {
       figures.rss_bytes = s->rss;
@@ -392,14 +396,15 @@ std::string Daemon::metrics_text() const {
                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   f.resident_bytes = platform::self_resident_bytes();
   f.start_time_seconds = static_cast<double>(started_ms_) / 1000.0;
-  return metrics::render(f);
+  return f;
 }
 
 void Daemon::publish_metrics() {
-  std::string text = metrics_text();
+  const auto figures = metrics_figures();
   if (!options_.metrics_textfile.empty()) {
     try {
-      metrics::write_textfile(options_.metrics_textfile, text);
+      metrics::write_textfile(options_.metrics_textfile,
+                              metrics::render(figures, /*process_metrics=*/false));
       if (textfile_failing_)
         spdlog::info("metrics file {} written again", options_.metrics_textfile.string());
       textfile_failing_ = false;
@@ -408,7 +413,7 @@ void Daemon::publish_metrics() {
       textfile_failing_ = true;
     }
   }
-  if (metrics_server_) metrics_server_->publish(std::move(text));
+  if (metrics_server_) metrics_server_->publish(metrics::render(figures));
 }
 
 nlohmann::json Daemon::status_json() const {

@@ -129,7 +129,10 @@ void JupyterSessions::ask_servers() {
       const auto server = text ? parse_server_info(*text) : std::nullopt;
       if (!server || (server->pid > 0 && !util::process_exists(server->pid))) continue;
       const auto answer =
-          http::get(server->host, server->port, server->base_url + "api/sessions",
+          // no_track_activity: a daemon's look must not keep the server from counting as
+          // idle (its shutdown_no_activity_timeout, JupyterHub's culler).
+          http::get(server->host, server->port,
+                    server->base_url + "api/sessions?no_track_activity=1",
                     server->token.empty() ? "" : "token " + server->token, kRequestTimeoutMs);
       std::string problem;
       if (answer.status < 0)

@@ -7,19 +7,46 @@
 namespace kwd::metrics {
 namespace {
 
-// Label values may hold anything a notebook path holds: the format escapes \, " and newline.
+// The length of the UTF-8 sequence at text[i], 0 if it is not one (Prometheus rejects a
+// scrape whose label values are not UTF-8, and a file name may be any bytes).
+std::size_t utf8_length(const std::string& text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  std::size_t n = 0;
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF)
+    n = 2;
+  else if (lead >= 0xE0 && lead <= 0xEF)
+    n = 3;
+  else if (lead >= 0xF0 && lead <= 0xF4)
+    n = 4;
+  else
+    return 0;
+  if (i + n > text.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k)
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  return n;
+}
+
+// Label values may hold anything a notebook path holds: the format escapes \, " and newline;
+// bytes that are not UTF-8 become U+FFFD.
 std::string escape(const std::string& value) {
   std::string out;
   out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\')
+  for (std::size_t i = 0; i < value.size();) {
+    const std::size_t n = utf8_length(value, i);
+    const char c = value[i];
+    if (n == 0)
+      out += "\xEF\xBF\xBD";
+    else if (c == '\\')
       out += "\\\\";
     else if (c == '"')
       out += "\\\"";
     else if (c == '\n')
       out += "\\n";
     else
-      out += c;
+      out.append(value, i, n);
+    i += n == 0 ? 1 : n;
   }
   return out;
 }
@@ -29,13 +56,13 @@ void family(std::string& out, const char* name, const char* type, const char* he
 }
 
 std::string kernel_labels(const KernelFigures& k) {
-  return fmt::format("kernel_id=\"{}\",notebook=\"{}\",kernel_name=\"{}\"", escape(k.kernel_id),
-                     escape(k.notebook), escape(k.kernel_name));
+  return fmt::format("kernel_id=\"{}\",notebook=\"{}\",kernel_name=\"{}\",pid=\"{}\"",
+                     escape(k.kernel_id), escape(k.notebook), escape(k.kernel_name), k.pid);
 }
 
 }  // namespace
 
-std::string render(const DaemonFigures& f) {
+std::string render(const DaemonFigures& f, bool process_metrics) {
   std::string out;
   family(out, "kernel_watchdog_build_info", "gauge",
          "Always 1; the version of kernel-watchdog in a label.");
@@ -79,7 +106,9 @@ std::string render(const DaemonFigures& f) {
          "Crash and hang reports written since the daemon started.");
   out += fmt::format("kernel_watchdog_reports_written_total {}\n", f.reports_written);
 
-  // The standard process collector's names, so existing dashboards read the daemon itself.
+  // The standard process collector's names, so existing dashboards read the daemon itself;
+  // not in a textfile, where node_exporter's own process metrics have those names.
+  if (!process_metrics) return out;
   family(out, "process_cpu_seconds_total", "counter",
          "CPU time (user and system) the daemon has used.");
   out += fmt::format("process_cpu_seconds_total {:.3f}\n", f.cpu_seconds);

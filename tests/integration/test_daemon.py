@@ -211,6 +211,7 @@ def test_metrics_are_served_and_written_for_a_textfile_collector(world, daemon, 
         time.sleep(0.2)
     assert rss[0].labels["notebook"] == "work/metrics.ipynb"
     assert rss[0].labels["kernel_name"] == "python3"
+    assert rss[0].labels["pid"] == str(k.km.provisioner.process.pid)
     by_state = {s.labels["state"]: s.value for s in samples(families, "kernel_watchdog_kernels")}
     assert set(by_state) == {"idle", "busy", "starting", "hung", "unknown"}
     assert sum(by_state.values()) >= 1
@@ -234,6 +235,7 @@ def test_metrics_are_served_and_written_for_a_textfile_collector(world, daemon, 
     from prometheus_client.parser import text_string_to_metric_families
     written = {f.name: f for f in text_string_to_metric_families(textfile.read_text())}
     assert samples(written, "kernel_watchdog_kernel_deaths_total", cause="native_crash")
+    assert not [name for name in written if name.startswith("process_")]  # node_exporter's
     assert textfile.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in textfile_dir.iterdir()] == [textfile.name]  # no temporary left
 

@@ -29,6 +29,7 @@ metrics::DaemonFigures two_kernels() {
   idle.kernel_id = "aa11";
   idle.state = "idle";
   idle.rss_bytes = 1000;
+  idle.pid = 4343;
   f.kernels = {busy, idle};
   f.kernels_under_launcher = 2;
   f.deaths_by_cause = {{"oom_killed", 2}, {"native_crash", 1}};
@@ -56,7 +57,7 @@ TEST_CASE("Metrics text: one HELP and TYPE per family, samples in base units") {
   CHECK(has_line(text, "kernel_watchdog_kernels{state=\"hung\"} 0"));
   CHECK(has_line(text,
                  "kernel_watchdog_kernel_resident_memory_bytes{kernel_id=\"aa11\","
-                 "notebook=\"\",kernel_name=\"\"} 1000"));
+                 "notebook=\"\",kernel_name=\"\",pid=\"4343\"} 1000"));
   CHECK(has_line(text, "# TYPE kernel_watchdog_kernel_deaths_total counter"));
   CHECK(has_line(text, "kernel_watchdog_kernel_deaths_total{cause=\"oom_killed\"} 2"));
   CHECK(has_line(text, "kernel_watchdog_reports_written_total 4"));
@@ -82,6 +83,26 @@ TEST_CASE("Metrics text: a label value cannot break out of its quotes or its lin
     CHECK((line.starts_with("# HELP ") || line.starts_with("# TYPE ") ||
            line.starts_with("kernel_watchdog_") || line.starts_with("process_")));
   }
+}
+
+TEST_CASE("Metrics text: label values that are not UTF-8 are repaired, not passed on") {
+  metrics::DaemonFigures f;
+  metrics::KernelFigures k;
+  k.kernel_id = "id";
+  k.notebook = std::string("caf\xc3\xa9 \xff\xfe") + ".ipynb";  // é is kept; \xff\xfe are not
+  k.state = "idle";
+  k.rss_bytes = 1;
+  f.kernels = {k};
+  const std::string text = metrics::render(f);
+  CHECK(text.find(std::string("notebook=\"caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd") + ".ipynb\"") !=
+        std::string::npos);
+  CHECK(text.find('\xff') == std::string::npos);
+}
+
+TEST_CASE("Metrics for a textfile leave out process_*, which node_exporter has already") {
+  const std::string text = metrics::render(two_kernels(), /*process_metrics=*/false);
+  CHECK(text.find("process_") == std::string::npos);
+  CHECK(has_line(text, "kernel_watchdog_reports_written_total 4"));
 }
 
 TEST_CASE("Metrics text with no kernel and no death still names every family") {

@@ -20,6 +20,7 @@
 #include "kwd/daemon/runtime_dir_watcher.hpp"
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
+#include "kwd/metrics/exposition.hpp"
 #include "kwd/metrics/http_server.hpp"
 #include "kwd/probes/host_sources.hpp"
 #include "kwd/protocol/listener_options.hpp"
@@ -88,7 +89,7 @@ class Daemon {
   void name_notebook(Kernel& k, bool now);
   void on_status_client();
   [[nodiscard]] nlohmann::json status_json() const;
-  [[nodiscard]] std::string metrics_text() const;
+  [[nodiscard]] metrics::DaemonFigures metrics_figures() const;
   void publish_metrics();
   bool open_status_socket();
 

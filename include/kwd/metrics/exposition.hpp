@@ -12,6 +12,7 @@ struct KernelFigures {
   std::string kernel_id;
   std::string notebook;     // "" when not known
   std::string kernel_name;  // the kernelspec's name, "" when not known
+  int pid = 0;              // tells two processes of one connection file apart (a restart)
   std::string state;        // idle, busy, starting, hung, unknown
   std::int64_t rss_bytes = -1;
   std::int64_t gpu_bytes = -1;  // -1: no GPU watched
@@ -30,7 +31,9 @@ struct DaemonFigures {
 
 // The Prometheus text exposition format (version 0.0.4): HELP and TYPE for each family,
 // label values escaped, names per Prometheus conventions (_bytes, _total, _seconds).
-std::string render(const DaemonFigures& figures);
+// `process_metrics`: the daemon's own CPU, RSS and start time under the standard process_*
+// names (for /metrics; a textfile leaves them out, node_exporter has its own by those names).
+std::string render(const DaemonFigures& figures, bool process_metrics = true);
 
 // The content type a scrape answer carries.
 inline constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -67,6 +68,10 @@ __attribute__((visibility("default"))) kwd_http_server* kwd_http_server_start(
       return nullptr;
     }
     s->thread = std::thread([state] { state->server.listen_after_bind(); });
+    // stop() is a no-op until the thread has begun listening: a stop right after the start
+    // (SIGTERM during start-up) would otherwise leave join() waiting for ever.
+    for (int i = 0; i < 2000 && !s->server.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return s.release();
   } catch (const std::exception& e) {
     say(error, error_size, e.what());

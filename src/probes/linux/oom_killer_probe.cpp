@@ -26,8 +26,9 @@ constexpr std::int64_t kGraceAfterKillMs = 300;
 }  // namespace
 
 OomKillerProbe::OomKillerProbe(const ProbeOptions& options, const std::string& kmsg_path)
-    : feed_(host_source<KernelLogFeed>(options.host, kmsg_path,
-                                       [&] { return std::make_shared<KernelLogFeed>(kmsg_path); })),
+    : feed_(host_source<KernelLogFeed>(
+          options.host, kmsg_path, [&] { return std::make_shared<KernelLogFeed>(kmsg_path); },
+          [](const KernelLogFeed& feed) { return !feed.valid(); })),
       processes_(options.processes ? options.processes
                                    : std::make_shared<KernelProcesses>(options.kernel_pid)),
       interval_ms_(options.slow_interval.count()) {

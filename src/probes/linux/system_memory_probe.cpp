@@ -11,7 +11,8 @@ namespace kwd::probes::linux_proc {
 SystemMemoryProbe::SystemMemoryProbe(const ProbeOptions& options)
     : reader_(host_source<SystemMemoryReader>(
           options.host, options.proc_root,
-          [&] { return std::make_shared<SystemMemoryReader>(options.proc_root); })),
+          [&] { return std::make_shared<SystemMemoryReader>(options.proc_root); },
+          [](const SystemMemoryReader& reader) { return !reader.readable(); })),
       interval_ms_(options.slow_interval.count()) {
   if (!reader_->readable()) {
     reason_ = "cannot read " + options.proc_root + "/meminfo";

@@ -22,7 +22,8 @@ NvmlProbe::NvmlProbe(const ProbeOptions& options)
                                    : std::make_shared<KernelProcesses>(options.kernel_pid)),
       worker_(host_source<NvmlWorker>(
           options.host, library_.string() + "@" + std::to_string(options.gpu_interval.count()),
-          [&] { return std::make_shared<NvmlWorker>(library_, options.gpu_interval); })),
+          [&] { return std::make_shared<NvmlWorker>(library_, options.gpu_interval); },
+          [](NvmlWorker& worker) { return worker.unavailable(); })),
       xid_cursor_(worker_->xid_events_end()) {
   // Without a driver, dlopen fails in microseconds: wait that long so the start-up status is
   // the real one. A driver that takes longer to initialise is not waited for.

@@ -64,6 +64,11 @@ std::uint64_t NvmlWorker::xid_events_end() {
   return xid_end_;
 }
 
+bool NvmlWorker::unavailable() {
+  std::lock_guard lock(mutex_);
+  return published_.phase == GpuState::Phase::unavailable;
+}
+
 bool NvmlWorker::wait_started(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   return wake_.wait_for(lock, timeout, [this] { return started_; });

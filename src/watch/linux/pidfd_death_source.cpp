@@ -61,8 +61,11 @@ class PidfdDeathSource final : public DeathSource {
       ended_ = ProcessEnd{from_siginfo(info), "pidfd (our child)"};
       return ended_;
     }
+    // 0 there is also what a reader the kernel does not let look gets (another user, an
+    // LSM): a clean exit is left to the reap, where it can be told from that.
     if (const auto st = proc_stat(); st && st->state == 'Z' && start_time_ != 0 &&
-                                     st->start_time == start_time_ && st->exit_code) {
+                                     st->start_time == start_time_ && st->exit_code &&
+                                     *st->exit_code != 0) {
       ended_ = ProcessEnd{Termination::from_wait_status(*st->exit_code),
                           "pidfd, and the zombie's exit code in /proc/PID/stat"};
       return ended_;

@@ -37,6 +37,9 @@ class NvmlWorker {
   std::uint64_t xid_events_end();
   // Until the library is loaded and sampled once, or refused; false on timeout.
   bool wait_started(std::chrono::milliseconds timeout);
+  // The thread has given up: no driver, no device, or NVML failed (the reason is in the
+  // published state). A new worker may find what this one did not.
+  bool unavailable();
 
   static constexpr std::size_t kXidKept = 64;  // the newest, for readers to follow
   static constexpr unsigned int kWaitSliceMs = 250;
