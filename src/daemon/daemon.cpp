@@ -126,6 +126,8 @@ bool Daemon::open_status_socket() {
 
 namespace {
 
+constexpr std::chrono::milliseconds kDaemonIdleSampleInterval{5000};
+
 // Each watched kernel holds a few descriptors (its TCP connections, ZeroMQ's mailboxes, a
 // pidfd): the usual soft limit of 1024 would end discovery at a couple of hundred kernels.
 void raise_descriptor_limit() {
@@ -298,6 +300,9 @@ void Daemon::start_watching(const KernelProcess& process) {
   wo.kernel_argv = process.argv;
   wo.notebook = notebook;
   wo.sample_interval = options_.sample_interval;
+  // A background service: an idle kernel whose memory is flat is looked at every 5 s; a busy
+  // or growing one at the full rate.
+  wo.idle_sample_interval = std::max(options_.sample_interval, kDaemonIdleSampleInterval);
   wo.listener = options_.listener;
   wo.probes.nvml_library = options_.nvml_library;
   wo.probes.host = host_sources_;

@@ -20,9 +20,10 @@ using std::chrono::milliseconds;
 constexpr milliseconds kFilePollInterval{200};
 constexpr milliseconds kPortPollInterval{50};
 constexpr milliseconds kSlowPortPollInterval{1000};
+constexpr milliseconds kSlowestPortPollInterval{10'000};
 // A kernel binds within a second or two of its start: looked for at 50 ms that long, then
-// once a second (a daemon may watch hundreds of processes whose ports never open: a stale
-// connection file, a wedged kernel), and said at 30 s.
+// after 1 s, 2 s, 4 s… up to every 10 s (a daemon may watch hundreds of processes whose
+// ports never open: a stale connection file, a wedged kernel), and said at 30 s.
 constexpr std::int64_t kFastPollForMs = 5'000;
 constexpr std::int64_t kSlowBindAfterMs = 30'000;
 constexpr milliseconds kReconnectCheck{500};  // libzmq's own reconnect takes ~100 ms
@@ -143,6 +144,7 @@ void KernelListener::try_load() {
   }
   waiting_since_ns_ = util::steady_ns();
   polling_slowly_ = false;
+  slow_poll_interval_ = milliseconds(0);
   poll_timer_ = loop_.every(kPortPollInterval, [this] { poll_ports(); });
   poll_ports();
 }
@@ -174,10 +176,13 @@ void KernelListener::poll_ports() {
     return;
   }
   const std::int64_t waited_ms = ms_since(waiting_since_ns_);
-  if (!polling_slowly_ && waited_ms >= kFastPollForMs) {
+  if (waited_ms >= kFastPollForMs && slow_poll_interval_ < kSlowestPortPollInterval) {
+    slow_poll_interval_ = polling_slowly_
+                              ? std::min(slow_poll_interval_ * 2, kSlowestPortPollInterval)
+                              : kSlowPortPollInterval;
     polling_slowly_ = true;
     loop_.cancel(*poll_timer_);
-    poll_timer_ = loop_.every(kSlowPortPollInterval, [this] { poll_ports(); });
+    poll_timer_ = loop_.every(slow_poll_interval_, [this] { poll_ports(); });
   }
   if (!warned_slow_bind_ && waited_ms >= kSlowBindAfterMs) {
     warned_slow_bind_ = true;

@@ -107,8 +107,11 @@ bool Watch::needs_full_rate(std::int64_t now_ms) const {
   // Memory that moved in the last few seconds may be on its way to a limit.
   constexpr std::int64_t kSettleMs = 5000;
   if (now_ms - rss_moved_at_ms_ < kSettleMs) return true;
-  // Without IOPub (no connection file, or not yet connected) "idle" is never known.
+  // Without IOPub (no connection file, or not yet connected) "idle" is never known; a process
+  // whose ports have not opened after the first seconds is sampled at the idle rate (its
+  // memory moving still brings the full rate back).
   if (!listener_) return true;
+  if (listener_->ports_slow_to_open()) return false;
   const auto& state = listener_->activity().execution_state();
   return !state || *state != "idle";
 }

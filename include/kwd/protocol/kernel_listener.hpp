@@ -56,6 +56,9 @@ class KernelListener {
 
   // Reads the connection file and starts waiting for the ports. Never throws.
   void start();
+  // Its ports have not opened in the first seconds: a stale connection file or a wedged
+  // kernel, whose IOPub will not say when it is idle.
+  [[nodiscard]] bool ports_slow_to_open() const { return polling_slowly_ && !iopub_; }
   // Before start(): the ZeroMQ context of the process's other listeners (the daemon's), so
   // that a hundred kernels share one I/O thread; without it the listener makes its own.
   void share_context(std::shared_ptr<zmq::context_t> context) { context_ = std::move(context); }
@@ -109,6 +112,7 @@ class KernelListener {
   std::int64_t waiting_since_ns_ = 0;
   bool warned_slow_bind_ = false;
   bool polling_slowly_ = false;
+  std::chrono::milliseconds slow_poll_interval_{0};
   std::optional<loop::EventLoop::TimerId> poll_timer_;
   std::optional<loop::EventLoop::TimerId> reconnect_timer_;
 
