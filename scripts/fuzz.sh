@@ -29,9 +29,11 @@ mkdir -p build-fuzz/findings
 fuzz_one() {
   local t="$1" log="build-fuzz/fuzz-$1.log"
   mkdir -p "build-fuzz/corpus/$t"
-  # Seeds: tests/fuzz/corpus/<target>, and the test fixtures of that name (diagnosis: reports).
+  # Seeds: tests/fuzz/corpus/<target>, and the test fixtures of that name (diagnosis: reports;
+  # the report views read the same reports).
   local seeds=("tests/fuzz/corpus/$t")
   if [ -d "tests/fixtures/$t" ]; then seeds+=("tests/fixtures/$t"); fi
+  if [ "$t" = report ]; then seeds+=(tests/fixtures/diagnosis tests/fixtures/gpu); fi
   if "build-fuzz/tests/fuzz/kwd-fuzz-$t" -max_total_time="$seconds" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t-" \
       "build-fuzz/corpus/$t" "${seeds[@]}" >"$log" 2>&1; then

@@ -22,6 +22,8 @@ packages=(
   python3-prometheus-client
   # the HTML report is checked in headless Chromium
   chromium
+  # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found
+  dpkg-dev file groff-base man-db
 )
 
 missing=()

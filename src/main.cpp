@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "kwd/cli/commands.hpp"
+#include "kwd/cli/did_you_mean.hpp"
 #include "kwd/platform/host.hpp"
 
 int main(int argc, char** argv) {
@@ -38,7 +40,7 @@ int main(int argc, char** argv) {
       kwd::cli::add_run_command(app),        kwd::cli::add_reports_command(app),
       kwd::cli::add_kernelspec_command(app), kwd::cli::add_smoke_command(app),
       kwd::cli::add_daemon_command(app),     kwd::cli::add_status_command(app),
-      kwd::cli::add_service_command(app)};
+      kwd::cli::add_service_command(app),    kwd::cli::add_completion_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -48,7 +50,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    const auto typo = kwd::cli::find_command_typo(
+        app, std::vector<std::string>(argv + 1, argv + argc), {"--log-level", "--log-format"});
+    if (!typo) {
+      app.exit(e);
+    } else if (typo->meant) {
+      std::fprintf(stderr,
+                   "kernel-watchdog: no command '%s'. Did you mean:\n  kernel-watchdog %s\n",
+                   typo->word.c_str(), typo->meant->c_str());
+    } else {
+      std::fprintf(stderr, "kernel-watchdog: no command '%s' (see kernel-watchdog --help)\n",
+                   typo->word.c_str());
+    }
     // A usage error, as shells and argparse say it; `smoke` keeps 1 and 2 for results.
     for (const auto& command : commands)
       if (command.app->get_name() == "smoke" && command.app->parsed()) return 4;

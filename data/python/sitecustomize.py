@@ -1,8 +1,9 @@
 """kernel-watchdog: Python tracebacks for kernels that die in native code.
 
 The watchdog puts a private directory holding this file first on PYTHONPATH, so the
-interpreter imports it as `sitecustomize` while it starts. It does four things and then
-steps aside (keeping stderr whole and announcing cells are _kernel_watchdog_keep_stderr and
+interpreter imports it as `sitecustomize` while it starts. It does five things and then
+steps aside (keeping stderr whole, showing the notice of the previous kernel's death and
+announcing cells are _kernel_watchdog_keep_stderr, _kernel_watchdog_show_notice and
 _kernel_watchdog_announce_cells below):
 
 1. Enables faulthandler (the crashing thread's stack) on the pipe the watchdog passed in
@@ -77,12 +78,19 @@ def _kernel_watchdog_start():
             raise
 
 
-def _kernel_watchdog_patch_on_import(module_name, patch):
+def _kernel_watchdog_patch_on_import(module_name, patch, _pending={}):
     """Calls patch(module) once `module_name` is imported (it is not yet: this runs while
-    the interpreter starts). A patch that fails leaves the module as it is."""
+    the interpreter starts). A patch that fails leaves the module as it is. Several patches
+    of one module run in the order given, from one finder (`_pending` holds them: a second
+    finder would never see the import the first one answered)."""
     import importlib.abc
     import importlib.machinery
     import sys
+
+    patches = _pending.setdefault(module_name, [])
+    patches.append(patch)
+    if len(patches) > 1:
+        return
 
     class PatchOnImport(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
@@ -100,10 +108,11 @@ def _kernel_watchdog_patch_on_import(module_name, patch):
 
             def exec_module(module):
                 stock_exec(module)
-                try:
-                    patch(module)
-                except Exception:
-                    pass
+                for each in patches:
+                    try:
+                        each(module)
+                    except Exception:
+                        pass
 
             loader.exec_module = exec_module
             return spec
@@ -113,6 +122,25 @@ def _kernel_watchdog_patch_on_import(module_name, patch):
             sys.meta_path.insert(0, PatchOnImport())
     except Exception:
         pass
+
+
+def _kernel_watchdog_on_each_shell(setup):
+    """Calls setup(shell) with the IPython shell of each IPythonKernel made, once it is made
+    (ipykernel is imported later: this runs while the interpreter starts)."""
+
+    def patch(ipkernel):
+        stock_init = ipkernel.IPythonKernel.__init__
+
+        def __init__(self, *args, **kwargs):
+            stock_init(self, *args, **kwargs)
+            try:
+                setup(self.shell)
+            except Exception:
+                pass
+
+        ipkernel.IPythonKernel.__init__ = __init__
+
+    _kernel_watchdog_patch_on_import("ipykernel.ipkernel", patch)
 
 
 def _kernel_watchdog_keep_stderr():
@@ -218,25 +246,61 @@ def _kernel_watchdog_announce_cells():
 
         shell.events.register("pre_run_cell", pre_run_cell)
 
-    def patch(ipkernel):
-        stock_init = ipkernel.IPythonKernel.__init__
+    _kernel_watchdog_on_each_shell(announce_from)
 
-        def __init__(self, *args, **kwargs):
-            stock_init(self, *args, **kwargs)
+
+def _kernel_watchdog_show_notice():
+    """5. Says, once, why this notebook's previous kernel died.
+
+    The kernel's manager restarted it after a crash (same connection file), and the watchdog
+    that started it put the notice the dying one left beside this file. It is shown above the
+    output of the first cell that runs (Markdown where the front end renders it, text
+    elsewhere), then never again: the file is removed as it is read and the hook removes
+    itself.
+    """
+    import json
+    import os
+
+    try:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notice.json")
+        with open(path, encoding="utf-8") as f:
+            notice = json.load(f)
+        os.unlink(path)
+        text = str(notice["text"])
+        markdown = str(notice.get("markdown") or text)
+    except Exception:
+        return
+
+    def show_from(shell):
+        shown = []
+
+        def pre_run_cell(info=None):
+            if shown:
+                return
+            shown.append(True)
             try:
-                announce_from(self.shell)
+                shell.events.unregister("pre_run_cell", pre_run_cell)
+            except Exception:
+                pass
+            try:
+                from IPython.display import display
+
+                display({"text/plain": text, "text/markdown": markdown}, raw=True)
             except Exception:
                 pass
 
-        ipkernel.IPythonKernel.__init__ = __init__
+        shell.events.register("pre_run_cell", pre_run_cell)
 
-    _kernel_watchdog_patch_on_import("ipykernel.ipkernel", patch)
+    _kernel_watchdog_on_each_shell(show_from)
 
 
 _kernel_watchdog_keep_stderr()
 del _kernel_watchdog_keep_stderr
+_kernel_watchdog_show_notice()
+del _kernel_watchdog_show_notice
 _kernel_watchdog_announce_cells()
 del _kernel_watchdog_announce_cells
 _kernel_watchdog_start()
 del _kernel_watchdog_start
+del _kernel_watchdog_on_each_shell
 del _kernel_watchdog_patch_on_import

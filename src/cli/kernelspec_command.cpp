@@ -34,7 +34,11 @@ Command add_kernelspec_command(CLI::App& app) {
   sys_flag->excludes(prefix_opt);
   wrap->add_option("--run-option", request->extra_run_options,
                    "An option for `kernel-watchdog run` in the wrapped argv (repeatable), "
-                   "e.g. --run-option=--report-dir=/data/reports");
+                   "e.g. --run-option=--memory-limit=8G");
+  wrap->add_flag("--force", request->force,
+                 "Replace an earlier wrap of that name whose settings differ (or that broke: "
+                 "the program or the interpreter moved)");
+  wrap->footer("Example: kernel-watchdog kernelspec wrap python3 --run-option=--memory-limit=8G");
 
   auto unwrap_name = std::make_shared<std::string>();
   auto* unwrap = ks->add_subcommand("unwrap", "Remove a kernelspec that `wrap` created");
@@ -51,8 +55,14 @@ Command add_kernelspec_command(CLI::App& app) {
                                                     : kernelspec::Destination::kUser;
             request->prefix = *prefix;
             request->watchdog_path = platform::self_executable();
-            const auto dir = kernelspec::wrap(*request);
-            std::cout << "Wrapped '" << request->source_name << "' into " << dir.string() << "\n";
+            const auto outcome = kernelspec::wrap(*request);
+            using What = kernelspec::WrapOutcome::What;
+            const char* verb = outcome.what == What::kReplaced    ? "Replaced the wrap of '"
+                               : outcome.what == What::kUnchanged ? "Already wrapped '"
+                                                                  : "Wrapped '";
+            std::cout << verb << request->source_name << "' in " << outcome.dir.string()
+                      << (outcome.what == What::kUnchanged ? " with these settings; unchanged" : "")
+                      << "\n";
             return 0;
           }
           if (unwrap->parsed()) {
@@ -62,10 +72,27 @@ Command add_kernelspec_command(CLI::App& app) {
           if (list->parsed()) {
             const auto all = kernelspec::find_all();
             if (all.empty()) std::cout << "No kernelspecs found on the Jupyter path.\n";
+            int broken = 0;
             for (const auto& k : all) {
-              std::printf("%-24s %-9s %-32s %s\n", k.name.c_str(), k.wrapped() ? "watched" : "-",
+              const auto info = kernelspec::wrap_info(k);
+              const char* state = !info ? "-" : info->problem.empty() ? "watched" : "broken";
+              std::printf("%-24s %-9s %-32s %s\n", k.name.c_str(), state,
                           k.spec.value("display_name", "").c_str(), k.dir.c_str());
+              if (!info) continue;
+              std::string options;
+              for (const auto& o : info->run_options)
+                options += " " + o;
+              std::printf("    wraps %s, run options:%s\n",
+                          info->wrapped_from.empty() ? "?" : info->wrapped_from.c_str(),
+                          options.empty() ? " (none)" : options.c_str());
+              if (!info->problem.empty()) {
+                ++broken;
+                std::printf("    cannot start: %s\n    fix: %s\n", info->problem.c_str(),
+                            info->repair_command(k.name).c_str());
+              }
             }
+            if (broken > 0)
+              std::cout << broken << " wrapped kernelspec(s) cannot start; run the fix shown.\n";
             return 0;
           }
         } catch (const kernelspec::KernelspecError& e) {

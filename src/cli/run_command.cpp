@@ -7,6 +7,17 @@
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::cli {
+namespace {
+
+// The usage line says `--`: options of ours before it, the kernel's own command line after.
+class RunUsage : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* /*app*/, std::string name) const override {
+    return "Usage: " + name + " [OPTIONS] -- KERNEL_ARGV...\n";
+  }
+};
+
+}  // namespace
 
 Command add_run_command(CLI::App& app) {
   auto options = std::make_shared<launch::RunOptions>();
@@ -30,6 +41,13 @@ Command add_run_command(CLI::App& app) {
       "sitecustomize shim (first on the kernel's PYTHONPATH, then removed from it) and "
       "PYTHONFAULTHANDLER=1 make a dying Python kernel print its stack where the "
       "crash report can keep it.");
+  options->kernel.death_notices = true;
+  run->add_flag_callback(
+         "--no-notice", [options] { options->kernel.death_notices = false; },
+         "After a crash, the kernel its manager restarts shows why the last one died once, "
+         "above the output of its first cell (the headline and the command that shows the "
+         "report). This turns that off; so does KERNEL_WATCHDOG_NO_NOTICE=1.")
+      ->envname("KERNEL_WATCHDOG_NO_NOTICE");
   run->add_option(
       "--report-dir", options->report_dir,
       "Where crash reports go (default: $KERNEL_WATCHDOG_REPORT_DIR, else "
@@ -66,7 +84,12 @@ Command add_run_command(CLI::App& app) {
   run->add_option("--gpu-rate", *gpu_hz, "GPU samples per second (NVML)")
       ->check(CLI::Range(0.1, 100.0))
       ->capture_default_str();
-  run->add_option("kernel_argv", options->kernel.argv, "The kernel's command line")->required();
+  run->add_option("kernel_argv", options->kernel.argv, "The kernel's command line, after `--`")
+      ->required();
+  run->formatter(std::make_shared<RunUsage>());
+  run->footer(
+      "Example (what `kernelspec wrap` puts in kernel.json):\n"
+      "  kernel-watchdog run --memory-limit 8G -- python3 -m ipykernel_launcher -f conn.json");
 
   return {
       run, [=]() -> int {

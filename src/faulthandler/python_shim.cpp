@@ -49,18 +49,26 @@ PythonShim PythonShim::create() {
   }
   base->sweep_dead_owners(prefix);
   util::SafeDir dir = base->make_unique_dir(std::string(prefix) + std::to_string(::getpid()) + "-");
-  PythonShim shim(std::move(*base), dir.path());
-  dir.write_file("sitecustomize.py", data::sitecustomize_py(), 0600);
+  PythonShim shim(std::move(*base), std::move(dir));
+  shim.add_file("sitecustomize.py", data::sitecustomize_py());
   return shim;
 }
 
+void PythonShim::add_file(std::string_view name, std::string_view contents) const {
+  if (!own_) throw util::FileError("the shim directory is gone");
+  own_->write_file(name, contents, 0600);
+}
+
 PythonShim::PythonShim(PythonShim&& other) noexcept
-    : parent_(std::exchange(other.parent_, std::nullopt)), dir_(std::exchange(other.dir_, {})) {}
+    : parent_(std::exchange(other.parent_, std::nullopt)),
+      own_(std::exchange(other.own_, std::nullopt)),
+      dir_(std::exchange(other.dir_, {})) {}
 
 PythonShim& PythonShim::operator=(PythonShim&& other) noexcept {
   if (this != &other) {
     remove();
     parent_ = std::exchange(other.parent_, std::nullopt);
+    own_ = std::exchange(other.own_, std::nullopt);
     dir_ = std::exchange(other.dir_, {});
   }
   return *this;
@@ -89,6 +97,7 @@ void PythonShim::apply(std::vector<std::string>& env) const {
 
 void PythonShim::remove() noexcept {
   if (dir_.empty() || !parent_) return;
+  own_.reset();
   parent_->remove_tree(dir_.filename().string());
   dir_.clear();
 }

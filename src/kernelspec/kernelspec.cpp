@@ -1,6 +1,11 @@
 #include "kwd/kernelspec/kernelspec.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -128,7 +133,35 @@ std::optional<Kernelspec> find(const std::string& name) {
   return std::nullopt;
 }
 
-fs::path wrap(const WrapRequest& r) {
+namespace {
+
+// The settings in which two wraps of one name differ, as a person reads them.
+std::vector<std::string> differences(const Kernelspec& before, const Kernelspec& after) {
+  std::vector<std::string> out;
+  const auto a = wrap_info(before), b = wrap_info(after);
+  auto words = [](const std::vector<std::string>& v) {
+    std::string text;
+    for (const auto& w : v)
+      text += (text.empty() ? "" : " ") + w;
+    return text.empty() ? std::string("(none)") : text;
+  };
+  auto compare = [&](const std::string& what, const std::string& was, const std::string& now) {
+    if (was != now) out.push_back(what + ": " + was + " -> " + now);
+  };
+  compare("wraps", a ? a->wrapped_from : "", b ? b->wrapped_from : "");
+  compare("kernel-watchdog", a ? a->watchdog : "", b ? b->watchdog : "");
+  compare("run options", words(a ? a->run_options : std::vector<std::string>{}),
+          words(b ? b->run_options : std::vector<std::string>{}));
+  compare("kernel command", words(a ? a->kernel_argv : std::vector<std::string>{}),
+          words(b ? b->kernel_argv : std::vector<std::string>{}));
+  compare("display name", before.spec.value("display_name", ""),
+          after.spec.value("display_name", ""));
+  return out;
+}
+
+}  // namespace
+
+WrapOutcome wrap(const WrapRequest& r) {
   const auto source = find(r.source_name);
   if (!source) {
     throw KernelspecError("no kernelspec named '" + r.source_name +
@@ -171,13 +204,23 @@ fs::path wrap(const WrapRequest& r) {
                                          {"original_argv", source->spec["argv"]}};
 
   const fs::path target = kernels_dir(r, python) / new_name;
+  WrapOutcome outcome{target, WrapOutcome::What::kCreated};
   std::error_code ec;
   if (fs::exists(target / "kernel.json", ec)) {
     const auto existing = read_spec(target / "kernel.json");
-    const bool ours = existing && existing->contains("metadata") &&
-                      (*existing)["metadata"].contains("kernel_watchdog");
-    if (!ours)
+    const Kernelspec before{new_name, target, existing.value_or(nlohmann::json::object())};
+    if (!existing || !before.wrapped())
       throw KernelspecError(target.string() + " already holds a kernelspec that is not ours");
+    const auto changes = differences(before, Kernelspec{new_name, target, spec});
+    if (changes.empty()) return {target, WrapOutcome::What::kUnchanged};
+    if (!r.force) {
+      std::string text =
+          "'" + new_name + "' is already a wrap (" + target.string() + ") with other settings:";
+      for (const auto& change : changes)
+        text += "\n  " + change;
+      throw KernelspecError(text + "\nadd --force to replace it with the new ones");
+    }
+    outcome.what = WrapOutcome::What::kReplaced;
   }
   fs::create_directories(target, ec);
   if (ec) throw KernelspecError("cannot create " + target.string() + ": " + ec.message());
@@ -192,7 +235,45 @@ fs::path wrap(const WrapRequest& r) {
   } catch (const util::FileError& e) {
     throw KernelspecError(e.what());
   }
-  return target;
+  return outcome;
+}
+
+std::optional<WrapInfo> wrap_info(const Kernelspec& k) {
+  if (!k.wrapped()) return std::nullopt;
+  WrapInfo info;
+  const auto& meta = k.spec["metadata"]["kernel_watchdog"];
+  if (meta.is_object() && meta.contains("wrapped_from") && meta["wrapped_from"].is_string())
+    info.wrapped_from = meta["wrapped_from"].get<std::string>();
+  std::vector<std::string> argv;
+  if (k.spec.contains("argv") && k.spec["argv"].is_array())
+    for (const auto& a : k.spec["argv"])
+      if (a.is_string()) argv.push_back(a.get<std::string>());
+  const auto dashes = std::find(argv.begin(), argv.end(), "--");
+  if (argv.size() < 3 || argv[1] != "run" || dashes == argv.end() || dashes + 1 == argv.end()) {
+    info.problem = "its argv is not `kernel-watchdog run [options] -- KERNEL_ARGV`";
+    return info;
+  }
+  info.watchdog = argv[0];
+  info.run_options.assign(argv.begin() + 2, dashes);
+  info.kernel_argv.assign(dashes + 1, argv.end());
+  // What exec would fail on: the watchdog moved or removed, the interpreter gone (a deleted
+  // virtualenv). A bare name is looked up on PATH when the kernel starts; it is not judged.
+  if (::access(info.watchdog.c_str(), X_OK) != 0)
+    info.problem =
+        "kernel-watchdog is no longer at " + info.watchdog + " (" + std::strerror(errno) + ")";
+  else if (const auto& program = info.kernel_argv.front();
+           program.find('/') != std::string::npos && ::access(program.c_str(), X_OK) != 0)
+    info.problem = "the kernel's program " + program + " is gone (" + std::strerror(errno) + ")";
+  return info;
+}
+
+std::string WrapInfo::repair_command(const std::string& name) const {
+  std::string command = "kernel-watchdog kernelspec wrap " +
+                        (wrapped_from.empty() ? std::string("SOURCE") : wrapped_from) + " --name " +
+                        name;
+  for (const auto& option : run_options)
+    command += " --run-option=" + option;
+  return command + " --force";
 }
 
 fs::path unwrap(const std::string& name) {

@@ -30,11 +30,13 @@ int Launcher::run() {
 
   // Where reports go is checked now so a problem is said at start, not at death; the kernel
   // starts whatever the answer.
+  const auto report_dir = report::ReportStore::resolve_dir(options_.report_dir);
   try {
-    report::ReportStore(report::ReportStore::resolve_dir(options_.report_dir)).prepare();
+    report::ReportStore(report_dir).prepare();
   } catch (const std::exception& e) {
-    spdlog::warn("report directory unusable ({}); reports will go to {}", e.what(),
-                 report::ReportStore::fallback_dir().string());
+    if (watch::first_trouble_with(report_dir))
+      spdlog::warn("report directory {} unusable ({}); reports will go to {}", report_dir.string(),
+                   e.what(), report::ReportStore::fallback_dir().string());
   }
 
   kernel_ = std::make_unique<WatchedKernel>(loop_, options_.kernel);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kwd/diagnosis/signature_table.hpp"
+#include "kwd/launch/death_notice.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/self_exe.hpp"
@@ -85,6 +86,7 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
       spdlog::warn("{}", notes_.back());
     }
   }
+  if (python_shim_ && launch_.death_notices) pass_on_death_notice();
   util::UniqueFd fault_write;
   if (python_shim_) {
     int fds[2];
@@ -243,9 +245,24 @@ watch::WrittenReport WatchedKernel::write_report(
   context.watchdog_received = watchdog_received;
   context.faulthandler = python_shim_.has_value();
   context.notes = notes_;
-  return watch::write_report(*watch_, context,
-                             protocol::kernel_id_from_connection_file(launch_.connection_file),
-                             report_dir);
+  const std::string kernel_id = protocol::kernel_id_from_connection_file(launch_.connection_file);
+  auto written = watch::write_report(*watch_, context, kernel_id, report_dir);
+  if (end != nullptr && launch_.death_notices && written.path)
+    leave_death_notice(kernel_id, death_notice(written.document, *written.path));
+  return written;
+}
+
+void WatchedKernel::pass_on_death_notice() {
+  const std::string kernel_id = protocol::kernel_id_from_connection_file(launch_.connection_file);
+  if (kernel_id.empty()) return;
+  const auto notice = claim_death_notice(kernel_id);
+  if (!notice) return;
+  try {
+    python_shim_->add_file("notice.json", *notice);
+    spdlog::debug("the previous kernel's death notice goes to the first cell");
+  } catch (const std::exception& e) {
+    spdlog::debug("death notice not passed on: {}", e.what());
+  }
 }
 
 }  // namespace kwd::launch

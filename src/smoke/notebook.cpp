@@ -101,11 +101,14 @@ Notebook load_notebook(const std::filesystem::path& path) {
   if (!in) fail(path, std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
+  return parse_notebook(text.str(), path);
+}
 
+Notebook parse_notebook(std::string_view text, const std::filesystem::path& path) {
   Notebook nb;
   nb.path = path;
   try {
-    nb.document = nlohmann::json::parse(text.str());
+    nb.document = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's message says where; UTF-8 errors say "ill-formed UTF-8".
     fail(path, std::string("not a notebook: not valid JSON (") + e.what() + ")");

@@ -2,11 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+#include <mutex>
+#include <set>
 #include <utility>
 
 #include "kwd/logging/log_fields.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
+#include "kwd/report/terminal_summary.hpp"
 
 namespace kwd::watch {
 namespace {
@@ -36,7 +40,26 @@ std::vector<logging::LogFields::Field> report_fields(const std::string& kernel_i
   return fields;
 }
 
+// With neither the store nor the fallback writable (a full or read-only disk), stderr is the
+// last place the answer can reach the user: the terminal, the server log, the journal.
+void print_summary_instead(const nlohmann::json& report) noexcept {
+  try {
+    const std::string summary = report::render_summary(report, report::SummaryStyle{});
+    std::fwrite(summary.data(), 1, summary.size(), stderr);
+    std::fflush(stderr);
+  } catch (const std::exception& e) {
+    spdlog::error("the report's summary could not be rendered either: {}", e.what());
+  }
+}
+
 }  // namespace
+
+bool first_trouble_with(const std::filesystem::path& report_dir) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::lock_guard lock(mutex);
+  return said.insert(report_dir.lexically_normal().string()).second;
+}
 
 WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
                            const std::string& report_dir) {
@@ -67,7 +90,10 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
                  out.path->string());
     return out;
   } catch (const std::exception& e) {
-    spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
+    if (first_trouble_with(primary.dir()))
+      spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
+    else
+      spdlog::debug("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
     out.document["notes"].push_back(std::string("report directory unusable: ") + e.what());
   }
   const report::ReportStore fallback(report::ReportStore::fallback_dir(), limits);
@@ -77,8 +103,9 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
     spdlog::warn("kernel {} {}{}; {} report (fallback location): {}", watch.pid(), what,
                  verdict(out.document), kind, out.path->string());
   } catch (const std::exception& e) {
-    spdlog::error("kernel {} {}; no {} report could be written: {}", watch.pid(), what, kind,
-                  e.what());
+    spdlog::error("kernel {} {}; no {} report could be written: {}; its summary follows",
+                  watch.pid(), what, kind, e.what());
+    print_summary_instead(out.document);
   }
   return out;
 }

@@ -90,9 +90,10 @@ class Watched:
                 return p.pid
         raise AssertionError("no ipykernel process under the launcher")
 
-    def execute(self, code, timeout=60):
-        """Runs a cell; returns (reply content, list of iopub messages for it)."""
-        msg_id = self.kc.execute(code)
+    def execute(self, code, timeout=60, **request):
+        """Runs a cell; returns (reply content, list of iopub messages for it). `request`
+        goes to the execute_request (e.g. stop_on_error=False)."""
+        msg_id = self.kc.execute(code, **request)
         outputs = []
         deadline = time.monotonic() + timeout
         while True:

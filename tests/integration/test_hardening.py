@@ -219,15 +219,17 @@ PLANTED = {
 }
 
 
-def test_no_secret_reaches_any_output(start_kernel, jupyter_env, tmp_path):
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_no_secret_reaches_any_output(start_kernel, jupyter_env, tmp_path, log_format):
     """A kernel with secrets in its environment and a keyed connection file crashes under
-    the watchdog at its most talkative (debug log). Neither the key nor any planted secret is
-    in its stderr, the report, or anything `reports` prints (list, show, show --json, html,
-    diagnose)."""
+    the watchdog at its most talkative (debug log, as text and as JSON lines). Neither the key
+    nor any planted secret is in its stderr, the report, or anything `reports` prints (list,
+    show, show --json, html, diagnose). (The daemon's log, status and metrics: test_daemon.)"""
     jupyter_env["env"].pop("PYTEST_CURRENT_TEST", None)
     log = tmp_path / "watchdog-stderr.log"
     with open(log, "w") as err:
-        k = start_kernel(env_overrides={**PLANTED, "KERNEL_WATCHDOG_LOG_LEVEL": "debug"},
+        k = start_kernel(env_overrides={**PLANTED, "KERNEL_WATCHDOG_LOG_LEVEL": "debug",
+                                        "KERNEL_WATCHDOG_LOG_FORMAT": log_format},
                          stderr=err)
         key = json.loads(pathlib.Path(k.km.connection_file).read_text())["key"]
         assert len(key) >= 16
@@ -254,6 +256,74 @@ def test_no_secret_reaches_any_output(start_kernel, jupyter_env, tmp_path):
     for path in reports:
         outputs[path.name] = path.read_text()
     assert "kernel" in outputs["watchdog stderr"] and "SIGSEGV" in outputs["reports show"]
+    if log_format == "json":
+        records = [json.loads(line) for line in outputs["watchdog stderr"].splitlines()
+                   if line.startswith("{")]
+        assert any("report" in r for r in records), outputs["watchdog stderr"][-2000:]
     for secret in [key, *PLANTED.values()]:
         found = [name for name, text in outputs.items() if secret in text]
         assert found == [], f"a secret reached {found}"
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 256 KiB tmpfs of its own: a store that can be filled or made read-only for real."""
+    mnt = tmp_path / "small-fs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "kwd-small-fs", str(mnt)],
+                   check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(mnt):
+    fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, b"\0" * 4096) > 0:
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@needs_root
+@pytest.mark.parametrize("trouble", ["full", "read-only", "full, fallback too"])
+def test_a_full_or_read_only_store_costs_one_line_and_the_report_still_reaches_the_user(
+        small_filesystem, tmp_path, trouble):
+    """A store on a full or read-only filesystem: the kernel runs to its end as if nothing was
+    wrong, stderr has one line naming the store and the system's reason, and the report is
+    in the fallback location; with nowhere to write at all, its summary is on stderr."""
+    store = small_filesystem / "reports"
+    store.mkdir(mode=0o700)
+    tmpdir = small_filesystem / "tmp" if trouble == "full, fallback too" else tmp_path / "tmp"
+    tmpdir.mkdir()
+    if trouble == "read-only":
+        subprocess.run(["mount", "-o", "remount,ro", str(small_filesystem)], check=True)
+    else:
+        fill(small_filesystem)
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "PYTHONPATH")}
+    env.update(TMPDIR=str(tmpdir), KERNEL_WATCHDOG_REPORT_DIR=str(store))
+    proc = subprocess.run(
+        [KWD_BINARY, "run", "--", PYTHON, "-c",
+         "import os; print('the kernel ran', flush=True); os.abort()"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGABRT, proc.stderr  # the end mirrored
+    assert proc.stdout == "the kernel ran\n"
+    reason = "Read-only file system" if trouble == "read-only" else "No space left on device"
+    log = proc.stderr.split("its summary follows", 1)[0]  # the summary may quote it again
+    about_store = [line for line in log.splitlines() if str(store) in line]
+    assert len(about_store) == 1, proc.stderr
+    assert reason in about_store[0], proc.stderr
+    assert list(store.iterdir()) == []
+    fallback = tmpdir / f"kernel-watchdog-{os.geteuid()}" / "reports"
+    if trouble == "full, fallback too":
+        assert "no crash report could be written" in proc.stderr, proc.stderr
+        # The summary `reports show` would have printed, here instead.
+        assert "SIGABRT" in proc.stderr.split("its summary follows", 1)[1], proc.stderr
+        assert not fallback.exists() or list(fallback.glob("*.json")) == []
+    else:
+        (report,) = [json.loads(p.read_text()) for p in fallback.glob("*.json")]
+        assert report["termination"]["signal_name"] == "SIGABRT"
+        assert any(reason in n for n in report["notes"]), report["notes"]
+        assert str(fallback) in proc.stderr

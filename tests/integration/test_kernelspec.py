@@ -2,6 +2,8 @@
 import json
 import os
 import pathlib
+import shutil
+import subprocess
 
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
@@ -71,3 +73,36 @@ def test_wrap_unknown_kernelspec_says_so(jpath):
     assert "no kernelspec named 'no-such-kernel'" in proc.stderr
     bad = kwd("kernelspec", "wrap", "bare", "--name", "../escape", check=False)
     assert bad.returncode == 1 and "not a valid kernelspec name" in bad.stderr
+
+
+def test_wrap_again_says_what_differs_and_force_repairs_a_broken_wrap(jpath):
+    """A wrap whose program moved is marked broken by `list`, with the command that fixes it;
+    wrapping again with other settings is refused with the differences until --force."""
+    moved = jpath["tmp"] / "old-install" / "kernel-watchdog"
+    moved.parent.mkdir()
+    shutil.copy2(KWD_BINARY, moved)
+    made = subprocess.run([str(moved), "kernelspec", "wrap", "bare", "--name", "w",
+                           "--run-option=--memory-limit=8G"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    moved.unlink()  # uninstalled, or moved to another prefix
+
+    listing = kwd("kernelspec", "list").stdout
+    row = next(l for l in listing.splitlines() if l.startswith("w "))
+    assert row.split()[1] == "broken"
+    assert f"kernel-watchdog is no longer at {moved}" in listing
+    fix = "kernel-watchdog kernelspec wrap bare --name w --run-option=--memory-limit=8G --force"
+    assert f"fix: {fix}" in listing
+    assert "wraps bare, run options: --memory-limit=8G" in listing
+
+    refused = kwd("kernelspec", "wrap", "bare", "--name", "w", check=False)
+    assert refused.returncode == 1
+    assert f"kernel-watchdog: {moved} -> {KWD_BINARY}" in refused.stderr
+    assert "run options: --memory-limit=8G -> (none)" in refused.stderr
+    assert "--force" in refused.stderr
+
+    repaired = kwd(*fix.split()[1:]).stdout
+    assert repaired.startswith("Replaced the wrap of 'bare'")
+    row = next(l for l in kwd("kernelspec", "list").stdout.splitlines() if l.startswith("w "))
+    assert row.split()[1] == "watched"
+    same = kwd(*fix.split()[1:-1]).stdout
+    assert "unchanged" in same

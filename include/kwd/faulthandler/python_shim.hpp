@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kwd/util/private_files.hpp"
@@ -37,11 +38,15 @@ class PythonShim {
   void apply(std::vector<std::string>& environment) const;
   // Removes the directory (the interpreter has long imported the shim when this runs).
   void remove() noexcept;
+  // Puts a file beside the shim for it to read when the kernel starts (notice.json: the
+  // previous kernel's death). Throws util::FileError.
+  void add_file(std::string_view name, std::string_view contents) const;
 
  private:
-  PythonShim(util::SafeDir parent, std::filesystem::path dir)
-      : parent_(std::move(parent)), dir_(std::move(dir)) {}
+  PythonShim(util::SafeDir parent, util::SafeDir own)
+      : parent_(std::move(parent)), own_(std::move(own)), dir_(own_->path()) {}
   std::optional<util::SafeDir> parent_;
+  std::optional<util::SafeDir> own_;
   std::filesystem::path dir_;
 };
 

@@ -41,10 +41,32 @@ struct WrapRequest {
   std::filesystem::path prefix;                // for kPrefix
   std::filesystem::path watchdog_path;         // absolute path of kernel-watchdog
   std::vector<std::string> extra_run_options;  // inserted between "run" and "--"
+  bool force = false;                          // replace a wrap whose settings differ
 };
 
-// Creates the wrapped copy; returns its directory. Throws KernelspecError.
-std::filesystem::path wrap(const WrapRequest& request);
+struct WrapOutcome {
+  enum class What { kCreated, kReplaced, kUnchanged };
+  std::filesystem::path dir;
+  What what = What::kCreated;
+};
+
+// Creates the wrapped copy. An earlier wrap of the same name is left as it is when its
+// settings are the same, replaced with `force`, and otherwise refused with the settings that
+// differ, one line each. Throws KernelspecError.
+WrapOutcome wrap(const WrapRequest& request);
+
+// What a wrapped kernelspec runs, and whether it can still start.
+struct WrapInfo {
+  std::string wrapped_from;
+  std::string watchdog;                  // argv[0]
+  std::vector<std::string> run_options;  // between "run" and "--"
+  std::vector<std::string> kernel_argv;  // after "--"
+  std::string problem;                   // why it cannot start ("" when it can)
+  // The command that makes it work again (wrap --force with the same settings).
+  [[nodiscard]] std::string repair_command(const std::string& name) const;
+};
+// nullopt for a kernelspec that is not a wrap.
+std::optional<WrapInfo> wrap_info(const Kernelspec& spec);
 // Removes a kernelspec that `wrap` created (and refuses any other). Returns its directory.
 std::filesystem::path unwrap(const std::string& name);
 

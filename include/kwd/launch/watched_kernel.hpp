@@ -48,6 +48,9 @@ struct KernelLaunch {
   // (`smoke -j`); null: this kernel's probes make their own.
   std::shared_ptr<probes::HostSources> host_sources;
   bool faulthandler = true;  // the sitecustomize shim and PYTHONFAULTHANDLER
+  // After a death, a notice for the restarted kernel's first cell (launch/death_notice.hpp);
+  // shown through the shim, so only with faulthandler.
+  bool death_notices = false;
 };
 
 // One kernel started as our child with everything a crash report needs around it: its
@@ -95,6 +98,8 @@ class WatchedKernel {
   void on_fault_output();
   void look_for_kernel_stderr_pipe();
   void handle_death(const watch::ProcessEnd& end, std::int64_t died_at_ms);
+  // Hands the notice the previous kernel of this connection file left to the shim.
+  void pass_on_death_notice();
 
   loop::EventLoop& loop_;
   KernelLaunch launch_;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kwd::smoke {
@@ -38,6 +39,8 @@ struct Notebook {
 // Reads and checks a notebook. Throws NotebookError: not found, not JSON or not UTF-8,
 // not nbformat 3 or 4, no cells, a cell without a usable source.
 Notebook load_notebook(const std::filesystem::path& path);
+// The same for a notebook's text; `path` names it in errors and is the notebook's path.
+Notebook parse_notebook(std::string_view text, const std::filesystem::path& path);
 
 // A cell's "source" as one string: nbformat allows a string or a list of strings.
 std::string joined_text(const nlohmann::json& multiline);

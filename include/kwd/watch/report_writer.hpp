@@ -20,4 +20,8 @@ struct WrittenReport {
 WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
                            const std::string& report_dir);
 
+// True the first time a report directory is found unusable in this process (at start or at a
+// death), so that the trouble is said in one line, not again at every report.
+bool first_trouble_with(const std::filesystem::path& report_dir);
+
 }  // namespace kwd::watch

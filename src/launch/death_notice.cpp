@@ -1,0 +1,112 @@
+#include "kwd/launch/death_notice.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <ctime>
+
+#include "kwd/diagnosis/report_view.hpp"
+#include "kwd/report/report_store.hpp"
+#include "kwd/util/private_files.hpp"
+#include "kwd/util/unique_fd.hpp"
+
+namespace kwd::launch {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::size_t kMaxNoticeBytes = 64 * 1024;
+
+std::optional<util::SafeDir> notices_dir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg != nullptr && fs::path(xdg).is_absolute()) {
+    try {
+      return util::SafeDir::open_private(fs::path(xdg) / "kernel-watchdog" / "notices");
+    } catch (const util::FileError& e) {
+      spdlog::debug("death notices: not in $XDG_RUNTIME_DIR: {}", e.what());
+    }
+  }
+  try {
+    return util::SafeDir::open_private(report::ReportStore::fallback_dir().parent_path() /
+                                       "notices");
+  } catch (const util::FileError& e) {
+    spdlog::debug("death notices: no private directory: {}", e.what());
+    return std::nullopt;
+  }
+}
+
+// A kernel id is the connection file's, which anyone can name: only a plain file name.
+std::optional<std::string> notice_name(const std::string& kernel_id) {
+  if (kernel_id.empty() || kernel_id.size() > 128) return std::nullopt;
+  for (const char c : kernel_id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return std::nullopt;
+  return "notice-" + kernel_id + ".json";
+}
+
+std::string local_time_of_day(std::int64_t epoch_ms) {
+  const std::time_t seconds = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm local{};
+  if (::localtime_r(&seconds, &local) == nullptr) return "";
+  char text[16];
+  std::strftime(text, sizeof text, "%H:%M:%S", &local);
+  return text;
+}
+
+}  // namespace
+
+nlohmann::json death_notice(const nlohmann::json& report, const fs::path& report_path) {
+  const diagnosis::ReportView view(report);
+  std::string headline = view.text("/diagnosis/headline").value_or("");
+  if (headline.empty()) headline = "the kernel died unexpectedly";
+  const std::string id = report_path.stem().string();
+  const auto died_at_ms = view.integer("/kernel/died_at_ms");
+  const std::string when = died_at_ms ? " at " + local_time_of_day(*died_at_ms) : "";
+  const std::string command = "kernel-watchdog reports show " + id;
+  return {{"text", "kernel-watchdog: this notebook's previous kernel died" + when + ": " +
+                       headline + "\nSee why: " + command + "\n"},
+          {"markdown", "**kernel-watchdog**: this notebook's previous kernel died" + when + ": " +
+                           headline + "  \nSee why: `" + command + "`"},
+          {"report", id}};
+}
+
+void leave_death_notice(const std::string& kernel_id, const nlohmann::json& notice) noexcept {
+  try {
+    const auto name = notice_name(kernel_id);
+    if (!name) return;
+    auto dir = notices_dir();
+    if (!dir) return;
+    dir->write_file(*name, notice.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                    0600);
+  } catch (const std::exception& e) {
+    spdlog::debug("death notice not left: {}", e.what());
+  }
+}
+
+std::optional<std::string> claim_death_notice(const std::string& kernel_id) noexcept {
+  try {
+    const auto name = notice_name(kernel_id);
+    if (!name) return std::nullopt;
+    auto dir = notices_dir();
+    if (!dir) return std::nullopt;
+    util::UniqueFd fd(
+        ::openat(dir->fd(), name->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) return std::nullopt;
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+        static_cast<std::size_t>(st.st_size) > kMaxNoticeBytes)
+      return std::nullopt;
+    std::string text(static_cast<std::size_t>(st.st_size), '\0');
+    if (::read(fd.get(), text.data(), text.size()) != st.st_size) return std::nullopt;
+    // The one whose unlink succeeds has it: two kernels started at once show it once.
+    if (::unlinkat(dir->fd(), name->c_str(), 0) != 0) return std::nullopt;
+    return text;
+  } catch (const std::exception& e) {
+    spdlog::debug("death notice not claimed: {}", e.what());
+    return std::nullopt;
+  }
+}
+
+}  // namespace kwd::launch

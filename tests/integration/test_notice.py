@@ -1,0 +1,55 @@
+"""The notebook learns why: after a crash, the kernel its manager restarts shows, once, above
+the output of its first cell, why the previous one died and how to see the report.
+
+The restart is jupyter_client's own: KernelManager.restart_kernel(now=True, newports=False),
+which is what its KernelRestarter (JupyterLab's, Notebook's) calls when it finds the kernel
+dead: the same connection file, so the same kernel id, and a new `kernel-watchdog run`."""
+import pytest
+
+from conftest import load_reports
+
+
+def outputs_of(k, code):
+    reply, messages = k.execute(code)
+    assert reply["status"] == "ok", reply
+    shown = []
+    for m in messages:
+        if m["msg_type"] == "display_data":
+            shown.append(("display", m["content"]["data"]))
+        elif m["msg_type"] == "stream":
+            shown.append(("stream", m["content"]["text"]))
+    return shown
+
+
+def restart_as_the_restarter_does(k):
+    k.km.restart_kernel(now=True, newports=False)
+    k.kc.wait_for_ready(timeout=60)
+
+
+@pytest.mark.parametrize("opt_out", [False, True])
+def test_the_restarted_kernel_says_once_why_the_previous_one_died(start_kernel, jupyter_env,
+                                                                  opt_out):
+    env = {"KERNEL_WATCHDOG_NO_NOTICE": "1"} if opt_out else {}
+    k = start_kernel(env_overrides=env)
+    assert outputs_of(k, "print('before')") == [("stream", "before\n")]
+    k.execute_until_death("import ctypes; ctypes.string_at(0)")
+    (report,) = load_reports(jupyter_env["report_dir"])
+    restart_as_the_restarter_does(k)
+
+    first = outputs_of(k, "print('after')")
+    if opt_out:
+        assert first == [("stream", "after\n")]
+        return
+    assert len(first) == 2 and first[1] == ("stream", "after\n"), first
+    kind, data = first[0]
+    assert kind == "display"
+    text = data["text/plain"]
+    assert text.startswith("kernel-watchdog: this notebook's previous kernel died at ")
+    assert report["diagnosis"]["headline"] in text
+    assert f"kernel-watchdog reports show {report['id']}" in text
+    assert "`kernel-watchdog reports show" in data["text/markdown"]
+
+    # Once: not on the next cell, nor after a restart that followed no death.
+    assert outputs_of(k, "print('again')") == [("stream", "again\n")]
+    restart_as_the_restarter_does(k)
+    assert outputs_of(k, "print('restarted')") == [("stream", "restarted\n")]
