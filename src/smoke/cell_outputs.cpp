@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kwd/protocol/content_fields.hpp"
+#include "kwd/util/clock.hpp"
 
 namespace kwd::smoke {
 namespace {
@@ -35,6 +36,14 @@ void CellOutputs::begin(std::size_t index) {
   bytes_ = 0;
   clear_now();
   cells_[current_]["execution_count"] = nullptr;
+  auto& metadata = cells_[current_]["metadata"];
+  if (!metadata.is_object()) metadata = nlohmann::json::object();
+  metadata["execution"] = nlohmann::json::object();  // this run's, not an earlier one's
+}
+
+void CellOutputs::record_timing(const char* step, std::int64_t date_ms) {
+  if (date_ms < 0) return;
+  cells_[current_]["metadata"]["execution"][step] = util::iso8601_utc(date_ms);
 }
 
 void CellOutputs::clear_now() {

@@ -109,7 +109,8 @@ Notebook parse_notebook(std::string_view text, const std::filesystem::path& path
   nb.path = path;
   try {
     nb.document = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number too big for a double ("5e0000000000537").
     // nlohmann's message says where; UTF-8 errors say "ill-formed UTF-8".
     fail(path, std::string("not a notebook: not valid JSON (") + e.what() + ")");
   }

@@ -237,13 +237,27 @@ void NotebookRun::on_message(client::Channel channel, const protocol::Message& m
     outputs_.apply_update(m);
     return;
   }
+  if (channel == client::Channel::control && m.msg_type == "interrupt_reply" &&
+      !interrupt_id_.empty() && m.parent_msg_id == interrupt_id_) {
+    interrupt_id_.clear();
+    // The reply may come after the interrupted cell's own end: the cell it was sent for.
+    if (interrupted_cell_ && *interrupted_cell_ < result_.cells.size())
+      result_.cells[*interrupted_cell_].message += "; the kernel acknowledged it";
+    return;
+  }
   if (cell_ == nullptr || m.parent_msg_id != request_id_) return;
   if (channel == client::Channel::shell && m.msg_type == "execute_reply") {
     reply_ = m.content;
     reply_seen_ = true;
+    outputs_.record_timing("shell.execute_reply", m.date_ms);
   } else if (channel == client::Channel::iopub && m.msg_type == "status") {
-    if (protocol::text_field(m.content, "execution_state") == "idle") idle_seen_ = true;
+    const std::string state = protocol::text_field(m.content, "execution_state");
+    if (state == "idle") idle_seen_ = true;
+    if (state == "busy" || state == "idle")
+      outputs_.record_timing(state == "busy" ? "iopub.status.busy" : "iopub.status.idle",
+                             m.date_ms);
   } else if (channel == client::Channel::iopub) {
+    if (m.msg_type == "execute_input") outputs_.record_timing("iopub.execute_input", m.date_ms);
     outputs_.apply(m);
   }
   maybe_finish_cell();
@@ -390,16 +404,21 @@ void NotebookRun::on_cell_timeout() {
   CellResult& cell = *cell_;
   cell.status = CellStatus::failed;
   cell.failure_type = "timeout";
-  cell.message =
-      "still running after the " + format_seconds(timeout) + " cell timeout; interrupted";
+  cell.message = "still running after the " + format_seconds(timeout) + " cell timeout; ";
   stop_ = true;
   mark_rest_not_run("an earlier cell timed out (cell " + std::to_string(cell.number) + ")");
   state_ = State::interrupting;
-  const std::string mode = spec_.spec.value("interrupt_mode", std::string("signal"));
-  if (mode == "message")
-    client_->send(client::Channel::control, "interrupt_request", nlohmann::json::object());
-  else
+  // As the kernelspec says: a kernel that cannot take SIGINT (its interrupt_mode is
+  // "message") is asked on the control channel, and says when it has interrupted.
+  if (protocol::text_field(spec_.spec, "interrupt_mode", "signal") == "message") {
+    interrupted_cell_ = static_cast<std::size_t>(&cell - result_.cells.data());
+    interrupt_id_ =
+        client_->send(client::Channel::control, "interrupt_request", nlohmann::json::object());
+    cell.message += "interrupted with an interrupt_request (the kernelspec's interrupt_mode)";
+  } else {
     kernel_->send_signal(SIGINT);
+    cell.message += "interrupted with SIGINT";
+  }
   deadline_ = loop_.after(
       std::chrono::milliseconds(static_cast<long>(options_.interrupt_grace_s * 1000)), [this] {
         deadline_.reset();

@@ -92,6 +92,15 @@ def test_passing_notebook_writes_a_valid_executed_notebook_and_junit(smoke, tmp_
     assert code[1].outputs[0]["output_type"] == "execute_result"
     assert code[1].outputs[0]["data"]["text/plain"] == "42"
     assert [c.execution_count for c in code] == [1, 2, 3]
+    # Timing as nbclient records it, from the kernel's own message dates, in order.
+    steps = ["iopub.status.busy", "iopub.execute_input", "shell.execute_reply",
+             "iopub.status.idle"]
+    for c in code:
+        stamps = c.metadata["execution"]
+        assert sorted(stamps) == sorted(steps), stamps
+        assert stamps["iopub.status.busy"] <= stamps["iopub.execute_input"] <= \
+            stamps["iopub.status.idle"], stamps
+        assert stamps["iopub.status.busy"].endswith("Z") and "T" in stamps["iopub.status.busy"]
     assert code[2].outputs[0]["data"]["text/html"] == "<b>two</b>"  # update_display_data
     suites = junit(tmp_path / "junit.xml")
     (cases,) = suites.values()
@@ -158,6 +167,33 @@ def test_timeout_interrupts_the_cell_and_the_next_notebook_runs(smoke, tmp_path)
     assert not (out / "reports").exists()
     executed = nbformat.read(str(out / "slow.ipynb"), as_version=4)
     assert executed.cells[0].outputs[-1]["ename"] == "KeyboardInterrupt"
+    assert "interrupted with SIGINT" in slow_cases[0].result[0].message
+
+
+def test_a_kernel_whose_spec_says_message_is_interrupted_on_the_control_channel(
+        smoke, tmp_path, monkeypatch):
+    """interrupt_mode "message" (kernels that cannot take SIGINT): the timeout sends an
+    interrupt_request on the control channel; the real ipykernel interrupts the cell and
+    answers with an interrupt_reply, which the result reports."""
+    run, out = smoke
+    spec_dir = tmp_path / "jupyter" / "kernels" / "py-message"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python (interrupts by message)", "language": "python",
+        "interrupt_mode": "message"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    slow = write_notebook(tmp_path / "slow.ipynb", ["while True:\n    pass"], kernel="py-message")
+    proc = run(slow, "--timeout", "2", "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (notebook,) = json.loads(proc.stdout)["notebooks"]
+    (cell,) = notebook["cells"]
+    assert cell["failure_type"] == "timeout"
+    assert "interrupted with an interrupt_request" in cell["message"], cell["message"]
+    assert cell["message"].endswith("; the kernel acknowledged it"), cell["message"]
+    executed = nbformat.read(str(out / "slow.ipynb"), as_version=4)
+    assert executed.cells[0].outputs[-1]["ename"] == "KeyboardInterrupt"
+    assert not (out / "reports").exists()
 
 
 def test_notebook_timeout_metadata_is_honoured_and_the_flag_wins(smoke, tmp_path):

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,6 +23,10 @@ class CellOutputs {
 
   // The cell at `index` starts executing: its outputs are cleared.
   void begin(std::size_t index);
+  // When the kernel stamped one step of the current cell (a message header's date), under
+  // metadata.execution as nbclient records it: "iopub.status.busy", "iopub.execute_input",
+  // "shell.execute_reply", "iopub.status.idle". A date of -1 (none) is left out.
+  void record_timing(const char* step, std::int64_t date_ms);
   // An IOPub message whose parent is the current cell's execute_request.
   void apply(const protocol::Message& message);
   // A message from anywhere that may update a display shown earlier.

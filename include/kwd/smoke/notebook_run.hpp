@@ -95,6 +95,8 @@ class NotebookRun {
   CellResult* cell_ = nullptr;  // the cell executing now
   const CodeCell* code_ = nullptr;
   std::string request_id_;
+  std::string interrupt_id_;  // the interrupt_request sent on control, when the spec says so
+  std::optional<std::size_t> interrupted_cell_;  // the cell it was sent for, in result_.cells
   bool reply_seen_ = false;
   bool idle_seen_ = false;
   nlohmann::json reply_;
