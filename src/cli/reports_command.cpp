@@ -1,3 +1,4 @@
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -170,8 +171,14 @@ Command add_reports_command(CLI::App& app) {
               std::cout << "Opened " << report::terminal_safe(written.string()) << "\n";
               return 0;
             }
+            // A terminal: its width, colour unless NO_COLOR. Piped: plain, nothing cut.
             report::SummaryStyle style;
-            style.color = ::isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+            const bool terminal = ::isatty(STDOUT_FILENO) != 0;
+            style.color = terminal && std::getenv("NO_COLOR") == nullptr;
+            style.clip_long_lines = terminal;
+            if (struct winsize size{};
+                terminal && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0)
+              style.width = size.ws_col;
             std::cout << report::render_summary(document, style);
             std::cout << "\nReport: " << report::terminal_safe(found->path.string()) << "\n";
             return 0;

@@ -66,8 +66,17 @@ std::string sparkline(const json& series, std::size_t width) {
 
 namespace {
 
-// Splits `text` into lines of at most `width` columns (counting bytes; good enough for the
-// ASCII our own messages use), the first prefixed by `first`, the rest by `rest`.
+// Columns of UTF-8 text, one per character: what our own text holds (no wide characters;
+// the kernel's are made safe by terminal_safe, and cut, not wrapped).
+std::size_t columns(const std::string& text) {
+  std::size_t n = 0;
+  for (const char c : text)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+// Splits `text` into lines of at most `width` columns, the first prefixed by `first`, the
+// rest by `rest`; a word longer than a line has a line of its own.
 std::string wrap(const std::string& text, std::size_t width, const std::string& first,
                  const std::string& rest) {
   std::string out, line = first;
@@ -75,7 +84,7 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
   std::istringstream words(text);
   std::string word;
   while (words >> word) {
-    if (line_words > 0 && line.size() + 1 + word.size() > width) {
+    if (line_words > 0 && columns(line) + 1 + columns(word) > width) {
       out += line + "\n";
       line = rest;
       line_words = 0;
@@ -119,7 +128,7 @@ std::vector<std::string> code_lines(const std::string& code) {
 }
 
 void cell_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
-                  std::size_t width) {
+                  std::size_t width, bool clip_code) {
   const auto execution = r.object("/execution");
   if (!execution) return;
   const std::int64_t crash = crash_line_in_cell(r);
@@ -154,7 +163,7 @@ void cell_section(std::ostringstream& out, const ReportView& r, const Paint& pai
     const bool at_crash = i == here;
     std::string row = (at_crash ? "> " : "  ") + std::to_string(i) + " | " +
                       lines[static_cast<std::size_t>(i - 1)];
-    row = clip(row, width - 2);
+    if (clip_code) row = clip(row, width - 2);
     out << "  " << (at_crash ? paint(row, "1;31") : row) << "\n";
   }
   if (last < n) out << "     ... " << (n - last) << " more lines\n";
@@ -200,7 +209,9 @@ void environment_line(std::ostringstream& out, const ReportView& r, const Paint&
     line += (line.empty() ? "" : " · ") + text(f, "/name");
     if (auto version = f.text("/version")) line += " " + terminal_safe(*version);
   }
-  if (!line.empty()) out << paint("Environment", "1") << "  " << clip(line, width - 13) << "\n";
+  // Wrapped with its label, which is then painted: the first line fits with it.
+  if (!line.empty())
+    out << paint("Environment", "1") << wrap(line, width, "Environment  ", "    ").substr(11);
   for (const auto& incompatibility : fp->array("/incompatibilities"))
     if (incompatibility.is_object())
       out << paint("  incompatible: ", "1;33") << text(ReportView(incompatibility), "/what")
@@ -220,7 +231,7 @@ void evidence_section(std::ostringstream& out, const ReportView& r, const Paint&
   if (evidence.empty()) return;
   out << "\n" << paint("Evidence", "1") << "\n";
   for (std::size_t i = 0; i < evidence.size() && i < 6; ++i)
-    out << clip("  • " + item_text(evidence[i], "/fact"), width) << "\n";
+    out << wrap(item_text(evidence[i], "/fact"), width, "  • ", "    ");
   if (evidence.size() > 6) out << "    (" << evidence.size() - 6 << " more)\n";
 }
 
@@ -277,7 +288,9 @@ std::string render_summary(const json& report, const SummaryStyle& style) {
   const bool hang = r.text("/kind").value_or("") == "hang";
   std::ostringstream out;
 
-  out << paint(title_line(r, hang), "1") << "  " << text(r, "/id") << "\n";
+  const std::string title = title_line(r, hang), id = text(r, "/id");
+  out << paint(title, "1") << (columns(title) + 2 + columns(id) <= width ? "  " : "\n  ") << id
+      << "\n";
   // The answer first, in colour when the terminal shows colour.
   // Without a diagnosis, how it ended ("Kernel killed by SIGKILL").
   const bool diagnosed = !r.text("/diagnosis/headline").value_or("").empty();
@@ -288,22 +301,22 @@ std::string render_summary(const json& report, const SummaryStyle& style) {
   std::istringstream headline_lines(wrap(headline, width, "", "  "));
   for (std::string line; std::getline(headline_lines, line);)
     out << paint(line, headline_colour(r)) << "\n";
-  out << "  " << paint(clip(facts_line(r, hang), width - 2), "2") << "\n";
+  out << paint(wrap(facts_line(r, hang), width, "  ", "  "), "2");
 
   evidence_section(out, r, paint, width);
-  cell_section(out, r, paint, width);
+  cell_section(out, r, paint, width, style.clip_long_lines);
   memory_section(out, r, paint, static_cast<int>(width));
   remedies_section(out, r, paint, width);
   out << "\n";
   environment_line(out, r, paint, width);
   for (const auto& missing : r.array("/diagnosis/missing"))
     if (auto m = item_text(missing, ""); !m.empty())
-      out << paint("not known: ", "33") << clip(m, width - 11) << "\n";
+      out << paint("not known:", "33") << wrap(m, width, "not known: ", "    ").substr(10);
 
   if (const auto stderr_text = r.text("/stderr_tail/text"); stderr_text && !stderr_text->empty()) {
     out << paint("Last stderr lines", "1") << "\n";
     for (const auto& line : last_lines(terminal_safe(*stderr_text), 4))
-      out << clip("  | " + line, width) << "\n";
+      out << (style.clip_long_lines ? clip("  | " + line, width) : "  | " + line) << "\n";
   }
   for (const auto& note : r.array("/notes"))
     if (note.is_string())

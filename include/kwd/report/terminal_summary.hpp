@@ -7,7 +7,10 @@ namespace kwd::report {
 
 struct SummaryStyle {
   bool color = false;  // ANSI colours; only when writing to a terminal
-  int width = 100;
+  int width = 100;     // columns; text wraps at word boundaries to fit
+  // Lines that are the kernel's own (cell code, stderr) are cut to the width on a terminal;
+  // piped, they are kept whole.
+  bool clip_long_lines = true;
 };
 
 // The one-screen answer for `reports show`: what killed the kernel, when, the memory

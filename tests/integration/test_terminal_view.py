@@ -1,0 +1,73 @@
+"""`reports show` as a person reads it: in a terminal (a real pty) it uses the terminal's width,
+wraps the diagnosis at word boundaries and cuts only the kernel's own long lines; piped, it is
+plain text with nothing cut."""
+import fcntl
+import os
+import pty
+import re
+import struct
+import subprocess
+import termios
+
+import pytest
+
+from conftest import KWD_BINARY
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+LONG_LINE = "E the library's last words " + "x" * 280 + " END"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("terminal")
+    env = dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(tmp / "reports"))
+    code = f"import os, sys; print({LONG_LINE!r}, file=sys.stderr, flush=True); os.abort()"
+    # No faulthandler: its dump would follow the line, and the view shows the last four.
+    subprocess.run([KWD_BINARY, "run", "--no-faulthandler", "--", "/usr/bin/python3", "-c", code],
+                   env=env,
+                   capture_output=True, timeout=60)
+    return env
+
+
+def show_in_terminal(env, columns):
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    proc = subprocess.Popen([KWD_BINARY, "reports", "show", "latest"], env=env,
+                            stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, out
+    return out.decode().replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_in_a_terminal_every_line_fits_its_width(store, columns):
+    text = show_in_terminal(store, columns)
+    assert "\x1b[" in text  # a terminal gets colour
+    lines = ANSI.sub("", text).splitlines()
+    assert "Aborted (SIGABRT)" in "\n".join(lines)
+    # A path is one word: the report's own path may run past the edge, nothing else.
+    too_long = [line for line in lines if len(line) > columns and not line.startswith("Report: ")]
+    assert too_long == [], too_long
+    stderr_rows = [line for line in lines if line.startswith("  | E the library")]
+    assert stderr_rows and stderr_rows[0].endswith("…")  # the kernel's own line is cut
+    # Wrapped, not cut: every word of the evidence is there.
+    assert "…" not in "\n".join(l for l in lines if l.startswith("  • ") or l.startswith("    "))
+
+
+def test_piped_it_is_plain_and_nothing_is_cut(store):
+    proc = subprocess.run([KWD_BINARY, "reports", "show", "latest"], env=store,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" not in proc.stdout
+    assert f"  | {LONG_LINE}" in proc.stdout
+    assert max(len(l) for l in proc.stdout.splitlines() if not l.startswith("  | ")) <= 100
