@@ -275,7 +275,9 @@ def _kernel_watchdog_show_notice():
         shown = []
 
         def pre_run_cell(info=None):
-            if shown:
+            # A front end's own silent request (VS Code's, after a restart) is not where the
+            # user looks: wait for a cell that goes into the history.
+            if shown or not getattr(info, "store_history", True):
                 return
             shown.append(True)
             try:

@@ -44,7 +44,8 @@ void collect(const CLI::App& app, const std::string& path, std::vector<CommandNo
       names.push_back("-" + s);
     for (const auto& name : names) {
       node.options.push_back(name);
-      if (option->get_type_size() != 0) valued[name] = value_kind(name);
+      // A flag expects no value (CLI11 still gives it a type size of 1).
+      if (option->get_expected_max() != 0) valued[name] = value_kind(name);
     }
   }
   nodes.push_back(std::move(node));
@@ -115,8 +116,9 @@ std::string bash_completion_script(const CLI::App& app) {
       "    word=\"${COMP_WORDS[i]}\"\n"
       "    if [[ \"$word\" == \"--\" && \"$cmd\" == run ]]; then\n"
       "      # The kernel's own command line: a program first, then files.\n"
-      "      if ((i + 1 == COMP_CWORD)); then COMPREPLY=($(compgen -c -- \"$cur\"));\n"
-      "      else COMPREPLY=($(compgen -f -- \"$cur\")); fi\n"
+      "      compopt -o filenames 2>/dev/null\n"
+      "      if ((i + 1 == COMP_CWORD)); then mapfile -t COMPREPLY < <(compgen -c -- \"$cur\");\n"
+      "      else mapfile -t COMPREPLY < <(compgen -f -- \"$cur\"); fi\n"
       "      return 0\n"
       "    fi\n"
       "    case \"$cmd:$word\" in\n"
@@ -127,9 +129,11 @@ std::string bash_completion_script(const CLI::App& app) {
       "  done\n"
       "  case \"$prev\" in\n" +
       arm(names_of(tree.valued, ValueKind::kDirectory),
-          "COMPREPLY=($(compgen -d -- \"$cur\")); return 0 ;;") +
+          "compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -d -- \"$cur\"); "
+          "return 0 ;;") +
       arm(names_of(tree.valued, ValueKind::kFile),
-          "COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;") +
+          "compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -f -- \"$cur\"); "
+          "return 0 ;;") +
       "    --log-level) COMPREPLY=($(compgen -W \"" + kLogLevels +
       "\" -- \"$cur\")); return 0 ;;\n"
       "    --log-format) COMPREPLY=($(compgen -W \"" +
@@ -142,8 +146,9 @@ std::string bash_completion_script(const CLI::App& app) {
   s += "  esac\n"
        "  if [[ \"$cur\" != -* ]]; then\n"
        "    case \"$cmd\" in\n"
-       "      smoke) COMPREPLY=($(compgen -f -X '!*.ipynb' -- \"$cur\") $(compgen -d -- "
-       "\"$cur\"));\n"
+       "      smoke) compopt -o filenames 2>/dev/null\n"
+       "        mapfile -t COMPREPLY < <(compgen -f -X '!*.ipynb' -- \"$cur\"; compgen -d -- "
+       "\"$cur\")\n"
        "        return 0 ;;\n"
        "      \"reports show\"|\"reports html\"|\"reports open\"|\"reports diagnose\")\n"
        "        words=\"latest $words\" ;;\n"

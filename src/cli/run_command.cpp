@@ -1,6 +1,8 @@
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <memory>
+#include <string_view>
 
 #include "kwd/cli/commands.hpp"
 #include "kwd/launch/launcher.hpp"
@@ -41,13 +43,17 @@ Command add_run_command(CLI::App& app) {
       "sitecustomize shim (first on the kernel's PYTHONPATH, then removed from it) and "
       "PYTHONFAULTHANDLER=1 make a dying Python kernel print its stack where the "
       "crash report can keep it.");
-  options->kernel.death_notices = true;
+  // KERNEL_WATCHDOG_NO_NOTICE is read here, not by CLI11: a value it could not parse would be
+  // a usage error, and the kernel would not start.
+  const char* no_notice = std::getenv("KERNEL_WATCHDOG_NO_NOTICE");
+  const std::string_view no_notice_value = no_notice != nullptr ? no_notice : "";
+  options->kernel.death_notices = no_notice_value.empty() || no_notice_value == "0" ||
+                                  no_notice_value == "false" || no_notice_value == "no";
   run->add_flag_callback(
-         "--no-notice", [options] { options->kernel.death_notices = false; },
-         "After a crash, the kernel its manager restarts shows why the last one died once, "
-         "above the output of its first cell (the headline and the command that shows the "
-         "report). This turns that off; so does KERNEL_WATCHDOG_NO_NOTICE=1.")
-      ->envname("KERNEL_WATCHDOG_NO_NOTICE");
+      "--no-notice", [options] { options->kernel.death_notices = false; },
+      "After a crash, the kernel its manager restarts shows why the last one died once, "
+      "above the output of its first cell (the headline and the command that shows the "
+      "report). This turns that off; so does KERNEL_WATCHDOG_NO_NOTICE=1.");
   run->add_option(
       "--report-dir", options->report_dir,
       "Where crash reports go (default: $KERNEL_WATCHDOG_REPORT_DIR, else "

@@ -258,7 +258,7 @@ std::optional<WrapInfo> wrap_info(const Kernelspec& k) {
   info.kernel_argv.assign(dashes + 1, argv.end());
   // What exec would fail on: the watchdog moved or removed, the interpreter gone (a deleted
   // virtualenv). A bare name is looked up on PATH when the kernel starts; it is not judged.
-  if (::access(info.watchdog.c_str(), X_OK) != 0)
+  if (info.watchdog.find('/') != std::string::npos && ::access(info.watchdog.c_str(), X_OK) != 0)
     info.problem =
         "kernel-watchdog is no longer at " + info.watchdog + " (" + std::strerror(errno) + ")";
   else if (const auto& program = info.kernel_argv.front();

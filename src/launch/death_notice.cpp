@@ -1,5 +1,6 @@
 #include "kwd/launch/death_notice.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <ctime>
+#include <string_view>
 
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/report/report_store.hpp"
@@ -46,6 +48,30 @@ std::optional<std::string> notice_name(const std::string& kernel_id) {
   return "notice-" + kernel_id + ".json";
 }
 
+// A manager restarts a dead kernel within seconds; a notice older than this was never taken
+// by a restart (autorestart off, the user started another kernel) and must not be shown to a
+// kernel that merely reuses the connection file's name later.
+constexpr std::time_t kNoticeLifetimeS = 10 * 60;
+
+bool stale(const struct stat& st) {
+  return std::time(nullptr) - st.st_mtime > kNoticeLifetimeS;
+}
+
+void sweep_stale_notices(const util::SafeDir& dir) {
+  util::UniqueFd scan(::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!scan) return;
+  DIR* listing = ::fdopendir(scan.release());
+  if (listing == nullptr) return;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string_view name = entry->d_name;
+    if (!name.starts_with("notice-")) continue;
+    struct stat st {};
+    if (::fstatat(dir.fd(), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && stale(st))
+      ::unlinkat(dir.fd(), entry->d_name, 0);
+  }
+  ::closedir(listing);
+}
+
 std::string local_time_of_day(std::int64_t epoch_ms) {
   const std::time_t seconds = static_cast<std::time_t>(epoch_ms / 1000);
   std::tm local{};
@@ -57,19 +83,49 @@ std::string local_time_of_day(std::int64_t epoch_ms) {
 
 }  // namespace
 
+// The path as one shell word.
+std::string shell_word(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789/._-+:@%") == std::string::npos)
+    return text;
+  std::string quoted = "'";
+  for (const char c : text)
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// Text that Markdown (and the HTML it may carry) shows as it is: a headline quotes stderr.
+std::string markdown_literal(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (std::string_view("\\`*_{}[]()#+-.!|~").find(c) != std::string_view::npos)
+      out += std::string("\\") + c;
+    else
+      out += c;
+  }
+  return out;
+}
+
 nlohmann::json death_notice(const nlohmann::json& report, const fs::path& report_path) {
   const diagnosis::ReportView view(report);
   std::string headline = view.text("/diagnosis/headline").value_or("");
   if (headline.empty()) headline = "the kernel died unexpectedly";
-  const std::string id = report_path.stem().string();
   const auto died_at_ms = view.integer("/kernel/died_at_ms");
   const std::string when = died_at_ms ? " at " + local_time_of_day(*died_at_ms) : "";
-  const std::string command = "kernel-watchdog reports show " + id;
+  // The file itself: it works whatever store the reader's shell would look in (a wrap's own
+  // --report-dir, the fallback after a full disk).
+  const std::string command = "kernel-watchdog reports show " + shell_word(report_path.string());
   return {{"text", "kernel-watchdog: this notebook's previous kernel died" + when + ": " +
                        headline + "\nSee why: " + command + "\n"},
           {"markdown", "**kernel-watchdog**: this notebook's previous kernel died" + when + ": " +
-                           headline + "  \nSee why: `" + command + "`"},
-          {"report", id}};
+                           markdown_literal(headline) + "  \nSee why: `" + command + "`"},
+          {"report", report_path.stem().string()}};
 }
 
 void leave_death_notice(const std::string& kernel_id, const nlohmann::json& notice) noexcept {
@@ -78,6 +134,7 @@ void leave_death_notice(const std::string& kernel_id, const nlohmann::json& noti
     if (!name) return;
     auto dir = notices_dir();
     if (!dir) return;
+    sweep_stale_notices(*dir);
     dir->write_file(*name, notice.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                     0600);
   } catch (const std::exception& e) {
@@ -98,6 +155,10 @@ std::optional<std::string> claim_death_notice(const std::string& kernel_id) noex
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
         static_cast<std::size_t>(st.st_size) > kMaxNoticeBytes)
       return std::nullopt;
+    if (stale(st)) {  // no restart followed that death: a kernel started later is not its heir
+      ::unlinkat(dir->fd(), name->c_str(), 0);
+      return std::nullopt;
+    }
     std::string text(static_cast<std::size_t>(st.st_size), '\0');
     if (::read(fd.get(), text.data(), text.size()) != st.st_size) return std::nullopt;
     // The one whose unlink succeeds has it: two kernels started at once show it once.

@@ -247,7 +247,8 @@ watch::WrittenReport WatchedKernel::write_report(
   context.notes = notes_;
   const std::string kernel_id = protocol::kernel_id_from_connection_file(launch_.connection_file);
   auto written = watch::write_report(*watch_, context, kernel_id, report_dir);
-  if (end != nullptr && launch_.death_notices && written.path)
+  // Only a shim shows a notice, and the restarted kernel runs with the same options as this.
+  if (end != nullptr && launch_.death_notices && launch_.faulthandler && written.path)
     leave_death_notice(kernel_id, death_notice(written.document, *written.path));
   return written;
 }

@@ -1,13 +1,18 @@
 #include "kwd/report/html_page.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/report/report_document.hpp"
+#include "kwd/util/clock.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::report {
@@ -49,9 +54,94 @@ std::string field(const ReportView& v, std::string_view pointer) {
   return esc(value != nullptr ? text_of(*value) : "—");
 }
 
+// How a number is read, from the name it has in the report (and its parent's: a trend's
+// "peak" under "rss" is bytes, under "processes" a count).
+struct NumberContext {
+  std::string key, parent;
+  double died_at_ms = NAN;  // for "4.2 s before death"
+};
+
+bool bytes_named(std::string_view name) {
+  static const std::set<std::string_view> bytes = {"rss",
+                                                   "pss",
+                                                   "swap",
+                                                   "uss",
+                                                   "gpu_used",
+                                                   "gpu_total",
+                                                   "gpu_device_used",
+                                                   "cgroup_usage",
+                                                   "cgroup_limit",
+                                                   "cgroup_max_usage",
+                                                   "mem_available",
+                                                   "mem_total",
+                                                   "used",
+                                                   "total",
+                                                   "limit",
+                                                   "current",
+                                                   "max_usage",
+                                                   "free",
+                                                   "rss_start",
+                                                   "rss_end",
+                                                   "rss_peak",
+                                                   "rss_delta",
+                                                   "gpu_start",
+                                                   "gpu_end",
+                                                   "gpu_peak",
+                                                   "gpu_delta",
+                                                   "gpu_at_start",
+                                                   "rss_at_start",
+                                                   "memory_used",
+                                                   "memory_total"};
+  return bytes.contains(name) || name.ends_with("bytes") || name.ends_with("_bytes");
+}
+
+std::string significant(double v, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+// A number as a person reads it: sizes in KiB/MiB/GiB (and per second for a slope), epoch
+// milliseconds as a UTC time and how long before the death, durations and ratios rounded.
+// Empty when the raw number is the best way to say it.
+std::string number_for_people(double v, const NumberContext& c) {
+  const bool bytes_parent = bytes_named(c.parent);
+  // A slope is bytes per second unless its series counts something else.
+  const bool counted = c.parent == "processes" || c.parent == "threads" ||
+                       c.parent.starts_with("psi") || c.parent.starts_with("pressure");
+  if (c.key.starts_with("slope") && !counted)
+    return (v < 0 ? "−" : "+") + util::format_bytes(std::abs(v)) + "/s";
+  if (bytes_named(c.key) ||
+      (bytes_parent && (c.key == "peak" || c.key == "last" || c.key == "min" || c.key == "max"))) {
+    if (std::abs(v) < 1024) return "";
+    return (v < 0 ? "−" : "") + util::format_bytes(std::abs(v));
+  }
+  if ((c.key.ends_with("_ms") || c.key == "t_ms") && v > 1e12) {
+    std::string text = util::iso8601_utc(static_cast<std::int64_t>(v));
+    if (!std::isnan(c.died_at_ms)) {
+      const double before = (c.died_at_ms - v) / 1000.0;
+      text += before >= 0 ? " (" + significant(before, 3) + " s before death)"
+                          : " (" + significant(-before, 3) + " s after death)";
+    }
+    return text;
+  }
+  if (c.key.ends_with("_s") || c.key.ends_with("_seconds")) {
+    if (std::abs(v) >= 2 * 3600) return significant(v / 3600, 3) + " h";
+    if (std::abs(v) >= 120) return significant(v / 60, 3) + " min";
+    return significant(v, 3) + " s";
+  }
+  if (v != std::floor(v)) return significant(v, 4);
+  return "";
+}
+
 // Any JSON value as HTML: objects as key/value tables, arrays of objects as tables, long or
-// multi-line strings as <pre>. The fallback that makes "every section" true.
-void render_value(std::ostringstream& out, const json& v, int depth = 0) {
+// multi-line strings as <pre>. The fallback that makes "every section" true. Numbers are said
+// for people, with the raw value as the cell's tooltip.
+void render_value(std::ostringstream& out, const json& v, int depth = 0,
+                  const NumberContext& context = {}) {
+  const auto child = [&](const std::string& key) {
+    return NumberContext{key, context.key, context.died_at_ms};
+  };
   if (v.is_object()) {
     if (v.empty()) {
       out << "<span class=\"muted\">(empty)</span>";
@@ -60,7 +150,7 @@ void render_value(std::ostringstream& out, const json& v, int depth = 0) {
     out << "<table class=\"kv\">";
     for (const auto& [k, item] : v.items()) {
       out << "<tr><td>" << esc(k) << "</td><td>";
-      render_value(out, item, depth + 1);
+      render_value(out, item, depth + 1, child(k));
       out << "</td></tr>";
     }
     out << "</table>";
@@ -86,7 +176,7 @@ void render_value(std::ostringstream& out, const json& v, int depth = 0) {
         out << "<tr>";
         for (const auto& k : keys) {
           out << "<td>";
-          if (e.contains(k)) render_value(out, e[k], depth + 1);
+          if (e.contains(k)) render_value(out, e[k], depth + 1, child(k));
           out << "</td>";
         }
         out << "</tr>";
@@ -102,7 +192,7 @@ void render_value(std::ostringstream& out, const json& v, int depth = 0) {
       for (const auto& e : v) {
         if (!first) out << ", ";
         first = false;
-        render_value(out, e, depth + 1);
+        render_value(out, e, depth + 1, context);
       }
     }
   } else if (v.is_string()) {
@@ -111,9 +201,55 @@ void render_value(std::ostringstream& out, const json& v, int depth = 0) {
       out << "<pre>" << esc(s) << "</pre>";
     else
       out << esc(s);
+  } else if (v.is_number()) {
+    const std::string raw = text_of(v);
+    const std::string people = number_for_people(v.get<double>(), context);
+    if (people.empty())
+      out << esc(raw);
+    else
+      out << "<span title=\"" << esc(raw) << "\">" << esc(people) << "</span>";
   } else {
     out << esc(text_of(v));
   }
+}
+
+// Where in the report a piece of evidence was found, in words; the JSON pointer stays as the
+// tooltip, for whoever reads the JSON.
+std::string where_in_words(const std::string& pointer, const std::optional<std::string>& line) {
+  static const std::vector<std::pair<std::string_view, std::string_view>> places = {
+      {"/termination", "how the kernel ended"},
+      {"/stderr_tail", "the kernel's stderr"},
+      {"/python_traceback/frames/", "Python stack, frame "},
+      {"/python_traceback", "Python stack"},
+      {"/memory", "memory samples"},
+      {"/cgroup", "memory cgroup"},
+      {"/oom_evidence", "kernel log (OOM killer)"},
+      {"/kernel_log", "kernel log"},
+      {"/gpu", "GPU (NVML)"},
+      {"/execution", "cells"},
+      {"/fingerprint", "loaded libraries"},
+      {"/hang", "heartbeats"},
+      {"/heartbeat", "heartbeats"},
+      {"/system_memory", "system memory"},
+      {"/process_tree", "process tree"},
+      {"/kernel", "the kernel"},
+  };
+  std::string words;
+  for (const auto& [prefix, name] : places)
+    if (pointer.starts_with(prefix)) {
+      words = std::string(name);
+      if (name.ends_with("frame ")) {
+        const std::string index =
+            pointer.substr(prefix.size(), pointer.find('/', prefix.size()) - prefix.size());
+        words += std::all_of(index.begin(), index.end(), ::isdigit) && !index.empty()
+                     ? std::to_string(std::stoul(index.substr(0, 6)) + 1)
+                     : index;
+      }
+      break;
+    }
+  if (words.empty()) words = pointer.empty() ? "—" : pointer;
+  if (line) words += ", line " + *line;
+  return words;
 }
 
 void section(std::ostringstream& out, const std::string& id, const std::string& title) {
@@ -126,13 +262,15 @@ void diagnosis_section(std::ostringstream& out, const ReportView& r) {
   const auto& evidence = d->array("/evidence");
   section(out, "evidence", "Evidence");
   if (!evidence.empty()) {
-    out << "<table><tr><th>fact</th><th>where in the report</th></tr>";
+    out << "<table><tr><th>fact</th><th>seen in</th></tr>";
     for (const auto& item : evidence) {
       const ReportView e(item);
+      const std::string pointer = e.text("/pointer").value_or("");
+      std::optional<std::string> line;
+      if (e.number("/line")) line = e.scalar("/line");
       out << "<tr><td>" << (item.is_object() ? field(e, "/fact") : field(e, ""))
-          << "</td><td><code>" << field(e, "/pointer");
-      if (auto line = e.scalar("/line"); line && e.number("/line")) out << " line " << esc(*line);
-      out << "</code></td></tr>";
+          << "</td><td title=\"" << esc(pointer) << "\">" << esc(where_in_words(pointer, line))
+          << "</td></tr>";
     }
     out << "</table>\n";
   } else {
@@ -268,6 +406,8 @@ std::string render_html(const json& report) {
   cell_section(out, r);
   traceback_section(out, r);
 
+  const double died_at_ms =
+      r.number("/kernel/died_at_ms").value_or(r.number("/hang/detected_at_ms").value_or(NAN));
   // Every other section, in a stable and useful order, then anything else there is.
   const std::vector<std::pair<const char*, const char*>> order{
       {"termination", "Termination"},
@@ -305,7 +445,7 @@ std::string render_html(const json& report) {
           value[series] = counts;
         }
     }
-    render_value(out, value);
+    render_value(out, value, 0, NumberContext{key, "", died_at_ms});
     out << "\n";
   }
   // Sections from other writers, shown as they are.

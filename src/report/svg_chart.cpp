@@ -65,6 +65,16 @@ std::string relative_time(double seconds) {
   return (s < 0 ? "−" : "+") + text;
 }
 
+// A limit's name in the report ("gpu_total") as a reader says it.
+std::string limit_in_words(const std::string& name) {
+  if (name == "cgroup") return "memory cgroup limit";
+  if (name == "mem_total") return "the machine's memory";
+  if (name == "mem_available") return "memory available";
+  if (name == "gpu_total") return "GPU memory";
+  if (name == "swap") return "swap";
+  return name;
+}
+
 }  // namespace
 
 std::string render_memory_chart(const json& report, int width, int height) {
@@ -100,23 +110,42 @@ std::string render_memory_chart(const json& report, int width, int height) {
     if (const auto from = flight->number("/started_at_ms"))
       spans.push_back({*from, std::isnan(end_t) ? *from : end_t, label(*flight), "in flight"});
 
+  // The kernel's own scale: its series set the height; a limit is drawn only when it is near
+  // (within twice the kernel's peak), else named in the legend as off the scale, so that a
+  // 128 GiB machine does not flatten a 2 GiB kernel into the axis.
   double t0 = INFINITY, t1 = -INFINITY, vmax = 0;
   for (const auto& s : series)
     for (const auto& p : s.points) {
       t0 = std::min(t0, p.t);
       t1 = std::max(t1, p.t);
-      vmax = std::max(vmax, p.v);
+      if (!s.dashed) vmax = std::max(vmax, p.v);
     }
-  // The tightest limit is drawn across the whole chart (if it is not off the scale).
+  const auto near = [&](double v) { return vmax > 0 && v <= vmax * 2; };
+  std::vector<std::string> off_scale;
+  for (auto& s : series) {
+    if (!s.dashed || s.points.empty()) continue;
+    double top = 0;
+    for (const auto& p : s.points)
+      top = std::max(top, p.v);
+    if (near(top)) {
+      vmax = std::max(vmax, top);
+    } else {
+      off_scale.push_back(std::string(s.label) + " " + util::format_bytes(top));
+      s.points.clear();
+    }
+  }
+  // The tightest limit is drawn across the whole chart when it is near.
   const double limit = r.number("/memory/limits/tightest/bytes").value_or(NAN);
-  const std::string limit_name = r.text("/memory/limits/tightest/name").value_or("limit");
+  const std::string limit_name =
+      limit_in_words(r.text("/memory/limits/tightest/name").value_or("limit"));
   if (!std::isnan(end_t)) t1 = std::max(t1, end_t);
   for (const auto& sp : spans) {
     t0 = std::min(t0, sp.from);
     t1 = std::max(t1, sp.to);
   }
   const bool have_data = std::isfinite(t0) && std::isfinite(t1);
-  if (!std::isnan(limit) && (vmax == 0 || limit <= vmax * 4)) vmax = std::max(vmax, limit);
+  const bool limit_drawn = !std::isnan(limit) && near(limit);
+  if (limit_drawn) vmax = std::max(vmax, limit);
   if (vmax <= 0) vmax = 1;
   vmax *= 1.08;
   if (have_data && t1 - t0 < 1000) t0 = t1 - 1000;
@@ -169,7 +198,7 @@ std::string render_memory_chart(const json& report, int width, int height) {
   svg << "<text x=\"" << x0 - 6 << "\" y=\"" << y1 + 21
       << "\" text-anchor=\"end\" font-size=\"11\" fill=\"#57606a\">cells</text>\n";
   // The limit line.
-  if (!std::isnan(limit) && limit <= vmax)
+  if (limit_drawn)
     svg << "<path class=\"series limit\" d=\"M " << num(x0) << ',' << num(Y(limit)) << " L "
         << num(x1) << ',' << num(Y(limit)) << "\" stroke=\"#cf222e\" stroke-width=\"1.5\" "
         << "stroke-dasharray=\"6 4\" fill=\"none\"><title>" << escape_html(limit_name) << ": "
@@ -190,10 +219,20 @@ std::string render_memory_chart(const json& report, int width, int height) {
         << s.label << "</text>\n";
     ++legend;
   }
-  if (!std::isnan(limit))
+  if (limit_drawn)
     svg << "<text x=\"" << x0 + 8 + legend * 170 << "\" y=\"14\" font-size=\"11\" fill=\"#cf222e\">"
         << "- - " << escape_html(limit_name) << " " << escape_html(util::format_bytes(limit))
         << "</text>\n";
+  else if (!std::isnan(limit))
+    off_scale.push_back(limit_name + " " + util::format_bytes(limit));
+  if (!off_scale.empty()) {
+    std::string text = "far above, not drawn: ";
+    for (std::size_t i = 0; i < off_scale.size(); ++i)
+      text += (i > 0 ? ", " : "") + off_scale[i];
+    svg << "<text class=\"off-scale\" x=\"" << x1 << "\" y=\"" << y0 - 6
+        << "\" text-anchor=\"end\" font-size=\"11\" fill=\"#57606a\">" << escape_html(text)
+        << "</text>\n";
+  }
   // The death (or the hang) marker.
   if (!std::isnan(end_t)) {
     std::string what = "died";

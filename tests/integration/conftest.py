@@ -154,6 +154,10 @@ def jupyter_env(tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    # The watchdog's private runtime files (shim, death notices) stay in the test's own dir.
+    runtime = tmp_path / "xdg-runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     report_dir = tmp_path / "reports"
     monkeypatch.setenv("KERNEL_WATCHDOG_REPORT_DIR", str(report_dir))
     kwd("kernelspec", "wrap", PLAIN, "--prefix", prefix, "--name", WRAPPED)

@@ -270,8 +270,10 @@ def small_filesystem(tmp_path):
     """A 256 KiB tmpfs of its own: a store that can be filled or made read-only for real."""
     mnt = tmp_path / "small-fs"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "kwd-small-fs", str(mnt)],
-                   check=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "kwd-small-fs",
+                              str(mnt)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 

@@ -90,11 +90,14 @@ def test_cmake_install_puts_every_file_where_the_system_looks_for_it(tmp_path):
     assert "--memory-limit" in completion_of(bash, "run", "--mem")
     assert completion_of(bash, "--log-level", "de") == ["debug"]
     assert "latest" in completion_of(bash, "reports", "show", "")
+    assert "latest" in completion_of(bash, "reports", "show", "--json", "")  # a flag takes no value
     notebooks = tmp_path / "nb"
     notebooks.mkdir()
     (notebooks / "train.ipynb").write_text("{}")
     (notebooks / "notes.txt").write_text("")
     assert completion_of(bash, "smoke", f"{notebooks}/") == [f"{notebooks}/train.ipynb"]
+    assert completion_of(bash, "smoke", "--allow-errors", f"{notebooks}/") == \
+        [f"{notebooks}/train.ipynb"]
     if shutil.which("zsh"):
         check = subprocess.run(["zsh", "-n", str(usr / "share/zsh/vendor-completions/_kernel-watchdog")],
                                capture_output=True, text=True)

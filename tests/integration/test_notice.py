@@ -4,9 +4,12 @@ the output of its first cell, why the previous one died and how to see the repor
 The restart is jupyter_client's own: KernelManager.restart_kernel(now=True, newports=False),
 which is what its KernelRestarter (JupyterLab's, Notebook's) calls when it finds the kernel
 dead: the same connection file, so the same kernel id, and a new `kernel-watchdog run`."""
+import os
+import subprocess
+
 import pytest
 
-from conftest import load_reports
+from conftest import KWD_BINARY, load_reports
 
 
 def outputs_of(k, code):
@@ -46,10 +49,19 @@ def test_the_restarted_kernel_says_once_why_the_previous_one_died(start_kernel, 
     text = data["text/plain"]
     assert text.startswith("kernel-watchdog: this notebook's previous kernel died at ")
     assert report["diagnosis"]["headline"] in text
-    assert f"kernel-watchdog reports show {report['id']}" in text
+    report_path = jupyter_env["report_dir"] / f"{report['id']}.json"
+    assert f"See why: kernel-watchdog reports show {report_path}" in text
     assert "`kernel-watchdog reports show" in data["text/markdown"]
+    # The command it gives works from any shell, whatever store that shell would look in.
+    command = text.split("See why: ", 1)[1].split()
+    shown = subprocess.run([KWD_BINARY, *command[1:]], capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items()
+                                if k != "KERNEL_WATCHDOG_REPORT_DIR"})
+    assert shown.returncode == 0 and "SIGSEGV" in shown.stdout, shown.stderr
 
-    # Once: not on the next cell, nor after a restart that followed no death.
+    # Once: not on the next cell, nor after a restart that followed no death (a graceful
+    # one: the watchdog sees the kernel end as asked and leaves no notice).
     assert outputs_of(k, "print('again')") == [("stream", "again\n")]
-    restart_as_the_restarter_does(k)
+    k.km.restart_kernel(now=False, newports=False)
+    k.kc.wait_for_ready(timeout=60)
     assert outputs_of(k, "print('restarted')") == [("stream", "restarted\n")]

@@ -112,3 +112,26 @@ TEST_CASE("escape_html covers markup, quotes and control characters", "[render]"
         "a\xEF\xBF\xBD"
         "b\n\tc");
 }
+
+// A report recorded on an H100 (tests/fixtures/gpu): a kernel of ~1 GiB RSS that took 20 GiB
+// of GPU memory on a machine of 128 GiB, then aborted.
+TEST_CASE("the HTML page speaks to people: the kernel's own scale, places and sizes in words",
+          "[render]") {
+  std::ifstream in(std::filesystem::path(KWD_SOURCE_DIR) / "tests/fixtures/gpu/hold20g_abort.json");
+  const json report = json::parse(in);
+  const std::string svg = render_memory_chart(report, 1040, 340);
+  // The 128 GiB cgroup limit and the 79.6 GiB GPU would flatten the kernel into the axis.
+  CHECK_THAT(svg, Catch::Contains("far above, not drawn: cgroup limit 128.0 GiB, GPU memory "));
+  CHECK(svg.find("series limit") == std::string::npos);
+  CHECK(svg.find("series cgroup_limit") == std::string::npos);
+  CHECK_THAT(svg, Catch::Contains("20.6 GiB"));  // the top of the axis is the kernel's GPU peak
+
+  const std::string page = render_html(report);
+  CHECK_THAT(page, Catch::Contains("<th>seen in</th>"));
+  CHECK_THAT(page, Catch::Contains("title=\"/termination/signal_name\">how the kernel ended<"));
+  CHECK_THAT(page, Catch::Contains("the kernel&#39;s stderr, line 1") ||
+                       Catch::Contains("the kernel's stderr, line 1"));
+  CHECK(page.find("<code>/termination") == std::string::npos);
+  CHECK_THAT(page, Catch::Contains("+76.7 MiB/s"));  // a slope, not 80407513.53297286
+  CHECK_THAT(page, Catch::Contains(">22.7 s<"));     // time to the GPU's limit, rounded
+}
