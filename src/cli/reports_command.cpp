@@ -1,6 +1,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -146,11 +148,15 @@ Command add_reports_command(CLI::App& app) {
                 return 0;
               }
               if (html->parsed()) {
+                errno = 0;
                 std::ofstream out(*html_output, std::ios::binary | std::ios::trunc);
                 out << page;
                 if (!out.flush()) {
+                  // The system's reason (the stream keeps only that it failed).
+                  const int why = errno;
                   std::cerr << "kernel-watchdog: cannot write "
-                            << report::terminal_safe(*html_output) << "\n";
+                            << report::terminal_safe(*html_output)
+                            << (why != 0 ? std::string(": ") + std::strerror(why) : "") << "\n";
                   return 1;
                 }
                 std::cerr << "Wrote " << report::terminal_safe(*html_output) << "\n";

@@ -71,3 +71,14 @@ def test_piped_it_is_plain_and_nothing_is_cut(store):
     assert "\x1b[" not in proc.stdout
     assert f"  | {LONG_LINE}" in proc.stdout
     assert max(len(l) for l in proc.stdout.splitlines() if not l.startswith("  | ")) <= 100
+
+
+@pytest.mark.parametrize("target, reason", [("missing-dir/page.html", "No such file or directory"),
+                                            (".", "Is a directory")])
+def test_html_to_a_place_that_cannot_be_written_says_the_path_and_why(store, tmp_path, target,
+                                                                       reason):
+    path = tmp_path / target
+    proc = subprocess.run([KWD_BINARY, "reports", "html", "latest", "-o", str(path)], env=store,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == f"kernel-watchdog: cannot write {path}: {reason}\n"
