@@ -5,7 +5,9 @@ The restart is jupyter_client's own: KernelManager.restart_kernel(now=True, newp
 which is what its KernelRestarter (JupyterLab's, Notebook's) calls when it finds the kernel
 dead: the same connection file, so the same kernel id, and a new `kernel-watchdog run`."""
 import os
+import queue
 import subprocess
+import time
 
 import pytest
 
@@ -24,9 +26,33 @@ def outputs_of(k, code):
     return shown
 
 
-def restart_as_the_restarter_does(k):
-    k.km.restart_kernel(now=True, newports=False)
+def wait_for_iopub(k, timeout=30):
+    """Until the client's IOPub subscription reaches the new kernel: a cell's first message
+    (here the notice) published before that would be lost (ZeroMQ's slow joiner), as a front
+    end's would not be, whose first cell comes seconds after the restart."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg_id = k.kc.kernel_info()
+        end = time.monotonic() + 1
+        while time.monotonic() < end:
+            try:
+                msg = k.kc.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                while True:  # the replies of each kernel_info asked
+                    try:
+                        k.kc.get_shell_msg(timeout=0.3)
+                    except queue.Empty:
+                        break
+                return
+    raise AssertionError("IOPub never connected to the restarted kernel")
+
+
+def restart_as_the_restarter_does(k, now=True):
+    k.km.restart_kernel(now=now, newports=False)
     k.kc.wait_for_ready(timeout=60)
+    wait_for_iopub(k)
 
 
 @pytest.mark.parametrize("opt_out", [False, True])
@@ -62,6 +88,5 @@ def test_the_restarted_kernel_says_once_why_the_previous_one_died(start_kernel, 
     # Once: not on the next cell, nor after a restart that followed no death (a graceful
     # one: the watchdog sees the kernel end as asked and leaves no notice).
     assert outputs_of(k, "print('again')") == [("stream", "again\n")]
-    k.km.restart_kernel(now=False, newports=False)
-    k.kc.wait_for_ready(timeout=60)
+    restart_as_the_restarter_does(k, now=False)
     assert outputs_of(k, "print('restarted')") == [("stream", "restarted\n")]
