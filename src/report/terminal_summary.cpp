@@ -320,7 +320,8 @@ std::string render_summary(const json& report, const SummaryStyle& style) {
   }
   for (const auto& note : r.array("/notes"))
     if (note.is_string())
-      out << paint("note: ", "33") << terminal_safe(note.get<std::string>()) << "\n";
+      out << paint("note:", "33")
+          << wrap(terminal_safe(note.get<std::string>()), width, "note: ", "    ").substr(5);
   return out.str();
 }
 

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 
 #include "kwd/diagnosis/diagnose.hpp"
 #include "kwd/report/html_page.hpp"
@@ -134,4 +135,24 @@ TEST_CASE("the HTML page speaks to people: the kernel's own scale, places and si
   CHECK(page.find("<code>/termination") == std::string::npos);
   CHECK_THAT(page, Catch::Contains("+76.7 MiB/s"));  // a slope, not 80407513.53297286
   CHECK_THAT(page, Catch::Contains(">22.7 s<"));     // time to the GPU's limit, rounded
+}
+
+TEST_CASE("reports show fits a narrow terminal: long notes and evidence wrap", "[render]") {
+  json report = recorded_segfault();
+  report["notes"] = json::array({std::string("--memory-limit 6.0 GiB not applied: cgroup v2: ") +
+                                 "cannot enable the memory controller for children of " +
+                                 "/sys/fs/cgroup/a/b/c because processes live in it; the " +
+                                 "kernel runs without a memory limit"});
+  const std::string text = render_summary(report, {.color = false, .width = 80});
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::size_t columns = 0;
+    for (const char c : line)
+      if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++columns;
+    INFO(line);
+    if (line.starts_with("  | ")) continue;  // the kernel's own lines: cut, checked elsewhere
+    CHECK(columns <= 80);
+  }
+  CHECK_THAT(text, Catch::Contains("note: --memory-limit 6.0 GiB not applied"));
+  CHECK_THAT(text, Catch::Contains("without a memory limit"));
 }
