@@ -35,8 +35,13 @@ nlohmann::json upgraded_from_v3(const nlohmann::json& v3) {
       if (!sheet.is_object() || !sheet.contains("cells") || !sheet["cells"].is_array()) continue;
       for (const auto& old : sheet["cells"]) {
         if (!old.is_object()) continue;
-        const std::string type = old.value("cell_type", "");
+        // Every field read by its type: a damaged file is refused or read, never thrown on.
+        const auto type_field = old.find("cell_type");
+        const std::string type = type_field != old.end() && type_field->is_string()
+                                     ? type_field->get<std::string>()
+                                     : "";
         nlohmann::json cell = {{"metadata", old.value("metadata", nlohmann::json::object())}};
+        if (!cell["metadata"].is_object()) cell["metadata"] = nlohmann::json::object();
         if (type == "code") {
           cell["cell_type"] = "code";
           cell["source"] = old.value("input", nlohmann::json(""));
@@ -44,7 +49,12 @@ nlohmann::json upgraded_from_v3(const nlohmann::json& v3) {
           cell["execution_count"] = nullptr;
         } else if (type == "heading") {
           cell["cell_type"] = "markdown";
-          const int level = std::clamp(old.value("level", 1), 1, 6);
+          const auto level_field = old.find("level");
+          const auto level = static_cast<int>(
+              std::clamp<std::int64_t>(level_field != old.end() && level_field->is_number_integer()
+                                           ? level_field->get<std::int64_t>()
+                                           : 1,
+                                       1, 6));
           cell["source"] = std::string(static_cast<std::size_t>(level), '#') + " " +
                            joined_text(old.value("source", nlohmann::json("")));
         } else {
@@ -104,7 +114,9 @@ Notebook load_notebook(const std::filesystem::path& path) {
   return parse_notebook(text.str(), path);
 }
 
-Notebook parse_notebook(std::string_view text, const std::filesystem::path& path) {
+namespace {
+
+Notebook parse_fields(std::string_view text, const std::filesystem::path& path) {
   Notebook nb;
   nb.path = path;
   try {
@@ -168,6 +180,17 @@ Notebook parse_notebook(std::string_view text, const std::filesystem::path& path
     nb.code_cells.push_back(std::move(code));
   }
   return nb;
+}
+
+}  // namespace
+
+Notebook parse_notebook(std::string_view text, const std::filesystem::path& path) {
+  try {
+    return parse_fields(text, path);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of a type that no check above expected: the file's fault, and said so.
+    fail(path, std::string("not a notebook: ") + e.what());
+  }
 }
 
 }  // namespace kwd::smoke

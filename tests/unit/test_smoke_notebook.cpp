@@ -32,3 +32,17 @@ TEST_CASE("a notebook holding a number too big for a double is refused, not a cr
     CHECK_THAT(e.what(), Catch::Contains("/nb/big.ipynb") && Catch::Contains("not valid JSON"));
   }
 }
+
+// Found by tests/fuzz/fuzz_notebook.cpp (a 10 M run): an nbformat 3 cell whose cell_type is an
+// object made the upgrade throw type_error (tests/fuzz/corpus/notebook/
+// crash_v3_cell_type_object.ipynb). Fields are read by their type; the cell is a raw one.
+TEST_CASE("an nbformat 3 notebook with fields of the wrong type is upgraded, not a crash") {
+  const auto nb = parse_notebook(R"({"nbformat": 3, "nbformat_minor": 0, "metadata": {},
+    "worksheets": [{"cells": [{"cell_type": "code", "input": "x = 1", "metadata": []},
+                              {"cell_type": {}}, {"cell_type": "heading", "level": "two"}]}]})",
+                                 "/nb/v3.ipynb");
+  REQUIRE(nb.code_cells.size() == 1);
+  CHECK(nb.code_cells[0].source == "x = 1");
+  CHECK(nb.document["cells"][1]["cell_type"] == "raw");
+  CHECK(nb.document["cells"][2]["source"] == "# ");
+}
