@@ -1,6 +1,5 @@
 #include "kwd/launch/death_notice.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -55,21 +54,6 @@ constexpr std::time_t kNoticeLifetimeS = 10 * 60;
 
 bool stale(const struct stat& st) {
   return std::time(nullptr) - st.st_mtime > kNoticeLifetimeS;
-}
-
-void sweep_stale_notices(const util::SafeDir& dir) {
-  util::UniqueFd scan(::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!scan) return;
-  DIR* listing = ::fdopendir(scan.release());
-  if (listing == nullptr) return;
-  while (const dirent* entry = ::readdir(listing)) {
-    const std::string_view name = entry->d_name;
-    if (!name.starts_with("notice-")) continue;
-    struct stat st {};
-    if (::fstatat(dir.fd(), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && stale(st))
-      ::unlinkat(dir.fd(), entry->d_name, 0);
-  }
-  ::closedir(listing);
 }
 
 std::string local_time_of_day(std::int64_t epoch_ms) {
@@ -134,7 +118,7 @@ void leave_death_notice(const std::string& kernel_id, const nlohmann::json& noti
     if (!name) return;
     auto dir = notices_dir();
     if (!dir) return;
-    sweep_stale_notices(*dir);
+    dir->sweep_older_than("notice-", kNoticeLifetimeS);
     dir->write_file(*name, notice.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                     0600);
   } catch (const std::exception& e) {

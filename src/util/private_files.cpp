@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <string>
@@ -239,6 +240,19 @@ int SafeDir::sweep_dead_owners(std::string_view prefix) const {
     if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
     if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return;
     if (remove_tree_at(fd_.get(), name, 0)) ++removed;
+  });
+  return removed;
+}
+
+int SafeDir::sweep_older_than(std::string_view prefix, long max_age_s) const {
+  int removed = 0;
+  const std::time_t now = std::time(nullptr);
+  for_each_entry(fd_.get(), [&](const std::string& name) {
+    if (!name.starts_with(prefix)) return;
+    struct stat st {};
+    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+    if (!S_ISREG(st.st_mode) || now - st.st_mtime <= max_age_s) return;
+    if (::unlinkat(fd_.get(), name.c_str(), 0) == 0) ++removed;
   });
   return removed;
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -170,4 +171,22 @@ TEST_CASE("owners of swept things: the pid in a name, and whether it still exist
   if (child == 0) ::_exit(0);
   REQUIRE(::waitpid(child, nullptr, 0) == child);
   CHECK_FALSE(process_exists(child));  // reaped: gone
+}
+
+TEST_CASE("SafeDir sweeps files of a prefix older than an age, and nothing else") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kwd-age-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto safe = kwd::util::SafeDir::open_private(dir);
+  safe.write_file("notice-old.json", "{}");
+  safe.write_file("notice-new.json", "{}");
+  safe.write_file("other-old.json", "{}");
+  const auto long_ago = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
+  std::filesystem::last_write_time(dir / "notice-old.json", long_ago);
+  std::filesystem::last_write_time(dir / "other-old.json", long_ago);
+  CHECK(safe.sweep_older_than("notice-", 600) == 1);
+  CHECK_FALSE(std::filesystem::exists(dir / "notice-old.json"));
+  CHECK(std::filesystem::exists(dir / "notice-new.json"));
+  CHECK(std::filesystem::exists(dir / "other-old.json"));
+  std::filesystem::remove_all(dir);
 }

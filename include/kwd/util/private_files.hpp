@@ -47,6 +47,9 @@ class SafeDir {
   // Removes directories "<prefix><pid>-..." of ours whose pid is no longer alive (what a
   // watchdog killed with SIGKILL left behind). Returns how many.
   int sweep_dead_owners(std::string_view prefix) const;
+  // Removes files "<prefix>..." last written more than `max_age_s` seconds ago. Returns how
+  // many.
+  int sweep_older_than(std::string_view prefix, long max_age_s) const;
   // Removes `name` and everything under it, if it is a directory of ours; links are removed,
   // never followed. Returns false when it could not be removed whole.
   bool remove_tree(std::string_view name) const noexcept;
