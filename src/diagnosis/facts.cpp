@@ -2,6 +2,7 @@
 #include <cctype>
 
 #include "kwd/diagnosis/findings.hpp"
+#include "kwd/timeline/trend.hpp"
 
 namespace kwd::diagnosis {
 namespace {
@@ -92,7 +93,8 @@ std::optional<MemoryPressure> read_memory_pressure(const ReportView& view) {
   // The tightest limit the timeline knew of, against the process tree's peak RSS.
   if (auto bytes = view.integer("/memory/limits/tightest/bytes"); bytes && *bytes > 0) {
     MemoryPressure p;
-    p.limit_name = view.text("/memory/limits/tightest/name").value_or("memory limit");
+    p.limit_name = timeline::limit_in_words(
+        view.text("/memory/limits/tightest/name").value_or("memory limit"));
     p.limit_bytes = *bytes;
     p.limit_pointer = "/memory/limits/tightest/bytes";
     p.used_bytes = series_max(view, "rss");

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "kwd/diagnosis/findings.hpp"
@@ -13,6 +14,25 @@ using nlohmann::json;
 std::string bytes(double b) {
   return util::format_bytes(b);
 }
+
+// Signatures whose remedy says again what a remedy of the cause's own already says. When both
+// apply, the signature's public source joins that remedy's reasons instead of a second item in
+// other words (the reader would try the same fix twice).
+const std::map<std::string_view, std::string_view> kRestatedBy{
+    {"pytorch.cuda_out_of_memory", "torch.smaller_batch"},
+    {"pytorch.mps_out_of_memory", "mps.batch"},
+    {"tensorflow.gpu_tensor_oom", "tensorflow.memory_growth"},
+    {"cudnn.handle_internal_error", "tensorflow.memory_growth"},
+    {"xla.resource_exhausted", "jax.preallocate"},
+    {"mlx.metal_command_buffer_oom", "mlx.memory_limit"},
+    {"cuda.driver_out_of_memory", "gpu.other_processes"},
+    {"cublas.alloc_failed", "torch.smaller_batch"},
+    {"cuda.illegal_address", "cuda.launch_blocking"},
+    {"nvidia.xid", "gpu.xid"},
+    {"python.faulthandler_fatal_signal", "native.check_call"},
+    {"python.faulthandler_abort", "abort.read_message"},
+    {"cxx.terminate_uncaught", "abort.read_message"},
+};
 
 class Advisor {
  public:
@@ -45,6 +65,25 @@ class Advisor {
 
   void add(const std::string& id, const std::string& text, const std::string& why) {
     if (ids_.insert(id).second) out_.push_back({id, text, why});
+  }
+
+  Remedy* given(std::string_view id) {
+    const auto it =
+        std::find_if(out_.begin(), out_.end(), [&](const Remedy& r) { return r.id == id; });
+    return it == out_.end() ? nullptr : &*it;
+  }
+
+  // What this kernel is told to change in its own framework's allocator settings (the advice
+  // for other processes on the device then points at it instead of naming the settings again).
+  [[nodiscard]] bool tf_growth_advised() const {
+    return tensorflow() && !hit_id("pytorch.mps_out_of_memory") &&
+           !env_is("TF_FORCE_GPU_ALLOW_GROWTH", {"true", "1"});
+  }
+  [[nodiscard]] bool jax_preallocation_advised() const {
+    return jax() && !env_is("XLA_PYTHON_CLIENT_PREALLOCATE", {"false", "0"});
+  }
+  [[nodiscard]] bool torch_segments_advised() const {
+    return pytorch() && !hit_id("pytorch.mps_out_of_memory") && !in_.env("PYTORCH_CUDA_ALLOC_CONF");
   }
 
   [[nodiscard]] bool env_is(const std::string& name,
@@ -203,19 +242,30 @@ class Advisor {
     }
     std::string text = "Stop or restart the other processes holding GPU memory: " + who + ".";
     const bool all = unknown;  // what they run is not known: say it for each framework
+    // A framework the kernel is told about below gets a pointer there, not the settings twice.
+    const auto as_below = [](const char* what) {
+      return std::string(": the ") + what +
+             " setting given below for this kernel applies to it too.";
+    };
     if (all || frameworks.contains("jax"))
       text += std::string(all ? " If one is JAX" : " For the JAX one") +
-              ": start it with XLA_PYTHON_CLIENT_PREALLOCATE=false (allocate on demand) or "
-              "XLA_PYTHON_CLIENT_MEM_FRACTION=.3 (a smaller share), set before jax is imported.";
+              (jax_preallocation_advised()
+                   ? as_below("preallocation")
+                   : ": start it with XLA_PYTHON_CLIENT_PREALLOCATE=false (allocate on demand) or "
+                     "XLA_PYTHON_CLIENT_MEM_FRACTION=.3 (a smaller share), set before jax is "
+                     "imported.");
     if (all || frameworks.contains("tensorflow"))
       text += std::string(all ? " If one is TensorFlow" : " For the TensorFlow one") +
-              ": tf.config.experimental.set_memory_growth(gpu, True) or "
-              "TF_FORCE_GPU_ALLOW_GROWTH=true, so it maps memory as it needs it.";
+              (tf_growth_advised() ? as_below("memory-growth")
+                                   : ": tf.config.experimental.set_memory_growth(gpu, True) or "
+                                     "TF_FORCE_GPU_ALLOW_GROWTH=true, so it maps memory as it "
+                                     "needs it.");
     if (all || frameworks.contains("torch"))
       text += std::string(all ? " If one is PyTorch" : " For the PyTorch one") +
-              ": torch.cuda.empty_cache() in it hands its cached blocks back, and "
-              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True keeps its cache from "
-              "fragmenting.";
+              ": torch.cuda.empty_cache() in it hands its cached blocks back" +
+              (torch_segments_advised() ? "; the allocator setting given below applies to it too."
+                                        : ", and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                                          "keeps its cache from fragmenting.");
     std::string why = std::to_string(c.others.size()) + " other process(es) held " +
                       bytes(static_cast<double>(c.held)) +
                       " of GPU memory when the kernel's allocation failed";
@@ -228,7 +278,7 @@ class Advisor {
     if (in_.gpu_contention && in_.gpu_contention->significant()) other_gpu_processes();
     const bool mps = hit_id("pytorch.mps_out_of_memory");
     const bool mlx = hit_family("mlx");
-    if (tensorflow() && !mps && !env_is("TF_FORCE_GPU_ALLOW_GROWTH", {"true", "1"}))
+    if (tf_growth_advised())
       add("tensorflow.memory_growth",
           "Let TensorFlow allocate GPU memory on demand: call "
           "tf.config.experimental.set_memory_growth(gpu, True) for every GPU before any op runs, "
@@ -243,14 +293,14 @@ class Advisor {
           "Lower the batch size (or use torch.autocast mixed precision / gradient checkpointing); "
           "torch.cuda.empty_cache() only returns cached blocks, it cannot free live tensors.",
           "PyTorch is loaded; its CUDA allocator ran out of device memory.");
-      if (!in_.env("PYTORCH_CUDA_ALLOC_CONF"))
+      if (torch_segments_advised())
         add("torch.expandable_segments",
             "Start the kernel with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce "
             "fragmentation of the caching allocator.",
             "PYTORCH_CUDA_ALLOC_CONF is not set; when 'reserved but unallocated' memory is large, "
             "fragmentation is what fails the allocation.");
     }
-    if (jax() && !env_is("XLA_PYTHON_CLIENT_PREALLOCATE", {"false", "0"}))
+    if (jax_preallocation_advised())
       add("jax.preallocate",
           "Start the kernel with XLA_PYTHON_CLIENT_PREALLOCATE=false (or "
           "XLA_PYTHON_CLIENT_MEM_FRACTION=.5) so JAX does not reserve most of the GPU up front; "
@@ -269,6 +319,8 @@ class Advisor {
           "with mx.metal.set_cache_limit(); close other apps using unified memory.",
           "MLX allocations failed in Metal, which aborts the process.");
     other_gpu_processes();
+    // The framework's own advice already says how to shrink what it holds.
+    if (given("torch.smaller_batch") || given("mps.batch") || given("mlx.memory_limit")) return;
     add("gpu.smaller_model",
         "Reduce what lives on the device at once: smaller batches or inputs, mixed precision, "
         "and delete models/tensors from earlier cells before building new ones.",
@@ -422,9 +474,15 @@ class Advisor {
       if (!cited && h.signature->supports != cause(f_.cause).id &&
           h.signature->supports != "context")
         continue;
-      add("signature." + h.signature->id, h.signature->remedy,
-          h.label + " line " + std::to_string(h.line) + " matched " + h.signature->id +
-              " (seen in public at " + h.signature->source + ").");
+      const std::string matched = h.label + " line " + std::to_string(h.line) + " matched " +
+                                  h.signature->id + " (seen in public at " + h.signature->source +
+                                  ").";
+      if (const auto restated = kRestatedBy.find(h.signature->id); restated != kRestatedBy.end())
+        if (Remedy* own = given(restated->second)) {
+          if (ids_.insert("signature." + h.signature->id).second) own->why += " The " + matched;
+          continue;
+        }
+      add("signature." + h.signature->id, h.signature->remedy, matched);
     }
   }
 

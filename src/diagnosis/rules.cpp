@@ -23,7 +23,7 @@ std::string signal_meaning(const std::string& name) {
   if (name == "SIGSYS") return "a system call the process was not allowed to make";
   if (name == "SIGTRAP") return "a trap/breakpoint instruction in native code";
   if (name == "SIGABRT") return "the process aborted itself";
-  if (name == "SIGKILL") return "killed; SIGKILL cannot be caught, so the kernel could not say why";
+  if (name == "SIGKILL") return "it cannot be caught, so the kernel could not say why";
   return "";
 }
 
@@ -273,9 +273,10 @@ class Rules {
     if (cg_delta > 0) {
       const auto before = v_.integer("/cgroup/oom_kill_before");
       const auto after = v_.integer("/cgroup/oom_kill_after");
-      std::string fact = "cgroup oom_kill counter ";
-      fact += before && after ? std::to_string(*before) + "→" + std::to_string(*after)
-                              : "rose by " + std::to_string(cg_delta);
+      std::string fact = "the cgroup's count of OOM kills (oom_kill) ";
+      fact += before && after
+                  ? "went from " + std::to_string(*before) + " to " + std::to_string(*after)
+                  : "rose by " + std::to_string(cg_delta);
       f.evidence.push_back({fact, v_.has("/cgroup/oom_kill_delta")
                                       ? "/cgroup/oom_kill_delta"
                                       : "/oom_evidence/cgroup_oom_kill_delta"});
@@ -349,8 +350,9 @@ class Rules {
     if (checked)
       f.evidence.push_back({"no OOM-kill record names the kernel", "/oom_evidence/matched_pids"});
     if (auto before = v_.integer("/cgroup/oom_kill_after"))
-      f.evidence.push_back({"cgroup oom_kill counter unchanged (" + std::to_string(*before) + ")",
-                            "/cgroup/oom_kill_after"});
+      f.evidence.push_back(
+          {"the cgroup's count of OOM kills (oom_kill) stayed at " + std::to_string(*before),
+           "/cgroup/oom_kill_after"});
     const bool near_limit = in_.pressure && in_.pressure->fraction() >= 0.9;
     pressure(f, 0.9);
     cell(f);

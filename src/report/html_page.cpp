@@ -394,11 +394,24 @@ std::string render_html(const json& report) {
     out << cause_badge(*d) << "<span class=\"badge " << esc(confidence)
         << "\">confidence: " << esc(confidence) << "</span>";
   }
-  out << "<span class=\"muted\">"
-      << (notebook.empty() ? std::string() : "notebook " + esc(notebook) + ", ") << "kernel pid "
-      << field(r, "/kernel/pid") << ", started " << field(r, "/kernel/started_at") << ", "
-      << (hang ? "hang detected" : "died " + field(r, "/kernel/died_at")) << ", up "
-      << field(r, "/kernel/uptime_s") << " s</span></p>\n";
+  // The facts the report has, in words; what it lacks is left out rather than shown as "—".
+  std::vector<std::string> facts;
+  if (!notebook.empty()) facts.push_back("notebook " + esc(notebook));
+  if (r.has("/kernel/pid")) facts.push_back("kernel pid " + field(r, "/kernel/pid"));
+  if (auto started = r.integer("/kernel/started_at_ms"))
+    facts.push_back("started " + esc(util::local_wall_time(*started)));
+  if (hang) {
+    if (auto detected = r.integer("/hang/detected_at_ms"))
+      facts.push_back("hang detected " + esc(util::local_wall_time(*detected)));
+  } else if (auto died = r.integer("/kernel/died_at_ms")) {
+    facts.push_back("died " + esc(util::local_wall_time(*died)));
+  }
+  if (auto up = r.number("/kernel/uptime_s"))
+    facts.push_back("up " + esc(util::format_duration(*up)));
+  std::string joined;
+  for (const auto& fact : facts)
+    joined += (joined.empty() ? "" : ", ") + fact;
+  out << "<span class=\"muted\">" << joined << "</span></p>\n";
 
   diagnosis_section(out, r);
   section(out, "memory", "Memory over time");

@@ -7,6 +7,7 @@
 
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/report/html_page.hpp"
+#include "kwd/timeline/trend.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::report {
@@ -63,16 +64,6 @@ std::string relative_time(double seconds) {
                                    (a % 60 ? " " + std::to_string(a % 60) + " s" : "")
                              : std::to_string(a) + " s";
   return (s < 0 ? "−" : "+") + text;
-}
-
-// A limit's name in the report ("gpu_total") as a reader says it.
-std::string limit_in_words(const std::string& name) {
-  if (name == "cgroup") return "memory cgroup limit";
-  if (name == "mem_total") return "the machine's memory";
-  if (name == "mem_available") return "memory available";
-  if (name == "gpu_total") return "GPU memory";
-  if (name == "swap") return "swap";
-  return name;
 }
 
 }  // namespace
@@ -137,7 +128,7 @@ std::string render_memory_chart(const json& report, int width, int height) {
   // The tightest limit is drawn across the whole chart when it is near.
   const double limit = r.number("/memory/limits/tightest/bytes").value_or(NAN);
   const std::string limit_name =
-      limit_in_words(r.text("/memory/limits/tightest/name").value_or("limit"));
+      timeline::limit_in_words(r.text("/memory/limits/tightest/name").value_or("limit"));
   if (!std::isnan(end_t)) t1 = std::max(t1, end_t);
   for (const auto& sp : spans) {
     t0 = std::min(t0, sp.from);

@@ -10,6 +10,7 @@
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/terminal_text.hpp"
+#include "kwd/timeline/trend.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/size_parse.hpp"
 
@@ -134,16 +135,19 @@ void cell_section(std::ostringstream& out, const ReportView& r, const Paint& pai
   const std::int64_t crash = crash_line_in_cell(r);
   const auto cell = execution->object("/cell_in_flight");
   if (!cell) {
-    out << "\n" << paint("Cell in flight", "1");
+    out << "\n" << paint("Running cell", "1");
     if (crash > 0)
-      out << "  one, never announced on IOPub (the kernel died as it started; its line " << crash
-          << " is on the crashing stack)\n";
+      out << "  one the kernel never announced (it died as the cell started; the cell's line "
+          << crash << " is on the crashing stack)\n";
+    else if (const auto state = execution->text("/state_at_death"))
+      out << "  none: the kernel was " << terminal_safe(*state) << "\n";
     else
-      out << "  none (kernel was " << text(*execution, "/state_at_death") << ")\n";
+      out << "  not known (the kernel published no status before it died)\n";
     return;
   }
-  out << "\n" << paint("Cell in flight", "1") << "  [" << text(*cell, "/execution_count") << "]";
-  if (cell->has("/running_for_s")) out << "  running " << text(*cell, "/running_for_s") << " s";
+  out << "\n" << paint("Running cell", "1") << "  [" << text(*cell, "/execution_count") << "]";
+  if (auto running = cell->number("/running_for_s"))
+    out << "  for " << util::format_duration(*running);
   if (auto rss = cell->number("/rss_at_start"))
     out << "  (RSS at start " << util::format_bytes(*rss) << ")";
   const auto gpu_start = cell->number("/gpu_at_start");
@@ -189,8 +193,10 @@ void memory_section(std::ostringstream& out, const ReportView& r, const Paint& p
   }
   std::string extra;
   if (auto limit = r.number("/memory/limits/tightest/bytes"))
-    extra += "limit " + util::format_bytes(*limit) + " (" +
-             text(r, "/memory/limits/tightest/name") + ")";
+    extra += "closest limit: " +
+             terminal_safe(timeline::limit_in_words(
+                 r.text("/memory/limits/tightest/name").value_or("memory limit"))) +
+             ", " + util::format_bytes(*limit);
   if (auto slope = r.number("/memory/trend/rss/slope_60s"))
     extra += std::string(extra.empty() ? "" : " · ") + (*slope >= 0 ? "+" : "-") +
              util::format_bytes(std::abs(*slope)) + "/s over the last minute";
@@ -232,7 +238,7 @@ void evidence_section(std::ostringstream& out, const ReportView& r, const Paint&
   out << "\n" << paint("Evidence", "1") << "\n";
   for (std::size_t i = 0; i < evidence.size() && i < 6; ++i)
     out << wrap(item_text(evidence[i], "/fact"), width, "  • ", "    ");
-  if (evidence.size() > 6) out << "    (" << evidence.size() - 6 << " more)\n";
+  if (evidence.size() > 6) out << "    (" << evidence.size() - 6 << " more in the report)\n";
 }
 
 void remedies_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
@@ -269,13 +275,18 @@ std::string facts_line(const ReportView& r, bool hang) {
             text(r, "/diagnosis/confidence") + " · ";
   if (auto notebook = r.text("/kernel/notebook"); notebook && !notebook->empty())
     facts += "notebook " + terminal_safe(*notebook) + " · ";
-  facts += "pid " + text(r, "/kernel/pid") + " · up " + text(r, "/kernel/uptime_s") + " s · ";
+  // What is not known is left out, not shown as "?".
+  if (r.has("/kernel/pid")) facts += "pid " + text(r, "/kernel/pid") + " · ";
+  if (auto up = r.number("/kernel/uptime_s")) facts += "up " + util::format_duration(*up) + " · ";
   if (hang) {
-    const auto detected = r.integer("/hang/detected_at_ms");
-    facts += "detected " + (detected ? util::iso8601_utc(*detected) : std::string("?"));
-  } else {
+    if (auto detected = r.integer("/hang/detected_at_ms"))
+      facts += "detected " + util::local_wall_time(*detected);
+  } else if (auto died = r.integer("/kernel/died_at_ms")) {
+    facts += "died " + util::local_wall_time(*died);
+  } else if (r.has("/kernel/died_at")) {
     facts += "died " + text(r, "/kernel/died_at");
   }
+  if (facts.ends_with(" · ")) facts.resize(facts.size() - std::string_view(" · ").size());
   return facts;
 }
 

@@ -62,6 +62,14 @@ std::optional<double> negated(std::optional<double> v) {
 
 }  // namespace
 
+std::string limit_in_words(std::string_view name) {
+  if (name == "cgroup") return "cgroup memory limit";
+  if (name == "mem_total") return "machine's memory";
+  if (name == "mem_available") return "memory available";
+  if (name == "gpu_total") return "GPU memory";
+  return std::string(name);
+}
+
 Limits compute_limits(const std::vector<MemorySample>& recent) {
   Limits out;
   if (recent.empty()) return out;

@@ -2,8 +2,12 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <iterator>
 
 namespace kwd::util {
 
@@ -42,6 +46,46 @@ std::string compact_utc(std::int64_t unix_ms) {
   std::array<char, 96> buf{};
   std::snprintf(buf.data(), buf.size(), "%04d%02d%02dT%02d%02d%02dZ", p.tm_year + 1900,
                 p.tm_mon + 1, p.tm_mday, p.tm_hour, p.tm_min, p.tm_sec);
+  return buf.data();
+}
+
+std::string local_wall_time(std::int64_t unix_ms) {
+  const time_t secs = static_cast<time_t>(unix_ms / 1000);
+  tm parts{};
+  if (localtime_r(&secs, &parts) == nullptr) return iso8601_utc(unix_ms);
+  std::array<char, 96> buf{};
+  if (std::strftime(buf.data(), buf.size(), "%Y-%m-%d %H:%M:%S %Z", &parts) == 0)
+    return iso8601_utc(unix_ms);
+  return buf.data();
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds)) return "?";
+  const char* sign = seconds < 0 ? "-" : "";
+  seconds = std::fabs(seconds);
+  std::array<char, 64> buf{};
+  if (seconds < 60) {
+    std::snprintf(buf.data(), buf.size(), seconds < 10 ? "%s%.1f s" : "%s%.0f s", sign, seconds);
+    return buf.data();
+  }
+  // Whole units from here on: the larger one and the next, the smaller left out when zero.
+  const auto whole = static_cast<long long>(std::min(seconds, 1e15));
+  struct Unit {
+    long long size;
+    const char* name;
+  };
+  static constexpr Unit units[] = {{86400, "d"}, {3600, "h"}, {60, "min"}, {1, "s"}};
+  for (std::size_t i = 0; i + 1 < std::size(units); ++i) {
+    if (whole < units[i].size) continue;
+    const long long big = whole / units[i].size;
+    const long long small = whole % units[i].size / units[i + 1].size;
+    if (small == 0)
+      std::snprintf(buf.data(), buf.size(), "%s%lld %s", sign, big, units[i].name);
+    else
+      std::snprintf(buf.data(), buf.size(), "%s%lld %s %lld %s", sign, big, units[i].name, small,
+                    units[i + 1].name);
+    break;
+  }
   return buf.data();
 }
 

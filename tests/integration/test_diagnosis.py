@@ -442,7 +442,7 @@ def test_reports_show_is_the_one_screen_answer(kernel, jupyter_env):
     lines = out.splitlines()
     assert lines[1] == report["diagnosis"]["headline"][:len(lines[1])]
     assert "cause native_crash · confidence high" in out
-    for title in ("Evidence", "Cell in flight", "Memory", "What to do", "Environment"):
+    for title in ("Evidence", "Running cell", "Memory", "What to do", "Environment"):
         assert title in out
     assert "> 3 |     return ctypes.string_at(0)" in out
     assert re.search(r"RSS [▁▂▃▄▅▆▇█]{5,}", out)

@@ -188,3 +188,41 @@ TEST_CASE("recorded H100 reports re-diagnose right", "[diagnosis]") {
       CHECK(report.contains(json::json_pointer(ev["pointer"].get<std::string>())));
   }
 }
+
+// Advice is said once: when a framework's own remedy already gives a fix, a signature that
+// matched the same message adds its public source to that remedy's reasons, not a second item
+// that says it again in other words. A knob named by two remedies is the sign of a repeat.
+TEST_CASE("no two remedies give the same advice", "[diagnosis]") {
+  const char* const knobs[] = {
+      "PYTORCH_CUDA_ALLOC_CONF",
+      "CUDA_LAUNCH_BLOCKING",
+      "XLA_PYTHON_CLIENT_PREALLOCATE",
+      "set_memory_growth",
+      "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
+      "set_cache_limit",
+      "batch size",
+      "nvidia-smi",
+      "faulthandler",
+      "Xid",
+  };
+  auto files = fixture_files();
+  const fs::path gpu = fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "gpu";
+  for (const auto& e : fs::directory_iterator(gpu))
+    files.push_back(e.path());
+  for (const auto& file : files) {
+    std::ifstream in(file);
+    const json doc = json::parse(in);
+    json report = doc.contains("report") ? doc["report"] : doc;
+    report.erase("diagnosis");
+    kwd::diagnosis::complete_report(report);
+    const json& remedies = report["diagnosis"]["remedies"];
+    for (const char* knob : knobs) {
+      std::vector<std::string> saying;
+      for (const auto& r : remedies)
+        if (r["text"].get<std::string>().find(knob) != std::string::npos)
+          saying.push_back(r["id"].get<std::string>());
+      INFO(file.filename().string() << ": '" << knob << "' in " << json(saying).dump());
+      CHECK(saying.size() <= 1);
+    }
+  }
+}

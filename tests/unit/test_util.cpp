@@ -4,10 +4,13 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
 #include "kwd/util/byte_ring.hpp"
+#include "kwd/util/clock.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/process_exists.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -189,4 +192,28 @@ TEST_CASE("SafeDir sweeps files of a prefix older than an age, and nothing else"
   CHECK(std::filesystem::exists(dir / "notice-new.json"));
   CHECK(std::filesystem::exists(dir / "other-old.json"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("format_duration says a span as people do") {
+  using kwd::util::format_duration;
+  CHECK(format_duration(0.42) == "0.4 s");
+  CHECK(format_duration(8.307) == "8.3 s");
+  CHECK(format_duration(42.6) == "43 s");
+  CHECK(format_duration(60) == "1 min");
+  CHECK(format_duration(125.9) == "2 min 5 s");
+  CHECK(format_duration(3 * 3600 + 7 * 60 + 5) == "3 h 7 min");
+  CHECK(format_duration(2 * 86400 + 4 * 3600) == "2 d 4 h");
+  CHECK(format_duration(-5) == "-5.0 s");
+  CHECK(format_duration(std::nan("")) == "?");
+}
+
+TEST_CASE("local_wall_time is the reader's time zone") {
+  setenv("TZ", "UTC", 1);
+  tzset();
+  CHECK(kwd::util::local_wall_time(1'795'365'168'409) == "2026-11-22 16:32:48 UTC");
+  setenv("TZ", "Europe/Berlin", 1);
+  tzset();
+  CHECK(kwd::util::local_wall_time(1'795'365'168'409) == "2026-11-22 17:32:48 CET");
+  unsetenv("TZ");
+  tzset();
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kwd/timeline/timeline.hpp"
@@ -48,6 +49,9 @@ struct Limits {
 // mem_total: MemTotal against MemTotal - MemAvailable; gpu_total: all devices' memory
 // against all devices' use. Computed from the newest sample and the last 10 s.
 Limits compute_limits(const std::vector<MemorySample>& recent);
+
+// A limit's name as a reader says it, without an article: "machine's memory" for mem_total.
+std::string limit_in_words(std::string_view name);
 
 // docs/CONTRACT.md: memory.trend and memory.limits.
 nlohmann::json trends_to_json(const std::map<std::string, SeriesTrend>& trends);

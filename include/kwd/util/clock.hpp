@@ -17,5 +17,9 @@ inline std::int64_t steady_ms() {
 std::string iso8601_utc(std::int64_t unix_ms);
 // "20261121T180512Z": sortable and safe in file names.
 std::string compact_utc(std::int64_t unix_ms);
+// "2026-11-21 19:05:12 CET": the wall time where the reader is (the TZ of this process).
+std::string local_wall_time(std::int64_t unix_ms);
+// A span as people say it: "0.4 s", "8.3 s", "2 min 5 s", "1 h 3 min", "2 d 4 h".
+std::string format_duration(double seconds);
 
 }  // namespace kwd::util
