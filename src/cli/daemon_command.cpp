@@ -114,6 +114,10 @@ Command add_daemon_command(CLI::App& app) {
       "the process table every second (nbclient and scripts keep theirs in the temp dir).\n"
       "A kernel already under `kernel-watchdog run` is left to it: one report per death.\n"
       "SIGHUP rescans; SIGTERM stops. `kernel-watchdog status` shows what is watched.");
+  cmd->footer(
+      "Examples:\n"
+      "  kernel-watchdog daemon                      # what `service install` runs\n"
+      "  kernel-watchdog daemon --log-format json --metrics-address 127.0.0.1:9464");
   cmd->add_option("--runtime-dir", *runtime_dirs,
                   "Where connection files appear (repeatable; replaces the defaults: "
                   "$JUPYTER_RUNTIME_DIR or the Jupyter data dir's runtime/, and "
@@ -163,6 +167,7 @@ Command add_status_command(CLI::App& app) {
       "status",
       "What the running daemon watches: one row per kernel (id, pid, state, uptime, RSS and\n"
       "its change over the last minute, GPU memory, watched by daemon or launcher).");
+  cmd->footer("Example: kernel-watchdog status --json");
   cmd->add_flag("--json", *json, "The daemon's answer as JSON");
   cmd->add_option("--status-socket", *socket_path, "The daemon's socket (as `daemon`)");
   cmd->add_option("--report-dir", *report_dir, "As given to `daemon`, to find its socket");
@@ -194,6 +199,11 @@ Command add_service_command(CLI::App& app) {
   auto* status = cmd->add_subcommand("status", "The service manager's view of it");
   for (auto* sub : {install, uninstall, status})
     sub->add_flag("--dry-run", *dry_run, "Print the file and the commands instead");
+  cmd->footer(
+      "Example: kernel-watchdog service install --dry-run   # see the unit, change nothing");
+  install->footer("Example: kernel-watchdog service install && kernel-watchdog status");
+  uninstall->footer("Example: kernel-watchdog service uninstall --dry-run");
+  status->footer("Example: kernel-watchdog service status");
   return {cmd, [=]() -> int {
             const daemon::ServicePlan plan = daemon::service_plan();
             if (install->parsed()) {

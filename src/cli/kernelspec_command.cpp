@@ -11,6 +11,9 @@ namespace kwd::cli {
 
 Command add_kernelspec_command(CLI::App& app) {
   auto* ks = app.add_subcommand("kernelspec", "Put Jupyter kernels under watch");
+  ks->footer(
+      "Example: kernel-watchdog kernelspec wrap python3   # then pick \"Python 3 (ipykernel) "
+      "(watchdog)\" in Jupyter");
   ks->require_subcommand(1);
 
   auto request = std::make_shared<kernelspec::WrapRequest>();
@@ -43,8 +46,10 @@ Command add_kernelspec_command(CLI::App& app) {
   auto unwrap_name = std::make_shared<std::string>();
   auto* unwrap = ks->add_subcommand("unwrap", "Remove a kernelspec that `wrap` created");
   unwrap->add_option("name", *unwrap_name, "The wrapped kernelspec")->required();
+  unwrap->footer("Example: kernel-watchdog kernelspec unwrap python3-watchdog");
 
   auto* list = ks->add_subcommand("list", "Installed kernelspecs, and which are under watch");
+  list->footer("Example: kernel-watchdog kernelspec list");
 
   return {
       ks, [=]() -> int {

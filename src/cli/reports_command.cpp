@@ -68,30 +68,44 @@ Command add_reports_command(CLI::App& app) {
   reports->add_option("--report-dir", *report_dir,
                       "The report store to read (default as for `run`)");
 
+  reports->footer(
+      "Examples:\n"
+      "  kernel-watchdog reports list\n"
+      "  kernel-watchdog reports show latest\n"
+      "  kernel-watchdog reports --report-dir ci-reports show analysis.ipynb");
   auto* list =
       reports->add_subcommand("list", "Crash reports, newest first: time, kernel, cause, path");
+  list->footer("Example: kernel-watchdog reports list | head -5");
   auto query = std::make_shared<std::string>("latest");
   auto as_json = std::make_shared<bool>(false);
   auto* show =
       reports->add_subcommand("show", "Why a kernel died: the report as a one-screen summary");
   show->add_option("id", *query, kQueryHelp)->capture_default_str();
   show->add_flag("--json", *as_json, "Print the raw JSON document instead");
+  show->footer(
+      "Examples:\n"
+      "  kernel-watchdog reports show                 # the newest report\n"
+      "  kernel-watchdog reports show 2               # the one before it\n"
+      "  kernel-watchdog reports show train.ipynb     # the newest of that notebook\n"
+      "  kernel-watchdog reports show --json 2026112  # a report id prefix, as JSON");
   auto html_output = std::make_shared<std::string>("-");
   auto* html = reports->add_subcommand(
       "html", "The report as one self-contained HTML page: diagnosis, memory chart, every section");
   html->add_option("id", *query, kQueryHelp)->capture_default_str();
   html->add_option("-o,--output", *html_output, "The file to write (`-`: standard output)")
       ->capture_default_str();
+  html->footer("Example: kernel-watchdog reports html latest -o crash.html");
   auto* open = reports->add_subcommand(
       "open", "Write the report's HTML page to the user cache and open it (xdg-open / open)");
   open->add_option("id", *query, kQueryHelp)->capture_default_str();
+  open->footer("Example: kernel-watchdog reports open train.ipynb");
 
   auto diagnose_json = std::make_shared<bool>(false);
   auto* diagnose = reports->add_subcommand(
       "diagnose",
       "Run today's rules over a stored report's facts and print the diagnosis they give now\n"
-      "(reports written by older versions, and recorded fixtures, get the better rules).\n"
-      "Example: kernel-watchdog reports diagnose latest");
+      "(reports written by older versions, and recorded fixtures, get the better rules).");
+  diagnose->footer("Example: kernel-watchdog reports diagnose latest --json");
   diagnose->add_option("id", *query, kQueryHelp)->capture_default_str();
   diagnose->add_flag("--json", *diagnose_json, "Print the new diagnosis as JSON");
 

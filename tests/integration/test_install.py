@@ -104,6 +104,21 @@ def test_cmake_install_puts_every_file_where_the_system_looks_for_it(tmp_path):
         assert check.returncode == 0, check.stderr
 
 
+def test_every_commands_help_shows_an_example_of_that_command():
+    pending = [[c] for c in subcommands_in(help_of())]
+    seen = 0
+    while pending:
+        words = pending.pop()
+        usage = help_of(*words)
+        pending += [words + [sub] for sub in subcommands_in(usage)]
+        seen += 1
+        assert "Example" in usage, f"`{' '.join(words)} --help` shows no example"
+        examples = usage.split("Example", 1)[1]
+        assert f"kernel-watchdog {words[0]}" in examples, \
+            f"`{' '.join(words)} --help`: its example is not of `{' '.join(words)}`:\n{examples}"
+    assert seen >= 15
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("apt-get") is None,
                     reason="installs a package: needs root and apt-get")
 def test_the_deb_installs_and_its_program_reports_a_wrapped_kernels_crash(tmp_path, monkeypatch):
