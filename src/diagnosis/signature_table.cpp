@@ -11,6 +11,7 @@
 #include "kwd/data/embedded_files.hpp"
 #include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/pattern_literals.hpp"
+#include "kwd/util/errno_text.hpp"
 
 namespace kwd::diagnosis {
 namespace {
@@ -75,11 +76,13 @@ SignatureTable SignatureTable::parse(std::string_view json_text, std::string ori
 const SignatureTable& SignatureTable::active() {
   static const SignatureTable table = [] {
     if (const char* path = std::getenv("KERNEL_WATCHDOG_SIGNATURES"); path && *path) {
+      errno = 0;
       std::ifstream in(path);
+      const int open_error = errno;
       std::stringstream text;
       text << in.rdbuf();
       try {
-        if (!in) throw TableError(std::string(path) + ": cannot be read");
+        if (!in) throw TableError(util::cannot("read", path, open_error));
         return parse(text.str(), path);
       } catch (const TableError& e) {
         spdlog::warn("KERNEL_WATCHDOG_SIGNATURES ignored, using the built-in table: {}", e.what());

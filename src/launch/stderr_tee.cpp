@@ -8,13 +8,14 @@
 #include <string_view>
 
 #include "kwd/util/clock.hpp"
+#include "kwd/util/errno_text.hpp"
 
 namespace kwd::launch {
 
 StderrTee::StderrTee(std::size_t capacity, bool passthrough)
     : ring_(capacity), passthrough_ok_(passthrough) {
   int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error("cannot create the stderr pipe");
+  if (::pipe(fds) != 0) throw std::runtime_error(util::cannot("create", "the stderr pipe", errno));
   read_end_.reset(fds[0]);
   child_end_.reset(fds[1]);
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <stdexcept>
 
+#include "kwd/util/errno_text.hpp"
+
 namespace kwd::loop {
 namespace {
 
@@ -31,7 +33,7 @@ void make_nonblocking_cloexec(int fd) {
 
 SignalPipe::SignalPipe(std::initializer_list<int> signals) : signals_(signals) {
   int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error("cannot create the signal pipe");
+  if (::pipe(fds) != 0) throw std::runtime_error(util::cannot("create", "the signal pipe", errno));
   read_end_.reset(fds[0]);
   write_end_.reset(fds[1]);
   make_nonblocking_cloexec(fds[0]);

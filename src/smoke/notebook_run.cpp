@@ -14,6 +14,7 @@
 #include "kwd/report/terminal_summary.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/errno_text.hpp"
 #include "kwd/util/size_parse.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -36,7 +37,8 @@ std::vector<int> free_loopback_ports(std::size_t count) {
   std::vector<int> ports;
   for (std::size_t i = 0; i < count; ++i) {
     util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) throw std::runtime_error("cannot create a socket to find a free port");
+    if (!fd)
+      throw std::runtime_error(util::cannot("create", "a socket to find a free port", errno));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -193,3 +193,14 @@ TEST_CASE("children born after the first scan are found by pid, and threads are 
   for (int fd : {go[0], go[1], ready[0], ready[1]})
     ::close(fd);
 }
+
+TEST_CASE(
+    "a kernel whose /proc entry cannot be read: the reason names the file and the system's why") {
+  ProbeOptions options;
+  options.kernel_pid = 0x3ffffff;  // above pid_max: never a process
+  options.processes = std::make_shared<KernelProcesses>(options.kernel_pid);
+  linux_proc::ProcessTreeProbe probe(options);
+  CHECK_FALSE(probe.status().available);
+  CHECK(probe.status().reason == "cannot read /proc/" + std::to_string(options.kernel_pid) +
+                                     "/stat: No such file or directory");
+}

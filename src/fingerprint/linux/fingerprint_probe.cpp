@@ -14,6 +14,7 @@
 #include "kwd/fingerprint/make_fingerprint_probe.hpp"
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/errno_text.hpp"
 
 namespace kwd::fingerprint {
 namespace fs = std::filesystem;
@@ -144,7 +145,11 @@ void FingerprintProbe::read_maps() {
   const auto maps =
       probes::linux_proc::read_small_file(proc_ + "/" + std::to_string(pid_) + "/maps");
   if (!maps || maps->empty()) {
-    if (refreshes_ == 0) reason_ = "cannot read /proc/" + std::to_string(pid_) + "/maps";
+    // Empty: the process has exited (its maps are gone), not an error of the system's.
+    if (refreshes_ == 0)
+      reason_ =
+          util::cannot("read", proc_ + "/" + std::to_string(pid_) + "/maps", maps ? 0 : errno) +
+          (maps ? " (empty: the process has exited)" : "");
     return;
   }
   reason_.clear();

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "kwd/probes/linux/procfs.hpp"
+#include "kwd/util/errno_text.hpp"
 
 namespace kwd::hang {
 namespace {
@@ -40,9 +41,10 @@ bool process_alive(pid_t pid) {
 ProcessSnapshot snapshot_process(pid_t pid, std::size_t max_threads) {
   ProcessSnapshot snap;
   const std::string base = "/proc/" + std::to_string(pid);
+  errno = 0;
   const auto main_state = state_of(base);
   if (!main_state) {
-    snap.reason = "cannot read " + base + "/stat";
+    snap.reason = util::cannot("read", base + "/stat", errno);
     return snap;
   }
   snap.available = true;
@@ -50,7 +52,7 @@ ProcessSnapshot snapshot_process(pid_t pid, std::size_t max_threads) {
 
   std::unique_ptr<DIR, DirCloser> tasks(opendir((base + "/task").c_str()));
   if (!tasks) {
-    snap.reason = "cannot list " + base + "/task";
+    snap.reason = util::cannot("list", base + "/task", errno);
     return snap;
   }
   std::vector<pid_t> tids;

@@ -16,6 +16,7 @@
 
 #include "kwd/probes/linux/cgroup_fs.hpp"
 #include "kwd/probes/linux/procfs.hpp"
+#include "kwd/util/errno_text.hpp"
 #include "kwd/util/process_exists.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -80,10 +81,9 @@ struct Own {
 Own own_memory_cgroup(const std::string& proc_root) {
   using namespace probes::linux_proc;
   const auto mountinfo = read_small_file(proc_root + "/self/mountinfo");
+  if (!mountinfo) throw CgroupError(util::cannot("read", proc_root + "/self/mountinfo", errno));
   const auto membership = read_small_file(proc_root + "/self/cgroup");
-  if (!mountinfo || !membership)
-    throw CgroupError("cannot read " + proc_root + "/self/mountinfo or " + proc_root +
-                      "/self/cgroup");
+  if (!membership) throw CgroupError(util::cannot("read", proc_root + "/self/cgroup", errno));
   const auto mounts = parse_cgroup_mounts(*mountinfo);
   const auto where = parse_proc_cgroup(*membership);
   if (mounts.v2 && where.v2) {

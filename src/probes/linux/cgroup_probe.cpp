@@ -7,6 +7,7 @@
 
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/errno_text.hpp"
 
 namespace kwd::probes::linux_proc {
 namespace {
@@ -48,7 +49,7 @@ CgroupProbe::CgroupProbe(const ProbeOptions& options)
       cgroup_->dir + (cgroup_->version == 2 ? "/memory.current" : "/memory.usage_in_bytes");
   usage_fd_.reset(::open(usage_file.c_str(), O_RDONLY | O_CLOEXEC));
   if (!usage_fd_) {
-    reason_ = "cannot read " + usage_file;
+    reason_ = util::cannot("read", usage_file, errno);
     cgroup_.reset();
     return;
   }

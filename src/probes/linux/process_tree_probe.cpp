@@ -13,6 +13,7 @@
 
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/errno_text.hpp"
 
 namespace kwd::probes::linux_proc {
 namespace {
@@ -54,9 +55,11 @@ ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options)
       pss_interval_ms_(options.pss_interval.count()),
       loadavg_fd_(::open((proc_ + "/loadavg").c_str(), O_RDONLY | O_CLOEXEC)) {
   Member root;
+  errno = 0;  // a read that worked but found the process gone leaves no reason of the system's
   if (!read_stat(root_, root)) {
     available_ = false;
-    reason_ = "cannot read " + pid_path(proc_, root_, "stat");
+    reason_ = util::cannot("read", pid_path(proc_, root_, "stat"), errno) +
+              (errno == 0 ? " (the process has exited)" : "");
     return;
   }
   members_.emplace(root_, std::move(root));
