@@ -93,7 +93,7 @@ Command add_kernelspec_command(CLI::App& app) {
               if (!info->problem.empty()) {
                 ++broken;
                 std::printf("    cannot start: %s\n    fix: %s\n", info->problem.c_str(),
-                            info->repair_command(k.name).c_str());
+                            info->repair_command(k).c_str());
               }
             }
             if (broken > 0)

@@ -13,6 +13,7 @@
 #include "kwd/platform/host.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/self_exe.hpp"
+#include "kwd/util/shell_word.hpp"
 
 namespace kwd::kernelspec {
 namespace fs = std::filesystem;
@@ -156,6 +157,35 @@ std::vector<std::string> differences(const Kernelspec& before, const Kernelspec&
           words(b ? b->kernel_argv : std::vector<std::string>{}));
   compare("display name", before.spec.value("display_name", ""),
           after.spec.value("display_name", ""));
+  // The rest of kernel.json (env, interrupt_mode, language, the source's own metadata): the
+  // wrap copies it from the source, which may have changed since.
+  auto shown = [](const nlohmann::json* v) {
+    if (v == nullptr) return std::string("(none)");
+    std::string text = v->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return text.size() > 60 ? text.substr(0, 59) + "…" : text;
+  };
+  auto rest = [](const nlohmann::json& spec) {
+    nlohmann::json r = spec.is_object() ? spec : nlohmann::json::object();
+    r.erase("argv");
+    r.erase("display_name");
+    if (r.contains("metadata") && r["metadata"].is_object()) {
+      r["metadata"].erase("kernel_watchdog");
+      if (r["metadata"].empty()) r.erase("metadata");
+    }
+    return r;
+  };
+  const auto was = rest(before.spec), now = rest(after.spec);
+  std::set<std::string> keys;
+  for (const auto& [key, value] : was.items())
+    keys.insert(key);
+  for (const auto& [key, value] : now.items())
+    keys.insert(key);
+  for (const auto& key : keys) {
+    const nlohmann::json* a_value = was.contains(key) ? &was[key] : nullptr;
+    const nlohmann::json* b_value = now.contains(key) ? &now[key] : nullptr;
+    if (a_value == nullptr || b_value == nullptr || *a_value != *b_value)
+      out.push_back("kernel.json " + key + ": " + shown(a_value) + " -> " + shown(b_value));
+  }
   return out;
 }
 
@@ -211,8 +241,12 @@ WrapOutcome wrap(const WrapRequest& r) {
     const Kernelspec before{new_name, target, existing.value_or(nlohmann::json::object())};
     if (!existing || !before.wrapped())
       throw KernelspecError(target.string() + " already holds a kernelspec that is not ours");
-    const auto changes = differences(before, Kernelspec{new_name, target, spec});
-    if (changes.empty()) return {target, WrapOutcome::What::kUnchanged};
+    auto changes = differences(before, Kernelspec{new_name, target, spec});
+    // Unchanged only when the whole kernel.json is (metadata's source_dir and original argv
+    // too, which no line above names).
+    if (changes.empty() && *existing == spec) return {target, WrapOutcome::What::kUnchanged};
+    if (changes.empty())
+      changes.push_back("the kernelspec it was wrapped from (its directory or command)");
     if (!r.force) {
       std::string text =
           "'" + new_name + "' is already a wrap (" + target.string() + ") with other settings:";
@@ -267,12 +301,20 @@ std::optional<WrapInfo> wrap_info(const Kernelspec& k) {
   return info;
 }
 
-std::string WrapInfo::repair_command(const std::string& name) const {
-  std::string command = "kernel-watchdog kernelspec wrap " +
-                        (wrapped_from.empty() ? std::string("SOURCE") : wrapped_from) + " --name " +
-                        name;
+std::string WrapInfo::repair_command(const Kernelspec& wrap) const {
+  std::string command =
+      "kernel-watchdog kernelspec wrap " +
+      (wrapped_from.empty() ? std::string("SOURCE") : util::shell_word(wrapped_from)) + " --name " +
+      util::shell_word(wrap.name);
+  // Where it lives: DATA/kernels/NAME; a DATA other than the user's is some prefix's
+  // share/jupyter (what --prefix and --sys-prefix write to).
+  const fs::path data = wrap.dir.parent_path().parent_path();
+  std::error_code ec;
+  if (!fs::equivalent(data, user_data_dir(), ec) && data.filename() == "jupyter" &&
+      data.parent_path().filename() == "share")
+    command += " --prefix " + util::shell_word(data.parent_path().parent_path().string());
   for (const auto& option : run_options)
-    command += " --run-option=" + option;
+    command += " " + util::shell_word("--run-option=" + option);
   return command + " --force";
 }
 

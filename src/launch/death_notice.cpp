@@ -13,6 +13,7 @@
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/private_files.hpp"
+#include "kwd/util/shell_word.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::launch {
@@ -67,17 +68,6 @@ std::string local_time_of_day(std::int64_t epoch_ms) {
 
 }  // namespace
 
-// The path as one shell word.
-std::string shell_word(const std::string& text) {
-  if (!text.empty() && text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789/._-+:@%") == std::string::npos)
-    return text;
-  std::string quoted = "'";
-  for (const char c : text)
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 // Text that Markdown (and the HTML it may carry) shows as it is: a headline quotes stderr.
 std::string markdown_literal(const std::string& text) {
   std::string out;
@@ -104,7 +94,8 @@ nlohmann::json death_notice(const nlohmann::json& report, const fs::path& report
   const std::string when = died_at_ms ? " at " + local_time_of_day(*died_at_ms) : "";
   // The file itself: it works whatever store the reader's shell would look in (a wrap's own
   // --report-dir, the fallback after a full disk).
-  const std::string command = "kernel-watchdog reports show " + shell_word(report_path.string());
+  const std::string command =
+      "kernel-watchdog reports show " + util::shell_word(report_path.string());
   return {{"text", "kernel-watchdog: this notebook's previous kernel died" + when + ": " +
                        headline + "\nSee why: " + command + "\n"},
           {"markdown", "**kernel-watchdog**: this notebook's previous kernel died" + when + ": " +

@@ -86,7 +86,10 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
       spdlog::warn("{}", notes_.back());
     }
   }
-  if (python_shim_ && launch_.death_notices) pass_on_death_notice();
+  // Taken now, for the shim's files; given back if this kernel never starts (the manager's
+  // next try then shows it).
+  std::optional<nlohmann::json> notice;
+  if (python_shim_ && launch_.death_notices) notice = pass_on_death_notice();
   util::UniqueFd fault_write;
   if (python_shim_) {
     int fds[2];
@@ -108,7 +111,14 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   sigemptyset(&request.reset_to_default);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD})
     sigaddset(&request.reset_to_default, s);
-  child_.emplace(ChildProcess::spawn(request));
+  try {
+    child_.emplace(ChildProcess::spawn(request));
+  } catch (const SpawnError&) {
+    if (notice)
+      leave_death_notice(protocol::kernel_id_from_connection_file(launch_.connection_file),
+                         *notice);
+    throw;
+  }
   spdlog::debug("kernel started: pid {}", child_->pid());
 
   watch::WatchOptions wo;
@@ -253,16 +263,21 @@ watch::WrittenReport WatchedKernel::write_report(
   return written;
 }
 
-void WatchedKernel::pass_on_death_notice() {
+std::optional<nlohmann::json> WatchedKernel::pass_on_death_notice() {
   const std::string kernel_id = protocol::kernel_id_from_connection_file(launch_.connection_file);
-  if (kernel_id.empty()) return;
-  const auto notice = claim_death_notice(kernel_id);
-  if (!notice) return;
+  if (kernel_id.empty()) return std::nullopt;
+  const auto text = claim_death_notice(kernel_id);
+  if (!text) return std::nullopt;
+  auto notice = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!notice.is_object()) return std::nullopt;  // not one we wrote: dropped
   try {
-    python_shim_->add_file("notice.json", *notice);
+    python_shim_->add_file("notice.json", *text);
     spdlog::debug("the previous kernel's death notice goes to the first cell");
+    return notice;
   } catch (const std::exception& e) {
-    spdlog::debug("death notice not passed on: {}", e.what());
+    spdlog::debug("death notice not passed on, left for the next start: {}", e.what());
+    leave_death_notice(kernel_id, notice);
+    return std::nullopt;
   }
 }
 

@@ -106,3 +106,42 @@ def test_wrap_again_says_what_differs_and_force_repairs_a_broken_wrap(jpath):
     assert row.split()[1] == "watched"
     same = kwd(*fix.split()[1:-1]).stdout
     assert "unchanged" in same
+
+
+def test_the_fix_for_a_broken_wrap_keeps_its_place_and_quotes_its_options(jpath):
+    """A broken wrap in a --prefix, with a run option holding a space and a quote: the fix
+    `list` prints, pasted into a shell, wraps it again in that prefix with that option."""
+    moved = jpath["tmp"] / "old-install" / "kernel-watchdog"
+    moved.parent.mkdir()
+    shutil.copy2(KWD_BINARY, moved)
+    prefix = jpath["tmp"] / "my env"
+    option = "--report-dir=/tmp/Bob's reports"
+    made = subprocess.run([str(moved), "kernelspec", "wrap", "bare", "--name", "w2",
+                           "--prefix", str(prefix), f"--run-option={option}"],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    moved.unlink()
+    os.environ["JUPYTER_PATH"] += os.pathsep + str(prefix / "share" / "jupyter")
+
+    listing = kwd("kernelspec", "list").stdout
+    fix = next(l for l in listing.splitlines() if "fix:" in l and " w2 " in l).split("fix: ", 1)[1]
+    repaired = subprocess.run(["bash", "-c", fix.replace("kernel-watchdog", KWD_BINARY, 1)],
+                              capture_output=True, text=True)
+    assert repaired.returncode == 0, fix + "\n" + repaired.stderr
+    spec = json.loads((prefix / "share/jupyter/kernels/w2/kernel.json").read_text())
+    assert spec["argv"][:4] == [KWD_BINARY, "run", option, "--"]
+    assert not (jpath["tmp"] / "user-data" / "kernels" / "w2").exists()
+
+
+def test_wrap_again_after_the_source_changed_is_not_unchanged(jpath):
+    kwd("kernelspec", "wrap", "bare", "--name", "w3")
+    spec = json.loads((jpath["src"] / "kernel.json").read_text())
+    spec["env"] = {"SOME_SETTING": "2"}
+    (jpath["src"] / "kernel.json").write_text(json.dumps(spec))
+    again = kwd("kernelspec", "wrap", "bare", "--name", "w3", check=False)
+    assert again.returncode == 1, again.stdout
+    assert 'kernel.json env: {"SOME_SETTING":"1"} -> {"SOME_SETTING":"2"}' in again.stderr
+    kwd("kernelspec", "wrap", "bare", "--name", "w3", "--force")
+    wrapped = json.loads((jpath["tmp"] / "user-data/kernels/w3/kernel.json").read_text())
+    assert wrapped["env"] == {"SOME_SETTING": "2"}
+    assert "unchanged" in kwd("kernelspec", "wrap", "bare", "--name", "w3").stdout

@@ -90,3 +90,19 @@ def test_the_restarted_kernel_says_once_why_the_previous_one_died(start_kernel, 
     assert outputs_of(k, "print('again')") == [("stream", "again\n")]
     restart_as_the_restarter_does(k, now=False)
     assert outputs_of(k, "print('restarted')") == [("stream", "restarted\n")]
+
+
+def test_a_restart_that_fails_to_start_leaves_the_notice_for_the_next(start_kernel, jupyter_env):
+    k = start_kernel()
+    k.execute_until_death("import os; os.abort()")
+    (report,) = load_reports(jupyter_env["report_dir"])
+    # A start of the same kernel (same connection file) whose program is gone: the watchdog
+    # took the notice for it, and must give it back when the kernel never runs.
+    failed = subprocess.run([KWD_BINARY, "run", "--", "/nonexistent/python3", "-m",
+                             "ipykernel_launcher", "-f", k.km.connection_file],
+                            capture_output=True, text=True, env=jupyter_env["env"], timeout=60)
+    assert failed.returncode != 0 and "/nonexistent/python3" in failed.stderr, failed.stderr
+    restart_as_the_restarter_does(k)
+    first = outputs_of(k, "print('after')")
+    assert first[-1] == ("stream", "after\n") and len(first) == 2, first
+    assert report["diagnosis"]["headline"] in first[0][1]["text/plain"]

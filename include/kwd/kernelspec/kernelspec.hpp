@@ -62,8 +62,9 @@ struct WrapInfo {
   std::vector<std::string> run_options;  // between "run" and "--"
   std::vector<std::string> kernel_argv;  // after "--"
   std::string problem;                   // why it cannot start ("" when it can)
-  // The command that makes it work again (wrap --force with the same settings).
-  [[nodiscard]] std::string repair_command(const std::string& name) const;
+  // The command that makes `wrap` work again: wrap --force with the same settings, into the
+  // same place, every word quoted for the shell.
+  [[nodiscard]] std::string repair_command(const Kernelspec& wrap) const;
 };
 // nullopt for a kernelspec that is not a wrap.
 std::optional<WrapInfo> wrap_info(const Kernelspec& spec);

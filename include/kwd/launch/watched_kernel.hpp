@@ -99,7 +99,8 @@ class WatchedKernel {
   void look_for_kernel_stderr_pipe();
   void handle_death(const watch::ProcessEnd& end, std::int64_t died_at_ms);
   // Hands the notice the previous kernel of this connection file left to the shim.
-  void pass_on_death_notice();
+  // The notice the previous kernel left, now in the shim's files (nullopt: none).
+  std::optional<nlohmann::json> pass_on_death_notice();
 
   loop::EventLoop& loop_;
   KernelLaunch launch_;
