@@ -46,13 +46,13 @@ ListedReport list_row(const StoredReport& stored, const nlohmann::json& document
   row.readable = true;
   if (const auto died = v.integer("/kernel/died_at_ms")) {
     row.at_ms = *died;
-    row.when = util::iso8601_utc(*died);
+    row.when = util::local_wall_time(*died);
   } else if (const auto detected = v.integer("/hang/detected_at_ms")) {
     row.at_ms = *detected;
-    row.when = util::iso8601_utc(*detected);
+    row.when = util::local_wall_time(*detected);
   } else {
     row.at_ms = stored.mtime_ms;
-    row.when = v.text("/kernel/died_at").value_or(util::iso8601_utc(stored.mtime_ms));
+    row.when = v.text("/kernel/died_at").value_or(util::local_wall_time(stored.mtime_ms));
   }
   row.kernel_id = v.text("/kernel/kernel_id").value_or("");
   row.notebook = v.text("/kernel/notebook").value_or("");
@@ -71,7 +71,7 @@ ListedReport list_row(const StoredReport& stored, const ReportFile& file) {
   ListedReport row;
   row.stored = stored;
   row.at_ms = stored.mtime_ms;
-  row.when = util::iso8601_utc(stored.mtime_ms);
+  row.when = util::local_wall_time(stored.mtime_ms);
   row.kernel = "?";
   row.cause = "unreadable: " + file.reason;
   return row;

@@ -237,7 +237,7 @@ TEST_CASE("known reader failures, each as it was found", "[readers]") {
     const auto row = list_row(StoredReport{"h", "/r/h.json", 5}, hang);
     CHECK(row.readable);
     CHECK(row.at_ms == 1700000006000);
-    CHECK(row.when == kwd::util::iso8601_utc(1700000006000));
+    CHECK(row.when == kwd::util::local_wall_time(1700000006000));
     CHECK(row.cause == hang["diagnosis"]["headline"]);
   }
   SECTION("reports show: a kernel started without a connection file") {
