@@ -20,8 +20,8 @@ packages=(
   python3-jupyter-server
   # daemon: /metrics is read by the Prometheus project's own text parser
   python3-prometheus-client
-  # the HTML report is checked in headless Chromium
-  chromium
+  # the HTML report is checked in headless Chromium, the terminal view in tmux
+  chromium tmux
   # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found
   dpkg-dev file groff-base man-db
 )

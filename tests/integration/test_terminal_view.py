@@ -4,10 +4,13 @@ plain text with nothing cut."""
 import fcntl
 import os
 import pty
+import shlex
+import shutil
 import re
 import struct
 import subprocess
 import termios
+import time
 
 import pytest
 
@@ -82,3 +85,31 @@ def test_html_to_a_place_that_cannot_be_written_says_the_path_and_why(store, tmp
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert proc.stderr == f"kernel-watchdog: cannot write {path}: {reason}\n"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.parametrize("columns", [80, 200])
+def test_under_tmux_no_line_is_wrapped_by_the_terminal(store, tmp_path, columns):
+    """As a person sees it in tmux: the pane's own wrapping (-J joins what tmux wrapped) finds
+    no line longer than the pane, but the report's path."""
+    socket = str(tmp_path / "tmux.sock")
+    done = tmp_path / "done"
+    command = (f"KERNEL_WATCHDOG_REPORT_DIR={shlex.quote(store['KERNEL_WATCHDOG_REPORT_DIR'])} "
+               f"{shlex.quote(KWD_BINARY)} reports show latest; touch {shlex.quote(str(done))}; "
+               "sleep 60")
+    subprocess.run(["tmux", "-S", socket, "-f", "/dev/null", "new-session", "-d", "-x",
+                    str(columns), "-y", "80", command], check=True, env=dict(store, TERM="xterm-256color"))
+    try:
+        deadline = time.monotonic() + 30
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert done.exists()
+        pane = subprocess.run(["tmux", "-S", socket, "capture-pane", "-p", "-J", "-S", "-"],
+                              capture_output=True, text=True, check=True).stdout
+    finally:
+        subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True)
+    lines = pane.rstrip("\n").splitlines()
+    assert any("Aborted (SIGABRT)" in line for line in lines), pane
+    assert any(line.startswith("Running cell") or line.startswith("Evidence") for line in lines)
+    too_long = [l for l in lines if len(l.rstrip()) > columns and not l.startswith("Report: ")]
+    assert too_long == [], too_long
