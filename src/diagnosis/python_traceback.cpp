@@ -156,7 +156,7 @@ nlohmann::json find_python_traceback(const nlohmann::json& report) {
   if (!report.is_object()) return nullptr;
   const std::pair<const char*, const char*> places[] = {
       {"/stderr_tail/text", "faulthandler, on the kernel's stderr (kept by the watchdog)"},
-      {"/execution/stream_stderr_tail", "faulthandler, in the stderr stream seen on iopub"}};
+      {"/execution/stream_stderr_tail", "faulthandler, in the stderr output the notebook showed"}};
   for (const auto& [pointer, source] : places) {
     const nlohmann::json::json_pointer ptr{pointer};
     if (!report.contains(ptr) || !report.at(ptr).is_string()) continue;

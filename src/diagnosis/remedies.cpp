@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -479,7 +480,11 @@ class Advisor {
                                   ").";
       if (const auto restated = kRestatedBy.find(h.signature->id); restated != kRestatedBy.end())
         if (Remedy* own = given(restated->second)) {
-          if (ids_.insert("signature." + h.signature->id).second) own->why += " The " + matched;
+          if (ids_.insert("signature." + h.signature->id).second) {
+            std::string sentence = matched;
+            sentence[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sentence[0])));
+            own->why += " " + sentence;
+          }
           continue;
         }
       add("signature." + h.signature->id, h.signature->remedy, matched);

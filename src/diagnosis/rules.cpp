@@ -137,8 +137,8 @@ class Rules {
     } else if (const auto frame = running_cell_frame();
                frame && !v_.has("/execution/cell_in_flight")) {
       f.evidence.push_back(
-          {"a cell was running (its code is on the crashing thread's stack) but its start never "
-           "reached IOPub: the kernel died within milliseconds of starting it",
+          {"a cell was running (its code is on the crashing thread's stack) but the kernel never "
+           "announced it to the notebook: it died within milliseconds of starting it",
            "/python_traceback/frames/" + std::to_string(*frame)});
     }
   }
@@ -683,7 +683,7 @@ class Rules {
       const auto until = last_error_survived_until();
       std::string fact = until ? "earlier error, survived (cell [" + std::to_string(*until) +
                                      "] ran to its end after it): " + *ename
-                               : "last error reported on iopub: " + *ename;
+                               : "last error the notebook showed: " + *ename;
       if (auto evalue = v_.text("/execution/last_error/evalue"); evalue && !evalue->empty())
         fact += ": " + shorten(*evalue, 160);
       f.evidence.push_back({fact, "/execution/last_error"});
@@ -744,7 +744,9 @@ class Rules {
     earlier(f);
     if (!v_.has("/execution"))
       f.missing.push_back(
-          "execution: which cell was running is unknown (no data from the iopub listener)");
+          "execution: which cell was running is unknown (the watchdog received no messages from "
+          "the "
+          "kernel)");
     if (!v_.has("/fingerprint"))
       f.missing.push_back(
           "fingerprint: the frameworks the kernel had loaded are unknown, so the advice is "

@@ -39,7 +39,7 @@ std::vector<TextSource> text_sources(const nlohmann::json& report) {
   std::vector<TextSource> out;
   if (!report.is_object()) return out;
   add_source(out, report, "/stderr_tail/text", "stderr", "/stderr_tail/arrivals");
-  add_source(out, report, "/execution/stream_stderr_tail", "iopub stderr stream",
+  add_source(out, report, "/execution/stream_stderr_tail", "the notebook's stderr output",
              "/execution/stream_stderr_arrivals");
   // The last error's name too: Python's MemoryError often comes without a message.
   const std::size_t errors_from = out.size();

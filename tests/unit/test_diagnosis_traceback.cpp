@@ -88,7 +88,7 @@ TEST_CASE("the iopub stream is the second place a dump is looked for", "[diagnos
                        {"execution", {{"stream_stderr_tail", kDump}}}};
   const json tb = find_python_traceback(report);
   REQUIRE(tb.is_object());
-  CHECK_THAT(tb["source"].get<std::string>(), Catch::Contains("iopub"));
+  CHECK_THAT(tb["source"].get<std::string>(), Catch::Contains("the stderr output the notebook showed"));
 }
 
 TEST_CASE("ipykernel cell files are recognised", "[diagnosis][traceback]") {
