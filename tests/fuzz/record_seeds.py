@@ -3,6 +3,7 @@ committed under tests/fuzz/corpus/): connection files written by jupyter_client,
 recorded from a real ipykernel, and procfs / cgroup / PSI / kmsg text of the machine it runs on.
 
     /usr/bin/python3 tests/fuzz/record_seeds.py tests/fuzz/corpus
+    /usr/bin/python3 tests/fuzz/record_seeds.py tests/fuzz/corpus report   # the report seeds only
 """
 import glob
 import os
@@ -219,7 +220,37 @@ def oom_kill_in_cgroup():
         os.rmdir(d)
 
 
+def trimmed(value, keep=2, chars=120):
+    """A report cut down to its shape: long arrays keep their ends, long strings their ends."""
+    if isinstance(value, dict):
+        return {k: trimmed(v, keep, chars) for k, v in value.items()}
+    if isinstance(value, list):
+        kept = value if len(value) <= 2 * keep else value[:keep] + value[-keep:]
+        return [trimmed(v, keep, chars) for v in kept]
+    if isinstance(value, str) and len(value) > 2 * chars:
+        return value[:chars] + value[-chars:]
+    return value
+
+
+def report_seeds(corpus):
+    """Every report the diagnosis fixtures and the H100 recordings hold, each section there but
+    trimmed to a few KiB: the report views' fuzz target (which reads the whole file, up to
+    230 KiB for a recording, per run) then runs on inputs of the size its mutations can use."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    fixtures = os.path.join(here, "..", "fixtures")
+    for path in sorted(glob.glob(os.path.join(fixtures, "diagnosis", "*.json")) +
+                       glob.glob(os.path.join(fixtures, "gpu", "*.json"))):
+        with open(path) as f:
+            doc = json.load(f)
+        report = doc.get("report", doc) if "expect" in doc else doc
+        name = os.path.basename(os.path.dirname(path)) + "_" + os.path.basename(path)
+        put(corpus, "report", "trimmed_" + name, json.dumps(trimmed(report), separators=(",", ":")))
+
+
 if __name__ == "__main__":
+    if sys.argv[2:] == ["report"]:
+        report_seeds(sys.argv[1])
+        sys.exit(0)
     corpus = corpus_dir = sys.argv[1]
     connection_files(corpus)
     iopub_session(corpus)
