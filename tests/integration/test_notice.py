@@ -4,6 +4,7 @@ the output of its first cell, why the previous one died and how to see the repor
 The restart is jupyter_client's own: KernelManager.restart_kernel(now=True, newports=False),
 which is what its KernelRestarter (JupyterLab's, Notebook's) calls when it finds the kernel
 dead: the same connection file, so the same kernel id, and a new `kernel-watchdog run`."""
+import asyncio
 import os
 import queue
 import subprocess
@@ -106,3 +107,73 @@ def test_a_restart_that_fails_to_start_leaves_the_notice_for_the_next(start_kern
     first = outputs_of(k, "print('after')")
     assert first[-1] == ("stream", "after\n") and len(first) == 2, first
     assert report["diagnosis"]["headline"] in first[0][1]["text/plain"]
+
+
+def test_jupyter_clients_own_restarter_brings_the_notice(jupyter_env):
+    """JupyterLab's path itself: an AsyncIOLoopKernelManager with its KernelRestarter polling
+    (autorestart, as jupyter_server runs it) finds the wrapped kernel dead and restarts it;
+    the front end's new client runs a cell and sees the notice above the cell's output."""
+    from jupyter_client.ioloop import AsyncIOLoopKernelManager
+
+    from conftest import WRAPPED
+
+    async def iopub_of(kc, msg_id, timeout=60):
+        seen = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = await kc.get_iopub_msg(timeout=1)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return seen
+            seen.append(msg)
+        raise AssertionError(f"no end of {msg_id}: {seen}")
+
+    async def connected_client(km):
+        kc = km.client()
+        kc.start_channels()
+        await kc.wait_for_ready(timeout=60)
+        # IOPub reaches the kernel: a kernel_info's busy/idle comes back (slow joiner).
+        for _ in range(60):
+            msg_id = kc.kernel_info()
+            try:
+                await iopub_of(kc, msg_id, timeout=1)
+                return kc
+            except AssertionError:
+                continue
+        raise AssertionError("IOPub never connected")
+
+    async def scenario():
+        km = AsyncIOLoopKernelManager(kernel_name=WRAPPED)
+        await km.start_kernel(env=jupyter_env["env"])
+        restarts = []
+        km.add_restart_callback(lambda: restarts.append(time.monotonic()), "restart")
+        km.start_restarter()
+        try:
+            kc = await connected_client(km)
+            kc.execute("import ctypes; ctypes.string_at(0)")
+            deadline = time.monotonic() + 60
+            while not restarts and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            assert restarts, "the restarter never restarted the kernel"
+            kc.stop_channels()
+            kc = await connected_client(km)  # as the front end reconnects after a restart
+            first = await iopub_of(kc, kc.execute("print('after')"))
+            second = await iopub_of(kc, kc.execute("print('again')"))
+            kc.stop_channels()
+            return first, second
+        finally:
+            km.stop_restarter()
+            await km.shutdown_kernel(now=True)
+
+    first, second = asyncio.run(scenario())
+    (report,) = load_reports(jupyter_env["report_dir"])
+    shown = [m for m in first if m["msg_type"] in ("display_data", "stream")]
+    assert [m["msg_type"] for m in shown] == ["display_data", "stream"], shown
+    assert report["diagnosis"]["headline"] in shown[0]["content"]["data"]["text/plain"]
+    assert shown[1]["content"]["text"] == "after\n"
+    assert [(m["msg_type"], m["content"].get("text")) for m in second
+            if m["msg_type"] in ("display_data", "stream")] == [("stream", "again\n")]
