@@ -6,14 +6,19 @@ in one run, alternating, each in a fresh kernel:
   200 trivial cells     -> per-cell overhead: (t200 - t1) / 199
   large outputs         -> output handling: t(20 MB of stream text + a 5 MB image) - t1
 
-nbclient's time is taken inside its process around NotebookClient.execute() (its Python
-imports are not counted: that favours nbclient); the watchdog's is the whole process.
+nbclient's time is taken inside its process around NotebookClient.execute() and the write of
+the executed notebook (which smoke always writes); its Python imports are not counted, which
+favours nbclient. The watchdog's is the whole process. The "outside the kernel" rows take
+each cell's busy-to-idle time by the kernel's own clock (from the executed notebook's
+metadata.execution, which both write) out of the wall time: what is left is the client's
+own cost, which the kernel's work (the same for both) otherwise dilutes.
 Targets (issue 11): start-up no slower, per-cell overhead at most half, large outputs at
 least 5x faster. Prints medians and the ratios.
 
   bench/smoke_bench.py [--watchdog build/kernel-watchdog] [--repeat 5]
 """
 import argparse
+import datetime
 import json
 import os
 import pathlib
@@ -34,6 +39,7 @@ client = NotebookClient(nb, kernel_name="python3", timeout=600,
                         resources={"metadata": {"path": sys.argv[2]}})
 start = time.perf_counter()
 client.execute()
+nbformat.write(nb, sys.argv[2] + "/executed.ipynb")  # as smoke writes the executed notebook
 print(time.perf_counter() - start)
 """
 
@@ -58,6 +64,20 @@ def notebook(path, cells):
     return path
 
 
+def kernel_seconds(executed):
+    """The time the kernel itself spent on the cells, by its own clock: each cell's busy to
+    idle, from the executed notebook's metadata.execution (both tools record the kernel's
+    message dates there, as nbclient does). What is left of the wall time is the client's."""
+    total = 0.0
+    for cell in nbformat.read(str(executed), as_version=4).cells:
+        timing = cell.get("metadata", {}).get("execution", {})
+        if "iopub.status.busy" in timing and "iopub.status.idle" in timing:
+            busy, idle = (datetime.datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
+                          for k in ("iopub.status.busy", "iopub.status.idle"))
+            total += (idle - busy).total_seconds()
+    return total
+
+
 def time_watchdog(watchdog, nb, work):
     out = work / "out"
     start = time.perf_counter()
@@ -66,8 +86,9 @@ def time_watchdog(watchdog, nb, work):
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"kernel-watchdog smoke failed on {nb}:\n{proc.stdout}\n{proc.stderr}")
+    in_kernel = kernel_seconds(out / nb.name)
     shutil.rmtree(out, ignore_errors=True)
-    return elapsed
+    return elapsed, in_kernel
 
 
 def time_nbclient(nb, work):
@@ -75,7 +96,7 @@ def time_nbclient(nb, work):
                           capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"nbclient failed on {nb}:\n{proc.stderr}")
-    return float(proc.stdout.strip().splitlines()[-1])
+    return float(proc.stdout.strip().splitlines()[-1]), kernel_seconds(work / "executed.ipynb")
 
 
 def main():
@@ -94,22 +115,32 @@ def main():
         "large": notebook(work / "large.ipynb", ["x = 1", LARGE_TEXT, LARGE_IMAGE]),
     }
     times = {(tool, name): [] for tool in ("watchdog", "nbclient") for name in books}
+    outside = {(tool, name): [] for tool in ("watchdog", "nbclient") for name in books}
     for _ in range(args.repeat):
         for name, nb in books.items():
-            times[("watchdog", name)].append(time_watchdog(args.watchdog, nb, work))
-            times[("nbclient", name)].append(time_nbclient(nb, work))
+            for tool, timed in (("watchdog", time_watchdog(args.watchdog, nb, work)),
+                                ("nbclient", time_nbclient(nb, work))):
+                times[(tool, name)].append(timed[0])
+                outside[(tool, name)].append(timed[0] - timed[1])
     med = {k: statistics.median(v) for k, v in times.items()}
+    med_out = {k: statistics.median(v) for k, v in outside.items()}
 
     def derived(tool):
         return {"startup_s": med[(tool, "one")],
                 "per_cell_ms": (med[(tool, "many")] - med[(tool, "one")]) / 199 * 1000,
-                "large_output_s": med[(tool, "large")] - med[(tool, "one")]}
+                "large_output_s": med[(tool, "large")] - med[(tool, "one")],
+                # The same, less the kernel's own busy-to-idle time: the client's share.
+                "per_cell_client_ms":
+                    (med_out[(tool, "many")] - med_out[(tool, "one")]) / 199 * 1000,
+                "large_output_client_s": med_out[(tool, "large")] - med_out[(tool, "one")]}
 
     ours, theirs = derived("watchdog"), derived("nbclient")
     print(f"{'':28}{'kernel-watchdog':>16}{'nbclient':>12}{'ratio':>10}  target")
     rows = [("start-up to first cell (s)", "startup_s", "<= 1.0"),
             ("per-cell overhead (ms)", "per_cell_ms", "<= 0.5"),
-            ("large outputs (s)", "large_output_s", "<= 0.2")]
+            ("  outside the kernel (ms)", "per_cell_client_ms", "<= 0.5"),
+            ("large outputs (s)", "large_output_s", "<= 0.2"),
+            ("  outside the kernel (s)", "large_output_client_s", "<= 0.2")]
     for label, key, target in rows:
         ratio = ours[key] / theirs[key] if theirs[key] > 0 else float("nan")
         print(f"{label:28}{ours[key]:16.3f}{theirs[key]:12.3f}{ratio:10.2f}  {target}")

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 
 #include "kwd/protocol/kernel_socket.hpp"
@@ -124,6 +125,21 @@ void KernelClient::on_readable(Socket& s) {
     }
   } catch (const zmq::error_t& e) {
     spdlog::debug("{}: receive failed: {}", channel_name(s.channel), e.what());
+  }
+}
+
+void KernelClient::drain_iopub(std::chrono::milliseconds quiet, std::chrono::milliseconds budget) {
+  Socket& s = *sockets_[static_cast<std::size_t>(Channel::iopub)];
+  const std::int64_t deadline = util::steady_ns() + budget.count() * 1'000'000;
+  for (;;) {
+    const std::int64_t left_ms = (deadline - util::steady_ns()) / 1'000'000;
+    if (left_ms <= 0) return;
+    zmq_pollitem_t item{s.socket.handle(), 0, ZMQ_POLLIN, 0};
+    const int ready =
+        zmq_poll(&item, 1, static_cast<long>(std::min<std::int64_t>(left_ms, quiet.count())));
+    if (ready < 0 && zmq_errno() == EINTR) continue;  // a signal, not the end of the output
+    if (ready <= 0) return;                           // quiet (or failed): nothing more is coming
+    on_readable(s);
   }
 }
 

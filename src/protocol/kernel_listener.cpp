@@ -163,13 +163,13 @@ std::vector<std::string> KernelListener::notes() const {
 
 void KernelListener::poll_ports() {
   if (!info_ || !context_) return;
-  if (!iopub_ && problem_.empty() &&
+  if (!iopub_ && !fed_by_client() && problem_.empty() &&
       port_state(kernel_pid_, *info_, info_->iopub_port) != PortState::not_yet)
     connect_iopub();
   if (!heartbeat_ && !heartbeat_failed_ && problem_.empty() &&
       port_state(kernel_pid_, *info_, info_->hb_port) != PortState::not_yet)
     connect_heartbeat();
-  const bool done = iopub_ && (heartbeat_ || heartbeat_failed_);
+  const bool done = (iopub_ || fed_by_client()) && (heartbeat_ || heartbeat_failed_);
   if (done || !problem_.empty()) {
     if (poll_timer_) loop_.cancel(*poll_timer_);
     poll_timer_.reset();
@@ -187,7 +187,7 @@ void KernelListener::poll_ports() {
   if (!warned_slow_bind_ && waited_ms >= kSlowBindAfterMs) {
     warned_slow_bind_ = true;
     spdlog::warn("the kernel has not bound its {} port after {} s; still waiting to connect",
-                 iopub_ ? "heartbeat" : "IOPub", kSlowBindAfterMs / 1000);
+                 iopub_ || fed_by_client() ? "heartbeat" : "IOPub", kSlowBindAfterMs / 1000);
   }
 }
 
@@ -229,6 +229,11 @@ void KernelListener::on_message(const Message& m) {
     }
   }
   activity_.on_message(m, util::wall_ms());
+}
+
+void KernelListener::on_iopub_message(const Message& message) {
+  ++fed_messages_;
+  on_message(message);
 }
 
 void KernelListener::on_iopub_events() {
@@ -287,6 +292,11 @@ void KernelListener::on_memory_sample(const timeline::MemorySample& sample) {
 }
 
 void KernelListener::drain(milliseconds quiet, milliseconds budget) {
+  if (fed_by_client()) {
+    draining_ = true;
+    options_.client_iopub_drain(quiet, budget);
+    return;
+  }
   if (!iopub_) return;
   draining_ = true;
   const std::int64_t deadline = util::steady_ns() + budget.count() * 1'000'000;
@@ -314,8 +324,10 @@ void KernelListener::contribute(json& report, std::int64_t at_ms, bool with_hang
   p["signature_scheme"] = info_ ? json(info_->signature_scheme) : json(nullptr);
   p["signed"] = info_ ? json(!info_->key.empty()) : json(nullptr);
   p["curve"] = info_ && info_->curve.has_value();
-  p["iopub_connected"] = iopub_ && iopub_->connected();
-  p["messages_seen"] = iopub_ ? iopub_->messages_seen() : 0;
+  // Fed by a client: its socket is the one that connected, and it counts its own drops.
+  p["iopub_connected"] = fed_by_client() ? fed_messages_ > 0 : iopub_ && iopub_->connected();
+  p["messages_seen"] = fed_by_client() ? fed_messages_ : iopub_ ? iopub_->messages_seen() : 0;
+  if (fed_by_client()) p["iopub_received_by"] = "the smoke client";
   p["dropped"] = iopub_ ? iopub_->dropped().to_json() : json::object();
   p["disconnects"] = iopub_ ? iopub_->disconnects() : 0;
   p["handshake_failures"] = iopub_ ? iopub_->handshake_failures() : 0;

@@ -15,6 +15,7 @@
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/errno_text.hpp"
+#include "kwd/util/json_text.hpp"
 #include "kwd/util/size_parse.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -194,6 +195,12 @@ void NotebookRun::start() {
   launch.nvml_library = options_.nvml_library;
   launch.host_sources = host_sources_;
   launch.faulthandler = options_.faulthandler;
+  // One IOPub subscription: this client's; the watch gets every message from it.
+  launch.listener.client_iopub_drain = [this](std::chrono::milliseconds quiet,
+                                              std::chrono::milliseconds budget) {
+    draining_ = true;
+    if (client_) client_->drain_iopub(quiet, budget);
+  };
   if (spec_.spec.contains("env") && spec_.spec["env"].is_object())
     for (const auto& [name, value] : spec_.spec["env"].items())
       if (value.is_string())
@@ -228,6 +235,7 @@ void NotebookRun::start() {
 }
 
 void NotebookRun::on_message(client::Channel channel, const protocol::Message& m) {
+  if (channel == client::Channel::iopub && kernel_) kernel_->iopub_message(m);
   if (state_ == State::starting) {
     if (channel == client::Channel::iopub) iopub_seen_ = true;
     if (channel == client::Channel::shell && m.msg_type == "kernel_info_reply")
@@ -346,7 +354,8 @@ void NotebookRun::sample_peaks() {
 }
 
 void NotebookRun::maybe_finish_cell() {
-  if (!reply_seen_ || !idle_seen_ || cell_ == nullptr) return;
+  // While a dead kernel's last messages are read, its cell stays the one it died in.
+  if (!reply_seen_ || !idle_seen_ || cell_ == nullptr || draining_) return;
   if (deadline_) loop_.cancel(*deadline_);
   deadline_.reset();
   sample_peaks();
@@ -524,8 +533,9 @@ void NotebookRun::finish() {
   if (result_.outcome == Outcome::passed && result_.first_failure() != nullptr)
     result_.outcome = Outcome::failed;
   try {
-    result_.executed = util::SafeDir::open_private(options_.output_dir)
-                           .write_file(executed_name_, notebook_.document.dump(1) + "\n", 0644);
+    result_.executed =
+        util::SafeDir::open_private(options_.output_dir)
+            .write_file(executed_name_, util::json_text(notebook_.document, 1) + "\n", 0644);
   } catch (const std::exception& e) {
     spdlog::error("{}: cannot write the executed notebook: {}", notebook_.path.string(), e.what());
   }

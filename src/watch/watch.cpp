@@ -147,6 +147,10 @@ void Watch::cell_announced(std::int64_t execution_count, const std::string& code
   listener_->on_cell_announced(execution_count, code, truncated);
 }
 
+void Watch::iopub_message(const protocol::Message& message) {
+  if (listener_) listener_->on_iopub_message(message);
+}
+
 void Watch::on_sample_tick() {
   last_sample_ns_ = util::steady_ns();
   timeline::MemorySample sample;

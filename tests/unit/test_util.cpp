@@ -8,9 +8,13 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "kwd/util/byte_ring.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/json_text.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/process_exists.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -216,4 +220,39 @@ TEST_CASE("local_wall_time is the reader's time zone") {
   CHECK(kwd::util::local_wall_time(1'795'365'168'409) == "2026-11-22 17:32:48 CET");
   unsetenv("TZ");
   tzset();
+}
+
+TEST_CASE("json_text writes what dump() writes, byte for byte") {
+  using nlohmann::json;
+  std::vector<json> documents = {
+      json::object(),
+      json::array(),
+      json{{"a", json::object()}, {"b", json::array()}, {"c", {json::array(), json::object()}}},
+      json("plain"),
+      json(std::string("quote \" backslash \\ slash / controls \b\f\n\r\t \x01\x1f\x7f end")),
+      json(std::string("\x00 nul inside", 13)),
+      json("unicode: é ✓ 😀, and a control \x02 after"),
+      json{{"ints",
+            {0, -1, 42, std::numeric_limits<std::int64_t>::min(),
+             std::numeric_limits<std::int64_t>::max()}},
+           {"unsigned", std::numeric_limits<std::uint64_t>::max()},
+           {"floats", {0.1, -0.0, 1e300, 2.5e-310, 3.0, 123456.789}},
+           {"flags", {true, false, nullptr}}},
+      json{{"z", 1}, {"a", {{"nested", {{"deeper", {1, {2, {3}}}}}}}}, {"m", "x"}},
+  };
+  // Every report the fixtures hold: real documents of every shape the writers produce.
+  for (const auto& dir : {"diagnosis", "gpu"})
+    for (const auto& entry : std::filesystem::directory_iterator(
+             std::filesystem::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / dir)) {
+      std::ifstream in(entry.path());
+      documents.push_back(json::parse(in));
+    }
+  for (const auto& doc : documents)
+    for (const int indent : {-1, 0, 1, 2, 4}) {
+      INFO(doc.dump().substr(0, 200) << " indent " << indent);
+      CHECK(kwd::util::json_text(doc, indent) == doc.dump(indent));
+    }
+  // Invalid UTF-8 is refused as dump() refuses it.
+  const json broken = std::string("bad \xff byte");
+  CHECK_THROWS_AS(kwd::util::json_text(broken, 1), json::type_error);
 }

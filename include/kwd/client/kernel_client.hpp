@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,9 @@ class KernelClient {
 
   // Sends a request; returns its msg_id (what the replies and outputs name as their parent).
   std::string send(Channel channel, std::string_view msg_type, const nlohmann::json& content);
+  // Handles what is waiting on IOPub now, then what comes until it has been quiet for
+  // `quiet` or `budget` has passed: a dead kernel's last messages (see Watch's drain).
+  void drain_iopub(std::chrono::milliseconds quiet, std::chrono::milliseconds budget);
   // Messages that were not believed, by reason.
   [[nodiscard]] const protocol::DropCounts& drops() const { return drops_; }
 

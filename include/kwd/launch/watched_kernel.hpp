@@ -79,6 +79,10 @@ class WatchedKernel {
   bool send_signal(int signal) const;
   [[nodiscard]] bool shutdown_requested() const;
   [[nodiscard]] const watch::Watch& watch() const { return *watch_; }
+  // An IOPub message of the caller's client (LaunchOptions::listener.client_iopub_drain).
+  void iopub_message(const protocol::Message& message) {
+    if (watch_) watch_->iopub_message(message);
+  }
   [[nodiscard]] const util::ByteRing& stderr_tail() const { return stderr_->tail(); }
   // What the watchdog could not do for this kernel; said in its report too.
   void add_note(std::string note) { notes_.push_back(std::move(note)); }

@@ -58,7 +58,9 @@ class KernelListener {
   void start();
   // Its ports have not opened in the first seconds: a stale connection file or a wedged
   // kernel, whose IOPub will not say when it is idle.
-  [[nodiscard]] bool ports_slow_to_open() const { return polling_slowly_ && !iopub_; }
+  [[nodiscard]] bool ports_slow_to_open() const {
+    return polling_slowly_ && !iopub_ && !fed_by_client();
+  }
   // Before start(): the ZeroMQ context of the process's other listeners (the daemon's), so
   // that a hundred kernels share one I/O thread; without it the listener makes its own.
   void share_context(std::shared_ptr<zmq::context_t> context) { context_ = std::move(context); }
@@ -67,6 +69,8 @@ class KernelListener {
   [[nodiscard]] std::string jupyter_session() const {
     return info_ ? info_->jupyter_session : std::string();
   }
+  // An IOPub message a client of the kernel's received (ListenerOptions::client_iopub_drain).
+  void on_iopub_message(const Message& message);
   // The kernel itself announced a cell (see KernelActivity::on_cell_announced).
   void on_cell_announced(std::int64_t execution_count, const std::string& code, bool truncated);
   // The kernel has died: reads what it published last (a shutdown_reply, the last outputs),
@@ -94,6 +98,7 @@ class KernelListener {
   void warn_once(const std::string& problem);
   void on_hang(int consecutive_misses);
   void on_message(const Message& message);
+  [[nodiscard]] bool fed_by_client() const { return bool(options_.client_iopub_drain); }
 
   loop::EventLoop& loop_;
   pid_t kernel_pid_;
@@ -118,6 +123,7 @@ class KernelListener {
 
   std::shared_ptr<zmq::context_t> context_;
   std::unique_ptr<IopubListener> iopub_;
+  std::uint64_t fed_messages_ = 0;  // handed on by the client, when fed_by_client()
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
   bool heartbeat_failed_ = false;
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 
 #include "kwd/protocol/wire_limits.hpp"
 
@@ -22,6 +23,12 @@ struct ListenerOptions {
   // How long a missing connection file, or one whose ports are still 0, is waited for (the
   // kernel writes it itself when it was started without one).
   std::chrono::milliseconds connection_file_wait{60'000};
+  // Set when a client of the kernel's own (smoke's) receives IOPub already: the listener then
+  // subscribes to nothing itself, so that each message is received, checked and parsed once,
+  // not twice. The client hands every IOPub message to KernelListener::on_iopub_message, and
+  // this reads its socket for the kernel's last messages when the kernel has died (as drain()).
+  std::function<void(std::chrono::milliseconds quiet, std::chrono::milliseconds budget)>
+      client_iopub_drain;
 };
 
 }  // namespace kwd::protocol

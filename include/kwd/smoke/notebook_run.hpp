@@ -103,6 +103,7 @@ class NotebookRun {
   bool stop_ = false;            // an earlier cell failed: the rest do not run
   bool budget_tripped_ = false;  // only the first cell over a budget fails for it
   bool we_ended_it_ = false;     // shutdown or kill asked by us: its death is no crash
+  bool draining_ = false;        // the kernel died: reading its last messages, nothing sent
   std::int64_t started_ns_ = 0;
   std::int64_t cell_started_ns_ = 0;
   std::optional<loop::EventLoop::TimerId> deadline_;

@@ -86,6 +86,9 @@ class Watch {
   // The kernel said (through the shim, before running it) that cell `execution_count`
   // starts: the report knows the cell even if IOPub never says.
   void cell_announced(std::int64_t execution_count, const std::string& code, bool truncated);
+  // An IOPub message the caller's own client received, when the watch was told not to
+  // subscribe itself (WatchOptions::listener.client_iopub_drain).
+  void iopub_message(const protocol::Message& message);
   // Asks the death source (a parent's SIGCHLD says when); calls the death handler once.
   void check_death();
   // The notebook, learnt after the start (the daemon asks the Jupyter server); the
