@@ -18,7 +18,7 @@ std::int64_t series_max(const ReportView& view, const std::string& series) {
   std::int64_t best = -1;
   for (const char* where : {"/memory/samples/", "/memory/older_samples/"})
     for (const auto& v : view.array(std::string(where) + series))
-      if (v.is_number()) best = std::max(best, v.get<std::int64_t>());
+      if (const auto n = integer_of(v)) best = std::max(best, *n);
   if (auto peak = view.integer("/memory/peak/" + series)) best = std::max(best, *peak);
   return best;
 }
@@ -27,7 +27,7 @@ std::int64_t series_min(const ReportView& view, const std::string& series) {
   std::int64_t best = -1;
   for (const char* where : {"/memory/samples/", "/memory/older_samples/"})
     for (const auto& v : view.array(std::string(where) + series))
-      if (v.is_number() && (best < 0 || v.get<std::int64_t>() < best)) best = v.get<std::int64_t>();
+      if (const auto n = integer_of(v); n && (best < 0 || *n < best)) best = *n;
   return best;
 }
 

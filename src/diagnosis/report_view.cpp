@@ -15,18 +15,22 @@ const nlohmann::json* ReportView::find(std::string_view pointer) const {
   }
 }
 
-std::optional<std::int64_t> ReportView::integer(std::string_view pointer) const {
-  const auto* v = find(pointer);
-  if (v == nullptr || !v->is_number()) return std::nullopt;
-  if (v->is_number_float()) {
+std::optional<std::int64_t> integer_of(const nlohmann::json& v) {
+  if (!v.is_number()) return std::nullopt;
+  if (v.is_number_float()) {
     // Converting a double outside the int64 range (or NaN) is undefined: not known instead.
-    const double d = v->get<double>();
+    const double d = v.get<double>();
     if (!(d >= -9.2e18 && d <= 9.2e18)) return std::nullopt;
     return static_cast<std::int64_t>(d);
   }
-  if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
     return std::nullopt;
-  return v->get<std::int64_t>();
+  return v.get<std::int64_t>();
+}
+
+std::optional<std::int64_t> ReportView::integer(std::string_view pointer) const {
+  const auto* v = find(pointer);
+  return v == nullptr ? std::nullopt : integer_of(*v);
 }
 
 std::optional<double> ReportView::number(std::string_view pointer) const {

@@ -239,7 +239,7 @@ class Rules {
     const auto kernel_pid = v_.integer("/kernel/pid");
     bool pid_named = false;
     for (const auto& p : v_.array("/oom_evidence/matched_pids"))
-      if (p.is_number() && kernel_pid && p.get<std::int64_t>() == *kernel_pid) pid_named = true;
+      if (kernel_pid && integer_of(p) == kernel_pid) pid_named = true;
     const bool log_says = !v_.array("/oom_evidence/matched_pids").empty();
     const bool log_readable = v_.flag("/oom_evidence/kernel_log_readable");
     const bool other_kills = v_.integer("/oom_evidence/other_oom_kills_seen").value_or(0) > 0;
@@ -381,14 +381,13 @@ class Rules {
     std::set<std::int64_t> pids;
     if (auto pid = v_.integer("/kernel/pid")) pids.insert(*pid);
     for (const auto& m : v_.array("/process_tree/members"))
-      if (m.is_object() && m.contains("pid") && m["pid"].is_number())
-        pids.insert(m["pid"].get<std::int64_t>());
+      if (const auto pid = ReportView(m).integer("/pid")) pids.insert(*pid);
     std::vector<std::pair<std::size_t, json>> events;
     const auto& xids = v_.array("/gpu/xid_events");
     for (std::size_t i = 0; i < xids.size(); ++i) {
       const auto& e = xids[i];
       if (!e.is_object()) continue;
-      const auto pid = e.contains("pid") && e["pid"].is_number() ? e["pid"].get<std::int64_t>() : 0;
+      const auto pid = ReportView(e).integer("/pid").value_or(0);
       if (pid == 0 || pids.contains(pid)) events.emplace_back(i, e);
     }
     return events;
@@ -408,8 +407,8 @@ class Rules {
       const ReportView event(e);
       std::string fact = "NVIDIA Xid " + event.scalar("/xid").value_or("?") + " on GPU " +
                          event.scalar("/device").value_or("?");
-      if (e.contains("pid") && e["pid"].is_number() && e["pid"].get<std::int64_t>() != 0)
-        fact += " for pid " + std::to_string(e["pid"].get<std::int64_t>());
+      if (const auto pid = event.integer("/pid").value_or(0); pid != 0)
+        fact += " for pid " + std::to_string(pid);
       f.evidence.push_back({fact, "/gpu/xid_events/" + std::to_string(i)});
       if (what.empty()) what = "NVIDIA Xid " + event.scalar("/xid").value_or("?");
     }

@@ -116,7 +116,7 @@ std::string number_for_people(double v, const NumberContext& c) {
     if (std::abs(v) < 1024) return "";
     return (v < 0 ? "−" : "") + util::format_bytes(std::abs(v));
   }
-  if ((c.key.ends_with("_ms") || c.key == "t_ms") && v > 1e12) {
+  if ((c.key.ends_with("_ms") || c.key == "t_ms") && v > 1e12 && v < 9.2e18) {
     std::string text = util::iso8601_utc(static_cast<std::int64_t>(v));
     if (!std::isnan(c.died_at_ms)) {
       const double before = (c.died_at_ms - v) / 1000.0;

@@ -31,3 +31,26 @@ TEST_CASE("absurd memory figures in a damaged report still give a diagnosis") {
   CHECK(diagnosis["cause"].is_string());
   CHECK(diagnosis.dump().find("(10737418240%)") != std::string::npos);
 }
+
+// Found by the 10 M run of tests/fuzz/fuzz_diagnosis.cpp: a memory sample, a matched pid, a
+// process-tree member's pid or an Xid event's pid that no int64 holds was converted anyway
+// (UB) where the array items are read. Its reproducer is the report here; the rest below.
+TEST_CASE("numbers no int64 holds in a report's arrays are not known, not converted") {
+  std::ifstream in(std::string(KWD_SOURCE_DIR) +
+                   "/tests/fuzz/corpus/diagnosis/crash_sample_out_of_int64_range.json");
+  CHECK(kwd::diagnosis::diagnose(nlohmann::json::parse(in))["cause"].is_string());
+
+  const auto report = nlohmann::json::parse(R"({
+    "kernel": {"pid": 4242},
+    "termination": {"kind": "signal", "signal": 9, "signal_name": "SIGKILL"},
+    "memory": {"samples": {"rss": [1e300, -1e300, 1048576], "cgroup_usage": [5e40]}},
+    "cgroup": {"limit": 2097152},
+    "oom_evidence": {"matched_pids": [1e30, 4242.0], "kernel_log_readable": true},
+    "process_tree": {"members": [{"pid": 1e300}, {"pid": 4243}]},
+    "gpu": {"xid_events": [{"xid": 79, "device": 0, "pid": 1e300}]}})");
+  const auto diagnosis = kwd::diagnosis::diagnose(report);
+  CHECK(diagnosis["cause"].is_string());
+  CHECK(kwd::diagnosis::integer_of(nlohmann::json(1e300)) == std::nullopt);
+  CHECK(kwd::diagnosis::integer_of(nlohmann::json(4242.0)) == 4242);
+  CHECK(kwd::diagnosis::integer_of(nlohmann::json("4242")) == std::nullopt);
+}

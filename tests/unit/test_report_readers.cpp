@@ -260,6 +260,17 @@ TEST_CASE("known reader failures, each as it was found", "[readers]") {
     const auto summary = render_summary(report, SummaryStyle{});
     CHECK_THAT(summary, Catch::Contains("  • 1\n"));
   }
+  SECTION("reports html: a time in milliseconds that no int64 holds (fuzz_report, 10 M run)") {
+    std::ifstream in(std::string(KWD_SOURCE_DIR) +
+                     "/tests/fuzz/corpus/report/crash_time_out_of_int64_range.json");
+    const auto report = json::parse(in);
+    CHECK(reader_failure(report).empty());
+    json hang = fixture_report("hang_few_misses");
+    hang["hang"]["detected_at_ms"] = 1.4e115;
+    hang["heartbeat"]["last_beat_ms"] = -1e300;
+    CHECK(reader_failure(hang).empty());
+    CHECK_THAT(kwd::report::render_html(hang), Catch::Contains("1.4e+115"));
+  }
 }
 
 TEST_CASE("reports list: newest death first, a hang by its detection, else the file time",

@@ -12,6 +12,10 @@ namespace kwd::diagnosis {
 // (and from disk): a missing section, a null or a field of an unexpected type all read as
 // "not known", never as an exception. A view can be taken of any value, e.g. one item of an
 // array (ReportView(item).text("/fact")); it refers to that value and must not outlive it.
+// A JSON value as a whole number that fits in 64 bits (a fraction cut off); nullopt for
+// anything else. Never a conversion of an out-of-range double (undefined behaviour).
+std::optional<std::int64_t> integer_of(const nlohmann::json& value);
+
 class ReportView {
  public:
   explicit ReportView(const nlohmann::json& report) : report_(report) {}
