@@ -69,7 +69,11 @@ void CellOutputs::apply(const protocol::Message& m) {
   bytes_ += m.content_bytes;
   if (m.msg_type == "stream") {
     const std::string name = protocol::text_field(c, "name", "stdout");
-    const std::string text = protocol::text_field(c, "text");
+    // The text is appended where it is, not copied first: one stream message may hold MBs.
+    static const std::string kNone;
+    const auto found = c.find("text");
+    const std::string& text =
+        found != c.end() && found->is_string() ? found->get_ref<const std::string&>() : kNone;
     auto& list = outputs();
     if (!clear_pending_ && !list.empty() &&
         protocol::text_field(list.back(), "output_type") == "stream" &&

@@ -1,5 +1,6 @@
 #include "kwd/util/json_text.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdint>
@@ -161,10 +162,25 @@ void append_value(std::string& out, const nlohmann::json& value, int indent, int
   }
 }
 
+// About how long the text will be (strings, and a little for every value and its indent),
+// so that a large document is not copied again each time the output doubles.
+std::size_t size_hint(const nlohmann::json& value, std::size_t per_value) {
+  if (value.is_string()) return value.get_ref<const std::string&>().size() + per_value;
+  std::size_t size = per_value;
+  if (value.is_object())
+    for (const auto& [key, member] : value.items())
+      size += key.size() + size_hint(member, per_value);
+  else if (value.is_array())
+    for (const auto& item : value)
+      size += size_hint(item, per_value);
+  return size;
+}
+
 }  // namespace
 
 std::string json_text(const nlohmann::json& value, int indent) {
   std::string out;
+  out.reserve(size_hint(value, 8 + static_cast<std::size_t>(std::max(indent, 0)) * 4));
   append_value(out, value, indent, 0);
   return out;
 }
