@@ -228,7 +228,14 @@ void Daemon::scan_soon() {
 
 void Daemon::scan() {
   under_launcher_.clear();
-  for (const auto& process : find_kernel_processes()) {
+  const auto found = scanner_.scan();
+  // Who is no longer in the table is forgotten: the same pid later is another process.
+  std::set<std::pair<pid_t, std::uint64_t>> present;
+  for (const auto& process : found)
+    present.insert({process.pid, process.start_time});
+  std::erase_if(ended_, [&](const auto& key) { return !present.contains(key); });
+  std::erase_if(skipped_, [&](const auto& key) { return !present.contains(key); });
+  for (const auto& process : found) {
     if (process.under_launcher) {
       under_launcher_.push_back(process);
       continue;
@@ -237,7 +244,9 @@ void Daemon::scan() {
       if (it->second.process.start_time == process.start_time) continue;
       kernels_.erase(it);  // a reused pid: the one we watched is gone
     }
-    if (skipped_.contains({process.pid, process.start_time})) continue;
+    if (skipped_.contains({process.pid, process.start_time}) ||
+        ended_.contains({process.pid, process.start_time}))
+      continue;
     start_watching(process);
   }
   // A server records its session a moment after it starts the kernel; a kernel no server
@@ -323,6 +332,7 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
   auto it = kernels_.find(pid);
   if (it == kernels_.end()) return;
   Kernel& k = it->second;
+  ended_.insert({pid, k.process.start_time});
   const logging::LogFields fields({{"kernel_id", k.kernel_id}});
   // jupyter_client interrupts (SIGINT) every kernel it shuts down, before the request; a
   // kernel still starting has no handler for it yet and dies of it. Once started, ipykernel

@@ -100,8 +100,11 @@ class Daemon {
   util::UniqueFd status_listener_;
   std::map<pid_t, Kernel> kernels_;
   std::vector<KernelProcess> under_launcher_;  // seen in the last scan
+  KernelProcessScanner scanner_;
   // Processes not to look at again: (pid, start time) whose watch could not be set up.
   std::set<std::pair<pid_t, std::uint64_t>> skipped_;
+  // Kernels whose death was handled: a scan may still list one until its manager reaps it.
+  std::set<std::pair<pid_t, std::uint64_t>> ended_;
   std::map<std::string, std::string> last_death_by_file_;  // connection file -> report id
   std::optional<loop::EventLoop::TimerId> quick_scan_;
   int quick_scans_left_ = 0;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace kwd::daemon {
@@ -23,5 +24,23 @@ struct KernelProcess {
 // Every such process of the current user, found by a scan of the process table (Linux:
 // /proc; one implementation per platform folder). A few ms for a few hundred processes.
 std::vector<KernelProcess> find_kernel_processes();
+
+// The same, scan after scan, at the cost of listing the table: a process is examined (its
+// owner, command line, parent) in the first scans that see it, and afterwards its verdict
+// is remembered for as long as its pid stays in the table. (A child is seen between fork and
+// exec with its parent's command line; a few scans later it has exec'd for good. A kernel
+// that a long-lived process exec's into later is still found by its connection file.)
+class KernelProcessScanner {
+ public:
+  std::vector<KernelProcess> scan();
+
+ private:
+  struct Seen {
+    int scans = 0;
+    bool kernel = false;
+    KernelProcess process;  // when kernel
+  };
+  std::unordered_map<pid_t, Seen> seen_;
+};
 
 }  // namespace kwd::daemon

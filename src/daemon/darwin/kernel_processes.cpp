@@ -8,4 +8,8 @@ std::vector<KernelProcess> find_kernel_processes() {
   return {};
 }
 
+std::vector<KernelProcess> KernelProcessScanner::scan() {
+  return find_kernel_processes();
+}
+
 }  // namespace kwd::daemon

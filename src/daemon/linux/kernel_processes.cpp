@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include "kwd/protocol/kernel_argv.hpp"
@@ -84,41 +85,84 @@ bool is_launcher(pid_t pid) {
 
 }  // namespace
 
-std::vector<KernelProcess> find_kernel_processes() {
-  std::vector<KernelProcess> out;
+namespace {
+
+// One entry of /proc: a process of ours whose argv names a connection file, or nothing.
+std::optional<KernelProcess> examine(int proc_fd, const char* name, pid_t pid, uid_t me) {
+  util::UniqueFd dir(::openat(proc_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return std::nullopt;
+  struct stat st {};
+  if (::fstat(dir.get(), &st) != 0 || st.st_uid != me) return std::nullopt;  // someone else's
+  auto argv = split_nul(read_small(dir.get(), "cmdline"));
+  if (argv.size() < 2) return std::nullopt;
+  const auto file = protocol::find_connection_file(argv);
+  if (!file || !file->ends_with(".json")) return std::nullopt;
+  KernelProcess k;
+  k.pid = pid;
+  std::filesystem::path path(*file);
+  if (path.is_relative()) {
+    std::error_code error;
+    const auto cwd = std::filesystem::read_symlink("/proc/" + std::string(name) + "/cwd", error);
+    if (error) return std::nullopt;
+    path = cwd / path;
+  }
+  k.connection_file = path.lexically_normal().string();
+  pid_t ppid = 0;
+  if (!parse_stat(read_small(dir.get(), "stat"), ppid, k.start_time)) return std::nullopt;
+  // The launcher itself names the file too (it is in the kernel's argv it carries).
+  k.under_launcher = is_launcher_argv(argv) || (ppid > 1 && is_launcher(ppid));
+  k.argv = std::move(argv);
+  return k;
+}
+
+// Calls `each(pid, name)` for every process in /proc but this one.
+template <typename Each>
+void for_each_process(Each&& each) {
   std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
-  if (!proc) return out;
-  const uid_t me = ::getuid();
+  if (!proc) return;
+  const pid_t self = ::getpid();
   while (const dirent* entry = ::readdir(proc.get())) {
     pid_t pid = 0;
     const char* name = entry->d_name;
     const auto [end, ec] = std::from_chars(name, name + std::strlen(name), pid);
-    if (ec != std::errc() || *end != '\0' || pid <= 0 || pid == ::getpid()) continue;
-    util::UniqueFd dir(::openat(::dirfd(proc.get()), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) continue;
-    struct stat st {};
-    if (::fstat(dir.get(), &st) != 0 || st.st_uid != me) continue;  // someone else's
-    auto argv = split_nul(read_small(dir.get(), "cmdline"));
-    if (argv.size() < 2) continue;
-    const auto file = protocol::find_connection_file(argv);
-    if (!file || !file->ends_with(".json")) continue;
-    KernelProcess k;
-    k.pid = pid;
-    std::filesystem::path path(*file);
-    if (path.is_relative()) {
-      std::error_code error;
-      const auto cwd = std::filesystem::read_symlink("/proc/" + std::string(name) + "/cwd", error);
-      if (error) continue;
-      path = cwd / path;
-    }
-    k.connection_file = path.lexically_normal().string();
-    pid_t ppid = 0;
-    if (!parse_stat(read_small(dir.get(), "stat"), ppid, k.start_time)) continue;
-    // The launcher itself names the file too (it is in the kernel's argv it carries).
-    k.under_launcher = is_launcher_argv(argv) || (ppid > 1 && is_launcher(ppid));
-    k.argv = std::move(argv);
-    out.push_back(std::move(k));
+    if (ec != std::errc() || *end != '\0' || pid <= 0 || pid == self) continue;
+    each(::dirfd(proc.get()), name, pid);
   }
+}
+
+// Scans in which a new pid is examined again: long enough for a forked child to exec.
+constexpr int kScansBeforeTrusted = 3;
+
+}  // namespace
+
+std::vector<KernelProcess> find_kernel_processes() {
+  std::vector<KernelProcess> out;
+  const uid_t me = ::getuid();
+  for_each_process([&](int proc_fd, const char* name, pid_t pid) {
+    if (auto k = examine(proc_fd, name, pid, me)) out.push_back(std::move(*k));
+  });
+  return out;
+}
+
+std::vector<KernelProcess> KernelProcessScanner::scan() {
+  std::vector<KernelProcess> out;
+  const uid_t me = ::getuid();
+  std::unordered_map<pid_t, Seen> now;
+  now.reserve(seen_.size());
+  for_each_process([&](int proc_fd, const char* name, pid_t pid) {
+    Seen entry;
+    if (auto it = seen_.find(pid); it != seen_.end()) entry = std::move(it->second);
+    if (entry.scans < kScansBeforeTrusted) {
+      auto k = examine(proc_fd, name, pid, me);
+      entry.kernel = k.has_value();
+      entry.process = k ? std::move(*k) : KernelProcess{};
+      ++entry.scans;
+    }
+    if (entry.kernel) out.push_back(entry.process);
+    now.emplace(pid, std::move(entry));
+  });
+  // A pid missing from this scan has exited: if it comes back, it is another process.
+  seen_ = std::move(now);
   return out;
 }
 
