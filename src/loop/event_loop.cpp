@@ -1,6 +1,5 @@
 #include "kwd/loop/event_loop.hpp"
 
-#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <zmq.h>
 
@@ -51,6 +50,7 @@ void call(const EventLoop::Handler& handler) {
 }  // namespace
 
 void EventLoop::watch_fd(int fd, Handler on_readable) {
+  ready_.add(fd);
   watches_.push_back({nullptr, fd, std::move(on_readable), false, false});
 }
 
@@ -58,6 +58,7 @@ void EventLoop::watch_socket(void* zmq_socket, Handler on_readable) {
   int fd = -1;
   std::size_t size = sizeof fd;
   if (zmq_getsockopt(zmq_socket, ZMQ_FD, &fd, &size) != 0) fd = -1;
+  ready_.add(fd);
   watches_.push_back({zmq_socket, fd, std::move(on_readable), false, true});
 }
 
@@ -68,12 +69,18 @@ void EventLoop::socket_used(void* zmq_socket) {
 
 void EventLoop::unwatch_fd(int fd) {
   for (auto& w : watches_)
-    if (w.socket == nullptr && w.fd == fd) w.removed = true;
+    if (w.socket == nullptr && w.fd == fd && !w.removed) {
+      w.removed = true;
+      ready_.remove(w.fd);
+    }
 }
 
 void EventLoop::unwatch_socket(void* zmq_socket) {
   for (auto& w : watches_)
-    if (w.socket == zmq_socket) w.removed = true;
+    if (w.socket == zmq_socket && !w.removed) {
+      w.removed = true;
+      ready_.remove(w.fd);
+    }
 }
 
 EventLoop::TimerId EventLoop::every(std::chrono::milliseconds interval, Handler on_tick) {
@@ -166,35 +173,30 @@ void EventLoop::fire_due_timers() {
 bool EventLoop::run() {
   running_ = true;
   next_socket_sweep_ns_ = util::steady_ns() + kSocketSweepNs;
-  std::vector<pollfd> fds;
-  std::vector<std::size_t> owners;
+  std::vector<int> ready;
   while (running_) {
     std::erase_if(watches_, [](const Watch& w) { return w.removed; });
     const bool sockets_have_more = service_sockets();
     if (!running_) break;
-    fds.clear();
-    owners.clear();
-    for (std::size_t i = 0; i < watches_.size(); ++i) {
-      if (watches_[i].fd < 0) continue;
-      fds.push_back({watches_[i].fd, POLLIN, 0});
-      owners.push_back(i);
-    }
     const long timeout = sockets_have_more ? 0 : poll_timeout_ms();
-    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(timeout));
-    if (n < 0) {
+    if (ready_.wait(static_cast<int>(timeout), ready) < 0) {
       if (errno == EINTR) continue;
       running_ = false;
       return false;
     }
-    for (std::size_t k = 0; k < fds.size() && running_ && n > 0; ++k) {
-      if ((fds[k].revents & (POLLIN | POLLERR | POLLHUP)) == 0) continue;
-      if (watches_[owners[k]].removed) continue;
-      if (watches_[owners[k]].socket != nullptr) {
-        watches_[owners[k]].check = true;
-        continue;
+    // The watches of each ready fd that were there when it was found ready (a handler may
+    // add some, which come after these, or remove some).
+    const std::size_t watched_before = watches_.size();
+    for (const int fd : ready) {
+      for (std::size_t i = 0; i < std::min(watched_before, watches_.size()) && running_; ++i) {
+        if (watches_[i].fd != fd || watches_[i].removed) continue;
+        if (watches_[i].socket != nullptr) {
+          watches_[i].check = true;
+          continue;
+        }
+        Handler handler = watches_[i].handler;  // it may add watches and move `watches_`
+        call(handler);
       }
-      Handler handler = watches_[owners[k]].handler;  // it may add watches and move `watches_`
-      call(handler);
     }
     if (const std::int64_t now = util::steady_ns(); now >= next_socket_sweep_ns_) {
       next_socket_sweep_ns_ = now + kSocketSweepNs;

@@ -5,10 +5,12 @@
 #include <functional>
 #include <vector>
 
+#include "kwd/loop/ready_fds.hpp"
+
 namespace kwd::loop {
 
-// One watched kernel = one single-threaded loop: plain fds and ZeroMQ sockets in one poll(2),
-// plus timers. Handlers run on the loop's thread, one at a time.
+// One watched kernel = one single-threaded loop: plain fds and ZeroMQ sockets in one wait
+// (ReadyFds: epoll on Linux), plus timers. Handlers run on the loop's thread, one at a time.
 //
 // ZeroMQ sockets are watched through their ZMQ_FD, which only says "look at ZMQ_EVENTS":
 // it is edge-like, and any operation on the socket can consume the wake-up that announced a
@@ -57,6 +59,8 @@ class EventLoop {
   void fire_due_timers();
   [[nodiscard]] long poll_timeout_ms() const;
 
+  // The loop's own fds: a removed watch leaves it at once (its fd may be closed next).
+  ReadyFds ready_;
   std::vector<Watch> watches_;
   std::vector<Timer> timers_;
   TimerId next_timer_ = 1;
