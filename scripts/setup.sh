@@ -22,6 +22,8 @@ packages=(
   python3-prometheus-client
   # the HTML report is checked in headless Chromium, the terminal view in tmux
   chromium tmux
+  # reports show times in the reader's time zone; a unit test reads Europe/Berlin's
+  tzdata
   # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found
   dpkg-dev file groff-base man-db
 )

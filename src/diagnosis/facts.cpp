@@ -90,8 +90,11 @@ std::optional<MemoryPressure> read_memory_pressure(const ReportView& view) {
     }
     candidates.push_back(p);
   }
-  // The tightest limit the timeline knew of, against the process tree's peak RSS.
-  if (auto bytes = view.integer("/memory/limits/tightest/bytes"); bytes && *bytes > 0) {
+  // The tightest limit the timeline knew of, against the process tree's peak RSS: a host
+  // memory limit only (the GPU's memory is not what RSS fills).
+  if (auto bytes = view.integer("/memory/limits/tightest/bytes");
+      bytes && *bytes > 0 &&
+      view.text("/memory/limits/tightest/name").value_or("") != "gpu_total") {
     MemoryPressure p;
     p.limit_name = timeline::limit_in_words(
         view.text("/memory/limits/tightest/name").value_or("memory limit"));

@@ -83,6 +83,16 @@ class Advisor {
   [[nodiscard]] bool jax_preallocation_advised() const {
     return jax() && !env_is("XLA_PYTHON_CLIENT_PREALLOCATE", {"false", "0"});
   }
+  // A signature whose remedy is a setting the kernel's environment already has.
+  [[nodiscard]] bool setting_already_applied(const std::string& signature_id) const {
+    if (signature_id == "cuda.illegal_address") return env_is("CUDA_LAUNCH_BLOCKING", {"1"});
+    if (signature_id == "xla.resource_exhausted")
+      return env_is("XLA_PYTHON_CLIENT_PREALLOCATE", {"false", "0"});
+    if (signature_id == "tensorflow.gpu_tensor_oom" ||
+        signature_id == "cudnn.handle_internal_error")
+      return env_is("TF_FORCE_GPU_ALLOW_GROWTH", {"true", "1"});
+    return false;
+  }
   [[nodiscard]] bool torch_segments_advised() const {
     return pytorch() && !hit_id("pytorch.mps_out_of_memory") && !in_.env("PYTORCH_CUDA_ALLOC_CONF");
   }
@@ -243,30 +253,32 @@ class Advisor {
     }
     std::string text = "Stop or restart the other processes holding GPU memory: " + who + ".";
     const bool all = unknown;  // what they run is not known: say it for each framework
-    // A framework the kernel is told about below gets a pointer there, not the settings twice.
-    const auto as_below = [](const char* what) {
+    // A framework the kernel itself is advised about gets a pointer to that advice, not the
+    // settings twice (it may come before or after this one).
+    const auto as_for_kernel = [](const char* what) {
       return std::string(": the ") + what +
-             " setting given below for this kernel applies to it too.";
+             " setting advised for this kernel in another item applies to it too.";
     };
     if (all || frameworks.contains("jax"))
       text += std::string(all ? " If one is JAX" : " For the JAX one") +
               (jax_preallocation_advised()
-                   ? as_below("preallocation")
+                   ? as_for_kernel("preallocation")
                    : ": start it with XLA_PYTHON_CLIENT_PREALLOCATE=false (allocate on demand) or "
                      "XLA_PYTHON_CLIENT_MEM_FRACTION=.3 (a smaller share), set before jax is "
                      "imported.");
     if (all || frameworks.contains("tensorflow"))
       text += std::string(all ? " If one is TensorFlow" : " For the TensorFlow one") +
-              (tf_growth_advised() ? as_below("memory-growth")
+              (tf_growth_advised() ? as_for_kernel("memory-growth")
                                    : ": tf.config.experimental.set_memory_growth(gpu, True) or "
                                      "TF_FORCE_GPU_ALLOW_GROWTH=true, so it maps memory as it "
                                      "needs it.");
     if (all || frameworks.contains("torch"))
       text += std::string(all ? " If one is PyTorch" : " For the PyTorch one") +
               ": torch.cuda.empty_cache() in it hands its cached blocks back" +
-              (torch_segments_advised() ? "; the allocator setting given below applies to it too."
-                                        : ", and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-                                          "keeps its cache from fragmenting.");
+              (torch_segments_advised()
+                   ? "; the allocator setting advised for this kernel applies to it too."
+                   : ", and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                     "keeps its cache from fragmenting.");
     std::string why = std::to_string(c.others.size()) + " other process(es) held " +
                       bytes(static_cast<double>(c.held)) +
                       " of GPU memory when the kernel's allocation failed";
@@ -478,6 +490,8 @@ class Advisor {
       const std::string matched = h.label + " line " + std::to_string(h.line) + " matched " +
                                   h.signature->id + " (seen in public at " + h.signature->source +
                                   ").";
+      // Its fix is the setting the kernel already ran with: nothing to advise.
+      if (setting_already_applied(h.signature->id)) continue;
       if (const auto restated = kRestatedBy.find(h.signature->id); restated != kRestatedBy.end())
         if (Remedy* own = given(restated->second)) {
           if (ids_.insert("signature." + h.signature->id).second) {

@@ -162,7 +162,11 @@ std::vector<std::string> differences(const Kernelspec& before, const Kernelspec&
   auto shown = [](const nlohmann::json* v) {
     if (v == nullptr) return std::string("(none)");
     std::string text = v->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return text.size() > 60 ? text.substr(0, 59) + "…" : text;
+    if (text.size() <= 60) return text;
+    std::size_t cut = 59;  // before a whole UTF-8 character, never inside one
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+      --cut;
+    return text.substr(0, cut) + "…";
   };
   auto rest = [](const nlohmann::json& spec) {
     nlohmann::json r = spec.is_object() ? spec : nlohmann::json::object();
@@ -306,16 +310,23 @@ std::string WrapInfo::repair_command(const Kernelspec& wrap) const {
       "kernel-watchdog kernelspec wrap " +
       (wrapped_from.empty() ? std::string("SOURCE") : util::shell_word(wrapped_from)) + " --name " +
       util::shell_word(wrap.name);
-  // Where it lives: DATA/kernels/NAME; a DATA other than the user's is some prefix's
-  // share/jupyter (what --prefix and --sys-prefix write to).
-  const fs::path data = wrap.dir.parent_path().parent_path();
-  std::error_code ec;
-  if (!fs::equivalent(data, user_data_dir(), ec) && data.filename() == "jupyter" &&
-      data.parent_path().filename() == "share")
-    command += " --prefix " + util::shell_word(data.parent_path().parent_path().string());
+  // A display name of the user's own (not the "<source's> (watchdog)" wrap gives) is kept.
+  const std::string display = wrap.spec.is_object() ? wrap.spec.value("display_name", "") : "";
+  if (!display.empty() && !display.ends_with(" (watchdog)"))
+    command += " --display-name " + util::shell_word(display);
   for (const auto& option : run_options)
     command += " " + util::shell_word("--run-option=" + option);
-  return command + " --force";
+  // Where it lives: DATA/kernels/NAME. The user's data dir is wrap's default; a prefix's
+  // share/jupyter is --prefix (what --sys-prefix writes to, too). Any other place on
+  // JUPYTER_PATH cannot be written to by wrap: the broken one is removed there and the new one
+  // made in the user's data dir, where Jupyter then finds it.
+  const fs::path data = wrap.dir.parent_path().parent_path();
+  std::error_code ec;
+  if (fs::equivalent(data, user_data_dir(), ec)) return command + " --force";
+  if (data.filename() == "jupyter" && data.parent_path().filename() == "share")
+    return command + " --prefix " + util::shell_word(data.parent_path().parent_path().string()) +
+           " --force";
+  return "kernel-watchdog kernelspec unwrap " + util::shell_word(wrap.name) + " && " + command;
 }
 
 fs::path unwrap(const std::string& name) {

@@ -90,6 +90,15 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   // next try then shows it).
   std::optional<nlohmann::json> notice;
   if (python_shim_ && launch_.death_notices) notice = pass_on_death_notice();
+  // Whatever stops the start before the kernel runs gives the notice back.
+  struct GiveBackUnlessStarted {
+    const std::optional<nlohmann::json>& notice;
+    std::string kernel_id;
+    bool started = false;
+    ~GiveBackUnlessStarted() {
+      if (notice && !started) leave_death_notice(kernel_id, *notice);
+    }
+  } keeper{notice, protocol::kernel_id_from_connection_file(launch_.connection_file)};
   util::UniqueFd fault_write;
   if (python_shim_) {
     int fds[2];
@@ -111,14 +120,8 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   sigemptyset(&request.reset_to_default);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD})
     sigaddset(&request.reset_to_default, s);
-  try {
-    child_.emplace(ChildProcess::spawn(request));
-  } catch (const SpawnError&) {
-    if (notice)
-      leave_death_notice(protocol::kernel_id_from_connection_file(launch_.connection_file),
-                         *notice);
-    throw;
-  }
+  child_.emplace(ChildProcess::spawn(request));
+  keeper.started = true;  // the notice is in the shim the kernel now runs with
   spdlog::debug("kernel started: pid {}", child_->pid());
 
   watch::WatchOptions wo;

@@ -328,7 +328,10 @@ void KernelListener::contribute(json& report, std::int64_t at_ms, bool with_hang
   p["iopub_connected"] = fed_by_client() ? fed_messages_ > 0 : iopub_ && iopub_->connected();
   p["messages_seen"] = fed_by_client() ? fed_messages_ : iopub_ ? iopub_->messages_seen() : 0;
   if (fed_by_client()) p["iopub_received_by"] = "the smoke client";
-  p["dropped"] = iopub_ ? iopub_->dropped().to_json() : json::object();
+  const DropCounts* dropped = iopub_                          ? &iopub_->dropped()
+                              : options_.client_iopub_dropped ? options_.client_iopub_dropped()
+                                                              : nullptr;
+  p["dropped"] = dropped != nullptr ? dropped->to_json() : json::object();
   p["disconnects"] = iopub_ ? iopub_->disconnects() : 0;
   p["handshake_failures"] = iopub_ ? iopub_->handshake_failures() : 0;
   p["reconnects"] = iopub_ ? iopub_->reconnects() : 0;

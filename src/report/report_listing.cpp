@@ -52,7 +52,7 @@ ListedReport list_row(const StoredReport& stored, const nlohmann::json& document
     row.when = util::local_wall_time(*detected);
   } else {
     row.at_ms = stored.mtime_ms;
-    row.when = v.text("/kernel/died_at").value_or(util::local_wall_time(stored.mtime_ms));
+    row.when = util::local_wall_time(stored.mtime_ms);  // as every other row: the reader's zone
   }
   row.kernel_id = v.text("/kernel/kernel_id").value_or("");
   row.notebook = v.text("/kernel/notebook").value_or("");

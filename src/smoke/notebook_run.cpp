@@ -201,6 +201,9 @@ void NotebookRun::start() {
     draining_ = true;
     if (client_) client_->drain_iopub(quiet, budget);
   };
+  launch.listener.client_iopub_dropped = [this]() -> const protocol::DropCounts* {
+    return client_ ? &client_->drops() : nullptr;
+  };
   if (spec_.spec.contains("env") && spec_.spec["env"].is_object())
     for (const auto& [name, value] : spec_.spec["env"].items())
       if (value.is_string())
@@ -236,6 +239,14 @@ void NotebookRun::start() {
 
 void NotebookRun::on_message(client::Channel channel, const protocol::Message& m) {
   if (channel == client::Channel::iopub && kernel_) kernel_->iopub_message(m);
+  if (draining_) {
+    // The kernel is dead: its last outputs join its cell, and nothing moves on from here (no
+    // next cell, no shutdown: the death decides what happened).
+    if (channel == client::Channel::iopub && cell_ != nullptr && m.parent_msg_id == request_id_ &&
+        m.msg_type != "status")
+      outputs_.apply(m);
+    return;
+  }
   if (state_ == State::starting) {
     if (channel == client::Channel::iopub) iopub_seen_ = true;
     if (channel == client::Channel::shell && m.msg_type == "kernel_info_reply")
@@ -354,8 +365,7 @@ void NotebookRun::sample_peaks() {
 }
 
 void NotebookRun::maybe_finish_cell() {
-  // While a dead kernel's last messages are read, its cell stays the one it died in.
-  if (!reply_seen_ || !idle_seen_ || cell_ == nullptr || draining_) return;
+  if (!reply_seen_ || !idle_seen_ || cell_ == nullptr) return;
   if (deadline_) loop_.cancel(*deadline_);
   deadline_.reset();
   sample_peaks();

@@ -61,13 +61,16 @@ std::string local_wall_time(std::int64_t unix_ms) {
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds)) return "?";
-  const char* sign = seconds < 0 ? "-" : "";
-  seconds = std::fabs(seconds);
+  // Rounded first to what is shown, so that 59.97 s is "1 min" and -0.04 s is "0.0 s".
+  const double magnitude = std::fabs(seconds);
+  const double shown = magnitude < 9.95 ? std::round(magnitude * 10) / 10 : std::round(magnitude);
+  const char* sign = seconds < 0 && shown > 0 ? "-" : "";
   std::array<char, 64> buf{};
-  if (seconds < 60) {
-    std::snprintf(buf.data(), buf.size(), seconds < 10 ? "%s%.1f s" : "%s%.0f s", sign, seconds);
+  if (shown < 60) {
+    std::snprintf(buf.data(), buf.size(), shown < 10 ? "%s%.1f s" : "%s%.0f s", sign, shown);
     return buf.data();
   }
+  seconds = shown;
   // Whole units from here on: the larger one and the next, the smaller left out when zero.
   const auto whole = static_cast<long long>(std::min(seconds, 1e15));
   struct Unit {

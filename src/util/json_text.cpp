@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -165,14 +166,16 @@ void append_value(std::string& out, const nlohmann::json& value, int indent, int
 // About how long the text will be (strings, and a little for every value and its indent),
 // so that a large document is not copied again each time the output doubles.
 std::size_t size_hint(const nlohmann::json& value, std::size_t per_value) {
-  if (value.is_string()) return value.get_ref<const std::string&>().size() + per_value;
+  const auto add = [](std::size_t a, std::size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; };
+  if (value.is_string()) return add(value.get_ref<const std::string&>().size(), per_value);
+  if (value.is_binary()) return SIZE_MAX;  // not written here (see json_text)
   std::size_t size = per_value;
   if (value.is_object())
     for (const auto& [key, member] : value.items())
-      size += key.size() + size_hint(member, per_value);
+      size = add(size, add(key.size(), size_hint(member, per_value)));
   else if (value.is_array())
     for (const auto& item : value)
-      size += size_hint(item, per_value);
+      size = add(size, size_hint(item, per_value));
   return size;
 }
 
@@ -180,7 +183,11 @@ std::size_t size_hint(const nlohmann::json& value, std::size_t per_value) {
 
 std::string json_text(const nlohmann::json& value, int indent) {
   std::string out;
-  out.reserve(size_hint(value, 8 + static_cast<std::size_t>(std::max(indent, 0)) * 4));
+  const std::size_t hint = size_hint(value, 8 + static_cast<std::size_t>(std::max(indent, 0)) * 4);
+  // Binary values (never in what we read or write; JSON text has none) are laid out by
+  // nlohmann itself.
+  if (hint >= SIZE_MAX / 2) return value.dump(indent);
+  out.reserve(hint);
   append_value(out, value, indent, 0);
   return out;
 }

@@ -114,7 +114,7 @@ def test_every_commands_help_shows_an_example_of_that_command():
         seen += 1
         assert "Example" in usage, f"`{' '.join(words)} --help` shows no example"
         examples = usage.split("Example", 1)[1]
-        assert f"kernel-watchdog {words[0]}" in examples, \
+        assert f"kernel-watchdog {' '.join(words)}" in examples, \
             f"`{' '.join(words)} --help`: its example is not of `{' '.join(words)}`:\n{examples}"
     assert seen >= 15
 

@@ -145,3 +145,32 @@ def test_wrap_again_after_the_source_changed_is_not_unchanged(jpath):
     wrapped = json.loads((jpath["tmp"] / "user-data/kernels/w3/kernel.json").read_text())
     assert wrapped["env"] == {"SOME_SETTING": "2"}
     assert "unchanged" in kwd("kernelspec", "wrap", "bare", "--name", "w3").stdout
+
+
+def test_the_fix_for_a_broken_wrap_elsewhere_on_the_path_replaces_it_in_the_user_dir(jpath):
+    """A wrap that lives in a JUPYTER_PATH dir wrap cannot write to (not a prefix's
+    share/jupyter), with a display name of the user's: the printed fix removes it there and
+    wraps again in the user's data dir, keeping the name shown in Jupyter."""
+    moved = jpath["tmp"] / "old-install" / "kernel-watchdog"
+    moved.parent.mkdir()
+    shutil.copy2(KWD_BINARY, moved)
+    made = subprocess.run([str(moved), "kernelspec", "wrap", "bare", "--name", "w4",
+                           "--display-name", "Team's GPU kernel"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    moved.unlink()
+    elsewhere = jpath["tmp"] / "site" / "kernels"
+    elsewhere.mkdir(parents=True)
+    shutil.move(str(jpath["tmp"] / "user-data" / "kernels" / "w4"), str(elsewhere / "w4"))
+    os.environ["JUPYTER_PATH"] = str(jpath["tmp"] / "site") + os.pathsep + os.environ["JUPYTER_PATH"]
+
+    listing = kwd("kernelspec", "list").stdout
+    fix = next(l for l in listing.splitlines() if "fix:" in l and " w4 " in l).split("fix: ", 1)[1]
+    assert fix.startswith("kernel-watchdog kernelspec unwrap w4 && ")
+    repaired = subprocess.run(["bash", "-c", fix.replace("kernel-watchdog", KWD_BINARY)],
+                              capture_output=True, text=True)
+    assert repaired.returncode == 0, fix + "\n" + repaired.stderr
+    assert not (elsewhere / "w4").exists()
+    spec = json.loads((jpath["tmp"] / "user-data/kernels/w4/kernel.json").read_text())
+    assert spec["display_name"] == "Team's GPU kernel" and spec["argv"][0] == KWD_BINARY
+    row = next(l for l in kwd("kernelspec", "list").stdout.splitlines() if l.startswith("w4 "))
+    assert row.split()[1] == "watched"

@@ -1,6 +1,6 @@
 // The daemon's process-table scan, against real processes: a kernel-like command line is
-// found, remembered while its pid lives, forgotten when it exits, and a child that exec's
-// into a kernel command line shortly after fork is still found.
+// found scan after scan while its pid lives, forgotten when it exits, and a process that
+// exec's into a kernel command line after the scan has judged it is still found.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,12 +57,36 @@ TEST_CASE("the process scan finds a kernel, remembers it while it lives, forgets
   CHECK_FALSE(found(scanner.scan(), kernel));
 }
 
-TEST_CASE("the process scan finds a child that exec's into a kernel after it was first seen") {
+TEST_CASE("the process scan finds a process that exec's into a kernel long after it was seen") {
+  // As a kernelspec's `bash -c "source activate env && exec python ... -f FILE"` does: the pid
+  // is seen (and judged no kernel) several scans before it exec's. The child waits on a pipe.
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  const pid_t late = ::fork();
+  if (late == 0) {
+    ::close(go[1]);
+    char byte;
+    if (::read(go[0], &byte, 1) != 1) ::_exit(1);
+    ::execl("/usr/bin/python3", "python3", "-c", "import time; time.sleep(30)", "-f",
+            "/tmp/kwd-scan-test/kernel-late.json", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(go[0]);
   kwd::daemon::KernelProcessScanner scanner;
-  const pid_t late = start_kernel_like("/tmp/kwd-scan-test/kernel-late.json", 300);
-  // Seen first as the forked copy of this test (no connection file in its argv).
-  CHECK_FALSE(found(scanner.scan(), late));
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
-  CHECK(found(scanner.scan(), late));
+  for (int i = 0; i < 6; ++i)
+    CHECK_FALSE(found(scanner.scan(), late));
+  REQUIRE(::write(go[1], "x", 1) == 1);
+  ::close(go[1]);
+  // Until the exec is done (its command line is python's).
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream cmdline("/proc/" + std::to_string(late) + "/cmdline");
+    std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (text.find("kernel-late.json") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  bool seen = false;
+  for (int i = 0; i < 5 && !seen; ++i)
+    seen = found(scanner.scan(), late);
+  CHECK(seen);
   stop(late);
 }

@@ -204,10 +204,14 @@ TEST_CASE("format_duration says a span as people do") {
   CHECK(format_duration(8.307) == "8.3 s");
   CHECK(format_duration(42.6) == "43 s");
   CHECK(format_duration(60) == "1 min");
-  CHECK(format_duration(125.9) == "2 min 5 s");
+  CHECK(format_duration(125.9) == "2 min 6 s");  // rounded, not cut
   CHECK(format_duration(3 * 3600 + 7 * 60 + 5) == "3 h 7 min");
   CHECK(format_duration(2 * 86400 + 4 * 3600) == "2 d 4 h");
   CHECK(format_duration(-5) == "-5.0 s");
+  // Rounded to what is shown before the unit is chosen.
+  CHECK(format_duration(9.97) == "10 s");
+  CHECK(format_duration(59.97) == "1 min");
+  CHECK(format_duration(-0.04) == "0.0 s");
   CHECK(format_duration(std::nan("")) == "?");
 }
 
@@ -255,4 +259,10 @@ TEST_CASE("json_text writes what dump() writes, byte for byte") {
   // Invalid UTF-8 is refused as dump() refuses it.
   const json broken = std::string("bad \xff byte");
   CHECK_THROWS_AS(kwd::util::json_text(broken, 1), json::type_error);
+}
+
+TEST_CASE("json_text leaves binary values to nlohmann's own layout") {
+  const nlohmann::json doc = {{"blob", nlohmann::json::binary({1, 2, 3})}, {"n", 1}};
+  for (const int indent : {-1, 1, 2})
+    CHECK(kwd::util::json_text(doc, indent) == doc.dump(indent));
 }

@@ -25,11 +25,11 @@ struct KernelProcess {
 // /proc; one implementation per platform folder). A few ms for a few hundred processes.
 std::vector<KernelProcess> find_kernel_processes();
 
-// The same, scan after scan, at the cost of listing the table: a process is examined (its
-// owner, command line, parent) in the first scans that see it, and afterwards its verdict
-// is remembered for as long as its pid stays in the table. (A child is seen between fork and
-// exec with its parent's command line; a few scans later it has exec'd for good. A kernel
-// that a long-lived process exec's into later is still found by its connection file.)
+// The same, scan after scan, for less than examining every process each time: a process is
+// examined (owner, command line, parent) in the first three scans that see it, then in one
+// scan of every five (a fifth of the table each scan), its verdict remembered in between for
+// as long as its pid stays in the table. A child seen between fork and exec, or a shell that
+// exec's into the kernel after activating an environment, is found within five scans of it.
 class KernelProcessScanner {
  public:
   std::vector<KernelProcess> scan();
@@ -41,6 +41,7 @@ class KernelProcessScanner {
     KernelProcess process;  // when kernel
   };
   std::unordered_map<pid_t, Seen> seen_;
+  std::uint64_t scans_ = 0;
 };
 
 }  // namespace kwd::daemon

@@ -7,6 +7,10 @@
 #include "kwd/protocol/wire_limits.hpp"
 
 namespace kwd::protocol {
+class DropCounts;
+}
+
+namespace kwd::protocol {
 
 struct HeartbeatOptions {
   std::chrono::milliseconds interval{1000};
@@ -29,6 +33,8 @@ struct ListenerOptions {
   // this reads its socket for the kernel's last messages when the kernel has died (as drain()).
   std::function<void(std::chrono::milliseconds quiet, std::chrono::milliseconds budget)>
       client_iopub_drain;
+  // With client_iopub_drain: the messages that client did not believe, for the report.
+  std::function<const DropCounts*()> client_iopub_dropped;
 };
 
 }  // namespace kwd::protocol

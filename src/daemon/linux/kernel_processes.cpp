@@ -130,8 +130,11 @@ void for_each_process(Each&& each) {
   }
 }
 
-// Scans in which a new pid is examined again: long enough for a forked child to exec.
+// Scans in which a new pid is examined each time: long enough for a forked child to exec.
 constexpr int kScansBeforeTrusted = 3;
+// After those, a pid is examined again in one scan of this many (spread by pid), so that a
+// process that exec's into a kernel later, or a pid reused between two scans, is seen.
+constexpr std::uint64_t kRecheckEvery = 5;
 
 }  // namespace
 
@@ -152,7 +155,8 @@ std::vector<KernelProcess> KernelProcessScanner::scan() {
   for_each_process([&](int proc_fd, const char* name, pid_t pid) {
     Seen entry;
     if (auto it = seen_.find(pid); it != seen_.end()) entry = std::move(it->second);
-    if (entry.scans < kScansBeforeTrusted) {
+    if (entry.scans < kScansBeforeTrusted ||
+        (scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0) {
       auto k = examine(proc_fd, name, pid, me);
       entry.kernel = k.has_value();
       entry.process = k ? std::move(*k) : KernelProcess{};
@@ -163,6 +167,7 @@ std::vector<KernelProcess> KernelProcessScanner::scan() {
   });
   // A pid missing from this scan has exited: if it comes back, it is another process.
   seen_ = std::move(now);
+  ++scans_;
   return out;
 }
 
