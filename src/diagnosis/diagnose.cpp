@@ -9,6 +9,22 @@ namespace kwd::diagnosis {
 nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& table) {
   using nlohmann::json;
   static const json empty = json::object();
+  // Every frame an object of string function/file/cell, integer line and boolean in_cell.
+  const auto with_tolerant_frames = [](const json& tb) {
+    json out = tb;
+    json frames = json::array();
+    for (const auto& frame : ReportView(tb).array("/frames")) {
+      const ReportView f(frame);
+      frames.push_back({{"function", f.text("/function").value_or("?")},
+                        {"file", f.text("/file").value_or("?")},
+                        {"line", f.integer("/line").value_or(0)},
+                        {"in_cell", f.flag("/in_cell")},
+                        {"cell", f.text("/cell").value_or("")}});
+      if (auto code = f.text("/code")) frames.back()["code"] = *code;
+    }
+    out["frames"] = std::move(frames);
+    return out;
+  };
   DiagnosisInput input(report.is_object() ? report : empty);
   input.death = read_death(input.view);
   auto hits = scan(table, text_sources(input.view.report()));
@@ -16,9 +32,10 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
   // What the kernel survived informs the story but takes no part in naming the cause.
   for (auto& h : hits)
     (h.survived() ? input.earlier_hits : input.hits).push_back(std::move(h));
-  // A writer may have filled python_traceback already; else find it now.
+  // A writer may have filled python_traceback already; else find it now. A stored one is
+  // read through the tolerant view: its frames get the shape the rules expect.
   if (const auto* tb = input.view.find("/python_traceback"); tb && tb->is_object())
-    input.traceback = *tb;
+    input.traceback = with_tolerant_frames(*tb);
   else
     input.traceback = find_python_traceback(input.view.report());
   input.pressure = read_memory_pressure(input.view);

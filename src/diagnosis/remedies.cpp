@@ -371,10 +371,11 @@ class Advisor {
   void native_crash_advice() {
     const auto& tb = in_.traceback;
     if (tb.is_object() && tb.contains("frames") && !tb["frames"].empty()) {
-      const auto& top = tb["frames"][0];
+      const ReportView top(tb["frames"][0]);  // a stored report's frame may be of any shape
       add("native.check_call",
-          "Look at the call " + top.value("function", std::string("?")) + "() (" +
-              top.value("file", std::string("?")) + ":" + std::to_string(top.value("line", 0)) +
+          "Look at the call " + top.text("/function").value_or("?") + "() (" +
+              top.text("/file").value_or("?") + ":" +
+              std::to_string(top.integer("/line").value_or(0)) +
               "): check the arguments passed to native code there (array shapes, dtypes, "
               "pointers, file handles) and the version of the library it calls into.",
           "It is the innermost Python frame of the crashing thread, from faulthandler.");
@@ -385,10 +386,13 @@ class Advisor {
           "`python -X faulthandler script.py`.",
           "This report has no Python stack for the crash.");
     }
-    if (!in_.frameworks.empty()) {
-      std::string names;
-      for (const auto& n : in_.frameworks)
-        if (names.find(n) == std::string::npos) names += (names.empty() ? "" : ", ") + n;
+    // What every Python process loads (the C++ runtime, libpython) says nothing of mixed
+    // builds: the advice is for when compiled packages were loaded.
+    std::string names;
+    for (const auto& n : in_.frameworks)
+      if (n != "libstdc++" && n != "libpython" && names.find(n) == std::string::npos)
+        names += (names.empty() ? "" : ", ") + n;
+    if (!names.empty()) {
       add("native.matching_builds",
           "Make sure the compiled packages come from one source and were built for each other "
           "(do not mix conda and pip builds of numpy/torch/tensorflow; reinstall after upgrading "

@@ -54,3 +54,16 @@ TEST_CASE("numbers no int64 holds in a report's arrays are not known, not conver
   CHECK(kwd::diagnosis::integer_of(nlohmann::json(4242.0)) == 4242);
   CHECK(kwd::diagnosis::integer_of(nlohmann::json("4242")) == std::nullopt);
 }
+
+// A stored python_traceback whose frames are of any shape (a line no int holds, a function
+// that is a number, a frame that is a string) reads as what can be read.
+TEST_CASE("a stored traceback of the wrong shape gives a diagnosis, not UB or a throw") {
+  const auto report = nlohmann::json::parse(R"({
+    "termination": {"kind": "signal", "signal": 11, "signal_name": "SIGSEGV"},
+    "python_traceback": {"frames": [{"function": 5, "file": ["x"], "line": 1e300, "in_cell": "yes"},
+                                    "not a frame", {"function": "f", "line": 7, "cell": "in flight",
+                                    "in_cell": true}]}})");
+  const auto diagnosis = kwd::diagnosis::diagnose(report);
+  CHECK(diagnosis["cause"] == "native_crash");
+  CHECK(diagnosis.dump().find("?() at ?:0") != std::string::npos);
+}
