@@ -319,8 +319,10 @@ std::int64_t crash_line(const ReportView& r) {
 void cell_section(std::ostringstream& out, const ReportView& r) {
   const auto cell = r.object("/execution/cell_in_flight");
   if (!cell) return;
-  section(out, "cell", "Cell in flight [" + cell->scalar("/execution_count").value_or("—") + "]");
-  out << "<p class=\"muted\">running for " << field(*cell, "/running_for_s") << " s";
+  section(out, "cell", "Running cell [" + cell->scalar("/execution_count").value_or("—") + "]");
+  out << "<p class=\"muted\">running for "
+      << esc(cell->number("/running_for_s") ? util::format_duration(*cell->number("/running_for_s"))
+                                            : std::string("an unknown time"));
   if (auto rss = cell->number("/rss_at_start"))
     out << ", RSS at start " << esc(util::format_bytes(*rss));
   if (auto peak = cell->number("/rss_peak")) out << ", peak " << esc(util::format_bytes(*peak));

@@ -54,9 +54,14 @@ std::vector<Point> series_points(const ReportView& r, const std::string& key) {
   return points;
 }
 
-std::string relative_time(double seconds) {
+std::string relative_time(double seconds, bool tenths) {
   // Beyond a century the axis is meaningless anyway, and lround would overflow.
   if (!std::isfinite(seconds) || std::fabs(seconds) > 3.2e9) return "?";
+  if (tenths && std::fabs(seconds) < 60 && std::lround(seconds * 10) % 10 != 0) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f s", std::fabs(seconds));
+    return (seconds < 0 ? "−" : "+") + std::string(text);
+  }
   const long s = std::lround(seconds);
   if (s == 0) return "0 s";
   const long a = std::labs(s);
@@ -165,12 +170,27 @@ std::string render_memory_chart(const json& report, int width, int height) {
         << "\" text-anchor=\"end\" font-size=\"11\" fill=\"#57606a\">"
         << escape_html(util::format_bytes(v)) << "</text>\n";
   }
-  // Time labels, relative to the end.
+  // Time labels, relative to the end, at round steps from it (each label once: six evenly
+  // spaced ticks over 3 s read "-2 s" twice).
   const double ref = std::isnan(end_t) ? t1 : end_t;
-  for (int i = 0; i <= 5; ++i) {
-    const double t = t0 + (t1 - t0) * i / 5;
-    svg << "<text x=\"" << num(X(t)) << "\" y=\"" << y1 + 44 << "\" text-anchor=\"middle\" "
-        << "font-size=\"11\" fill=\"#57606a\">" << relative_time((t - ref) / 1000.0) << "</text>\n";
+  static constexpr double kSteps[] = {0.1,  0.2,   0.5,   1,     2,     5,      10,    15,
+                                      30,   60,    120,   300,   600,   900,    1800,  3600,
+                                      7200, 14400, 21600, 43200, 86400, 172800, 604800};
+  const double span_s = (t1 - t0) / 1000.0;
+  double step = kSteps[std::size(kSteps) - 1];
+  for (const double s : kSteps)
+    if (span_s / s <= 6) {
+      step = s;
+      break;
+    }
+  if (std::isfinite(span_s) && span_s > 0 && span_s / step <= 12) {
+    const double first = std::ceil((t0 - ref) / 1000.0 / step - 1e-9);
+    for (double k = first; ref + k * step * 1000.0 <= t1 + 1e-6; k += 1) {
+      const double t = ref + k * step * 1000.0;
+      svg << "<text x=\"" << num(X(t)) << "\" y=\"" << y1 + 44 << "\" text-anchor=\"middle\" "
+          << "font-size=\"11\" fill=\"#57606a\">" << relative_time(k * step, step < 1)
+          << "</text>\n";
+    }
   }
   // Cells on the time axis.
   for (const auto& sp : spans) {

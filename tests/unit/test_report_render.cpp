@@ -3,6 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "kwd/diagnosis/diagnose.hpp"
@@ -103,6 +104,32 @@ TEST_CASE("the memory chart draws the series, the limit, the cells and the death
   const std::string nothing = render_memory_chart(json::object(), 800, 300);
   CHECK_THAT(nothing, Catch::Contains("no memory samples"));
   CHECK(nothing.find("<path") == std::string::npos);
+}
+
+// Found in the headless-Chromium screenshot: six evenly spaced ticks over 3 s read
+// "−3 s, −2 s, −2 s, −1 s, −1 s, 0 s". Ticks are at round steps back from the death now.
+TEST_CASE("the chart's time labels are each different, and round", "[render]") {
+  for (const double span_s : {0.8, 3.0, 7.5, 42.0, 600.0, 5400.0}) {
+    json report = recorded_segfault();
+    const auto died = report["kernel"]["died_at_ms"].get<double>();
+    json t = json::array(), rss = json::array();
+    for (int i = 0; i <= 20; ++i) {
+      t.push_back(died - span_s * 1000 * (20 - i) / 20);
+      rss.push_back(100'000'000 + i * 1'000'000);
+    }
+    report["memory"]["samples"] = {{"t_ms", t}, {"rss", rss}};
+    report["memory"].erase("older_samples");
+    const std::string svg = render_memory_chart(report, 800, 300);
+    std::vector<std::string> labels;
+    const std::regex label(R"re(text-anchor="middle" font-size="11" fill="#57606a">([^<]+)<)re");
+    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label);
+         it != std::sregex_iterator(); ++it)
+      labels.push_back((*it)[1].str());
+    INFO("span " << span_s << " s: " << json(labels).dump());
+    CHECK(labels.size() >= 3);
+    CHECK(std::set<std::string>(labels.begin(), labels.end()).size() == labels.size());
+    CHECK(labels.back() == "0 s");
+  }
 }
 
 TEST_CASE("escape_html covers markup, quotes and control characters", "[render]") {
