@@ -61,11 +61,33 @@ class Watched:
     """A kernel started through jupyter_client with a (possibly wrapped) kernelspec."""
 
     def __init__(self, kernel_name, env, start_kwargs=None, manager_kwargs=None):
-        self.km = KernelManager(kernel_name=kernel_name, **(manager_kwargs or {}))
-        self.km.start_kernel(env=env, **(start_kwargs or {}))
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        reports = pathlib.Path(env["KERNEL_WATCHDOG_REPORT_DIR"]) \
+            if env.get("KERNEL_WATCHDOG_REPORT_DIR") else None
+        for attempt in range(3):
+            before = set(reports.glob("*")) if reports and reports.is_dir() else set()
+            self.km = KernelManager(kernel_name=kernel_name, **(manager_kwargs or {}))
+            self.km.start_kernel(env=env, **(start_kwargs or {}))
+            self.kc = self.km.client()
+            self.kc.start_channels()
+            try:
+                self.kc.wait_for_ready(timeout=60)
+                break
+            except RuntimeError:
+                # jupyter_client picks free TCP ports and closes them before the kernel binds
+                # them; under parallel tests another process can take one first, and the
+                # kernel dies at start with "Address already in use". Its own restarter
+                # starts again on new ports (random_ports_until_alive); so does this, once
+                # the failed start's crash report (written before the test did anything)
+                # is set aside. Anything else, or a third failure, is the test's failure.
+                self.kc.stop_channels()
+                new = sorted(set(reports.glob("*")) - before) if reports and reports.is_dir() else []
+                lost_a_port = any("Address already in use" in p.read_text(errors="replace")
+                                  for p in new if p.suffix == ".json")
+                if attempt == 2 or self.km.is_alive() or not lost_a_port:
+                    raise
+                self.km.cleanup_resources()
+                for path in new:
+                    path.unlink()
         # wait_for_ready re-sends kernel_info_request every second until one is answered; on a
         # slow start the extra replies arrive later and would pass for the next request's.
         while True:
