@@ -21,15 +21,12 @@ struct KernelProcess {
   std::vector<std::string> argv;
 };
 
-// Every such process of the current user, found by a scan of the process table (Linux:
-// /proc; one implementation per platform folder). A few ms for a few hundred processes.
-std::vector<KernelProcess> find_kernel_processes();
-
-// The same, scan after scan, for less than examining every process each time: a process is
-// examined (owner, command line, parent) in the first three scans that see it, then in one
-// scan of every five (a fifth of the table each scan), its verdict remembered in between for
-// as long as its pid stays in the table. A child seen between fork and exec, or a shell that
-// exec's into the kernel after activating an environment, is found within five scans of it.
+// Every such process of the current user, found by scans of the process table (Linux: /proc;
+// one implementation per platform folder), for less than examining every process each time: a
+// process is examined (owner, command line, parent) in the first three scans that see it, then in
+// one scan of every five (a fifth of the table each scan), its verdict remembered in between for as
+// long as its pid stays in the table. A child seen between fork and exec, or a shell that exec's
+// into the kernel after activating an environment, is found within five scans of it.
 class KernelProcessScanner {
  public:
   std::vector<KernelProcess> scan();

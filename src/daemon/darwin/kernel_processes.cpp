@@ -4,12 +4,8 @@ namespace kwd::daemon {
 
 // Not built yet on macOS (proc_listpids + KERN_PROCARGS2 would do it): the daemon finds no
 // kernel there and says so at start.
-std::vector<KernelProcess> find_kernel_processes() {
-  return {};
-}
-
 std::vector<KernelProcess> KernelProcessScanner::scan() {
-  return find_kernel_processes();
+  return {};
 }
 
 }  // namespace kwd::daemon

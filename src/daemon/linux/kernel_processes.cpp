@@ -138,15 +138,6 @@ constexpr std::uint64_t kRecheckEvery = 5;
 
 }  // namespace
 
-std::vector<KernelProcess> find_kernel_processes() {
-  std::vector<KernelProcess> out;
-  const uid_t me = ::getuid();
-  for_each_process([&](int proc_fd, const char* name, pid_t pid) {
-    if (auto k = examine(proc_fd, name, pid, me)) out.push_back(std::move(*k));
-  });
-  return out;
-}
-
 std::vector<KernelProcess> KernelProcessScanner::scan() {
   std::vector<KernelProcess> out;
   const uid_t me = ::getuid();
