@@ -85,18 +85,24 @@ void EventLoop::unwatch_socket(void* zmq_socket) {
 
 EventLoop::TimerId EventLoop::every(std::chrono::milliseconds interval, Handler on_tick) {
   const std::int64_t ns = std::max<std::int64_t>(interval.count(), 1) * 1'000'000;
-  timers_.push_back({next_timer_, util::steady_ns() + ns, ns, std::move(on_tick)});
+  const std::int64_t due = util::steady_ns() + ns;
+  timers_.emplace(next_timer_, Timer{due, ns, std::move(on_tick)});
+  timer_queue_.emplace(due, next_timer_);
   return next_timer_++;
 }
 
 EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, Handler on_fire) {
-  timers_.push_back(
-      {next_timer_, util::steady_ns() + delay.count() * 1'000'000, 0, std::move(on_fire)});
+  const std::int64_t due = util::steady_ns() + delay.count() * 1'000'000;
+  timers_.emplace(next_timer_, Timer{due, 0, std::move(on_fire)});
+  timer_queue_.emplace(due, next_timer_);
   return next_timer_++;
 }
 
 void EventLoop::cancel(TimerId id) {
-  std::erase_if(timers_, [id](const Timer& t) { return t.id == id; });
+  const auto it = timers_.find(id);
+  if (it == timers_.end()) return;
+  timer_queue_.erase({it->second.due_ns, id});
+  timers_.erase(it);
 }
 
 long EventLoop::poll_timeout_ms() const {
@@ -106,10 +112,9 @@ long EventLoop::poll_timeout_ms() const {
     have_sockets = true;
     fdless_socket = fdless_socket || w.fd < 0;
   }
-  if (timers_.empty() && !have_sockets) return -1;
+  if (timer_queue_.empty() && !have_sockets) return -1;
   std::int64_t soonest = have_sockets ? next_socket_sweep_ns_ : INT64_MAX;
-  for (const auto& t : timers_)
-    soonest = std::min(soonest, t.due_ns);
+  if (!timer_queue_.empty()) soonest = std::min(soonest, timer_queue_.begin()->first);
   const std::int64_t wait_ns = soonest - util::steady_ns();
   if (wait_ns <= 0) return 0;
   const long wait_ms =
@@ -149,24 +154,26 @@ bool EventLoop::service_sockets() {
 
 void EventLoop::fire_due_timers() {
   const std::int64_t now = util::steady_ns();
-  std::vector<TimerId> due;
-  for (const auto& t : timers_)
-    if (t.due_ns <= now) due.push_back(t.id);
-  for (TimerId id : due) {
-    auto it =
-        std::find_if(timers_.begin(), timers_.end(), [id](const Timer& t) { return t.id == id; });
-    if (it == timers_.end()) continue;  // cancelled by an earlier handler
-    Handler handler = it->handler;
-    if (it->interval_ns > 0) {
+  // Timers added or re-armed by a handler are due after `now`: they wait for the next pass.
+  while (running_ && !timer_queue_.empty() && timer_queue_.begin()->first <= now) {
+    const TimerId id = timer_queue_.begin()->second;
+    timer_queue_.erase(timer_queue_.begin());
+    const auto it = timers_.find(id);
+    if (it == timers_.end()) continue;
+    Timer& timer = it->second;
+    Handler handler;
+    if (timer.interval_ns > 0) {
       // Skip missed ticks rather than bursting to catch up.
       do
-        it->due_ns += it->interval_ns;
-      while (it->due_ns <= now);
+        timer.due_ns += timer.interval_ns;
+      while (timer.due_ns <= now);
+      timer_queue_.emplace(timer.due_ns, id);
+      handler = timer.handler;  // a copy: the handler may cancel its own timer
     } else {
+      handler = std::move(timer.handler);
       timers_.erase(it);
     }
     call(handler);
-    if (!running_) return;
   }
 }
 

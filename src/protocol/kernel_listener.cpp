@@ -25,6 +25,11 @@ constexpr milliseconds kSlowestPortPollInterval{10'000};
 // after 1 s, 2 s, 4 s… up to every 10 s (a daemon may watch hundreds of processes whose
 // ports never open: a stale connection file, a wedged kernel), and said at 30 s.
 constexpr std::int64_t kFastPollForMs = 5'000;
+// How old a listing of the listening ports a check may use: one listing serves every kernel
+// checked within that time. Fresh while a kernel starts; a kernel that has not bound for
+// seconds (hundreds of them, for a daemon) can wait a second longer.
+constexpr milliseconds kFastPortListingAge{10};
+constexpr milliseconds kSlowPortListingAge{1000};
 constexpr std::int64_t kSlowBindAfterMs = 30'000;
 constexpr milliseconds kReconnectCheck{500};  // libzmq's own reconnect takes ~100 ms
 constexpr std::size_t kReceiveBudget = 256;
@@ -163,11 +168,12 @@ std::vector<std::string> KernelListener::notes() const {
 
 void KernelListener::poll_ports() {
   if (!info_ || !context_) return;
+  const milliseconds listing_age = polling_slowly_ ? kSlowPortListingAge : kFastPortListingAge;
   if (!iopub_ && !fed_by_client() && problem_.empty() &&
-      port_state(kernel_pid_, *info_, info_->iopub_port) != PortState::not_yet)
+      port_state(kernel_pid_, *info_, info_->iopub_port, listing_age) != PortState::not_yet)
     connect_iopub();
   if (!heartbeat_ && !heartbeat_failed_ && problem_.empty() &&
-      port_state(kernel_pid_, *info_, info_->hb_port) != PortState::not_yet)
+      port_state(kernel_pid_, *info_, info_->hb_port, listing_age) != PortState::not_yet)
     connect_heartbeat();
   const bool done = (iopub_ || fed_by_client()) && (heartbeat_ || heartbeat_failed_);
   if (done || !problem_.empty()) {

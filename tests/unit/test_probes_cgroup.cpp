@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "kwd/diagnosis/diagnose.hpp"
@@ -327,5 +329,39 @@ TEST_CASE("a SIGKILL without memory pressure is no OOM evidence") {
   CHECK(kwd::diagnosis::diagnose(report)["cause"] != "oom_killed_system");
   CHECK(report["oom_evidence"]["kernel_log"].empty());
   CHECK(report["oom_evidence"]["matched_pids"].empty());
+  CHECK(cgroup.remove().empty());
+}
+
+TEST_CASE("kernels of one cgroup share one reader of its files while any of them is watched") {
+  auto cgroup = cg::KernelCgroup::create(256u << 20);
+  const auto host = std::make_shared<HostSources>();
+  const auto open_fds = [] {
+    std::size_t n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      (void)entry;
+      ++n;
+    }
+    return n;
+  };
+  ProbeOptions options = options_for(::getpid(), cgroup);
+  options.host = host;
+  const std::size_t before = open_fds();
+  {
+    auto first = std::make_unique<CgroupProbe>(options);
+    REQUIRE(first->status().available);
+    const std::size_t with_one = open_fds();
+    CHECK(with_one > before);
+    CgroupProbe second(options);
+    CHECK(open_fds() == with_one);  // the second kernel opened nothing of its own
+    kwd::timeline::MemorySample a, b;
+    first->sample(a);
+    second.sample(b);
+    CHECK(a.cgroup_limit == (256 << 20));
+    CHECK(b.cgroup_limit == a.cgroup_limit);
+    CHECK(b.cgroup_usage == a.cgroup_usage);
+    first.reset();
+    CHECK(open_fds() == with_one);  // still the second kernel's
+  }
+  CHECK(open_fds() == before);  // closed with the last kernel: a removed cgroup is not pinned
   CHECK(cgroup.remove().empty());
 }

@@ -3,14 +3,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "kwd/probes/linux/process_tree_probe.hpp"
 #include "kwd/probes/linux/procfs.hpp"
+#include "kwd/probes/linux/recent_processes.hpp"
 #include "kwd/util/clock.hpp"
 
 using namespace kwd::probes;
@@ -203,4 +206,93 @@ TEST_CASE(
   CHECK_FALSE(probe.status().available);
   CHECK(probe.status().reason == "cannot read /proc/" + std::to_string(options.kernel_pid) +
                                      "/stat: No such file or directory");
+}
+
+TEST_CASE("new processes are looked at once for every kernel, and threads are no processes") {
+  linux_proc::RecentProcesses recent("/proc");
+  REQUIRE(recent.readable());
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    for (;;)
+      ::pause();
+  }
+  std::atomic<pid_t> tid{0};
+  std::thread thread([&] {
+    tid = static_cast<pid_t>(::gettid());
+    while (tid != 0)
+      std::this_thread::sleep_for(1ms);
+  });
+  while (tid == 0)
+    std::this_thread::sleep_for(1ms);
+  CHECK(recent.newest(0) >= child);
+  CHECK(recent.parent_of(child) == ::getpid());
+  CHECK(recent.is_process(child));
+  CHECK(recent.parent_of(tid) == ::getppid());  // a thread's stat names its process's parent
+  CHECK_FALSE(recent.is_process(tid));
+  CHECK_FALSE(recent.parent_of(0x3ffffff));  // above pid_max: never a process
+  CHECK(recent.remembered() == 3);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  // Answered from memory: the pid is not read again for another kernel.
+  CHECK(recent.parent_of(child) == ::getpid());
+  CHECK(recent.remembered() == 3);
+  tid = 0;
+  thread.join();
+}
+
+TEST_CASE("two kernels sharing the host's sources each find their own new children") {
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  std::vector<pid_t> kernels;
+  for (int i = 0; i < 2; ++i) {
+    const pid_t kernel = ::fork();
+    REQUIRE(kernel >= 0);
+    if (kernel == 0) {
+      char c;
+      (void)!::read(go[0], &c, 1);
+      if (::fork() == 0) {
+        for (;;)
+          ::pause();
+      }
+      for (;;)
+        ::pause();
+    }
+    kernels.push_back(kernel);
+  }
+  const auto host = std::make_shared<HostSources>();
+  std::vector<std::unique_ptr<linux_proc::ProcessTreeProbe>> probes;
+  for (const pid_t kernel : kernels) {
+    ProbeOptions options;
+    options.kernel_pid = kernel;
+    options.processes = std::make_shared<KernelProcesses>(kernel);
+    options.tree_rescan_interval = 0ms;
+    options.host = host;
+    probes.push_back(std::make_unique<linux_proc::ProcessTreeProbe>(options));
+    sample_now(*probes.back());
+  }
+  CHECK(host->size() == 1);  // one RecentProcesses for both
+  REQUIRE(::write(go[1], "xx", 2) == 2);
+  // Each kernel has forked its child once both members lists grew.
+  for (int round = 0; round < 500; ++round) {
+    for (auto& probe : probes)
+      sample_now(*probe);
+    if (probes[0]->members().size() == 2 && probes[1]->members().size() == 2) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto members = probes[i]->members();
+    REQUIRE(members.size() == 2);  // on failure the grandchildren are left behind
+    CHECK(members[0] == kernels[i]);
+    CHECK(members[1] != kernels[1 - i]);
+  }
+  CHECK(probes[0]->members()[1] != probes[1]->members()[1]);
+  for (auto& probe : probes)
+    ::kill(probe->members()[1], SIGKILL);
+  for (const pid_t kernel : kernels) {
+    ::kill(kernel, SIGKILL);
+    ::waitpid(kernel, nullptr, 0);
+  }
+  for (int fd : go)
+    ::close(fd);
 }

@@ -106,8 +106,12 @@ TEST_CASE("sock_diag and /proc/net agree on listening sockets, IPv4 and IPv6") {
     INFO("family " << family << ", port " << port);
     CHECK(listening_by_sock_diag(family, port) == false);  // bound, not listening
     CHECK(listening_in_proc_net(table, port) == false);
+    // A listing up to an hour old may be used: the one just taken, before listen().
+    CHECK(listening_by_sock_diag(family, port, std::chrono::hours(1)) == false);
     REQUIRE(::listen(fd.get(), 1) == 0);
+    CHECK(listening_by_sock_diag(family, port, std::chrono::hours(1)) == false);
     CHECK(listening_by_sock_diag(family, port) == true);
+    CHECK(listening_by_sock_diag(family, port, std::chrono::hours(1)) == true);
     CHECK(listening_in_proc_net(table, port) == true);
     // The other family's table does not have it.
     const int other = family == AF_INET ? AF_INET6 : AF_INET;

@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <set>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kwd/loop/ready_fds.hpp"
@@ -49,7 +52,6 @@ class EventLoop {
     bool check;  // a socket whose events must be read before the loop may block
   };
   struct Timer {
-    TimerId id;
     std::int64_t due_ns;
     std::int64_t interval_ns;  // 0 = one-shot
     Handler handler;
@@ -62,7 +64,10 @@ class EventLoop {
   // The loop's own fds: a removed watch leaves it at once (its fd may be closed next).
   ReadyFds ready_;
   std::vector<Watch> watches_;
-  std::vector<Timer> timers_;
+  // A daemon holds thousands of timers (a few per watched kernel): found by id, and kept in
+  // order of their due time, so a wake-up looks at the ones due and no others.
+  std::unordered_map<TimerId, Timer> timers_;
+  std::set<std::pair<std::int64_t, TimerId>> timer_queue_;
   TimerId next_timer_ = 1;
   std::int64_t next_socket_sweep_ns_ = 0;
   bool running_ = false;

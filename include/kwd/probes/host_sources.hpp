@@ -38,6 +38,19 @@ class HostSources {
     return std::static_pointer_cast<Source>(slot.source);
   }
 
+  // The source of this type and key while some probe still holds it, else a new one from
+  // `make`: for sources of a place that may go away (a cgroup's files, which pin the cgroup
+  // in the kernel while open), so none outlives the last kernel that needed it.
+  template <typename Source, typename Make>
+  std::shared_ptr<Source> shared_while_used(const std::string& key, Make&& make) {
+    auto& slot = used_[{std::type_index(typeid(Source)), key}];
+    if (auto source = slot.lock()) return std::static_pointer_cast<Source>(source);
+    std::shared_ptr<Source> source(std::forward<Make>(make)());
+    slot = source;
+    std::erase_if(used_, [](const auto& entry) { return entry.second.expired(); });
+    return source;
+  }
+
   [[nodiscard]] std::size_t size() const { return sources_.size(); }
 
  private:
@@ -46,6 +59,7 @@ class HostSources {
     std::int64_t made_at_ms = 0;
   };
   std::map<std::pair<std::type_index, std::string>, Slot> sources_;
+  std::map<std::pair<std::type_index, std::string>, std::weak_ptr<void>> used_;
 };
 
 // The one place a probe gets a host-wide source: from `host` when the process shares them
@@ -55,6 +69,13 @@ std::shared_ptr<Source> host_source(const std::shared_ptr<HostSources>& host,
                                     const std::string& key, Make&& make, Failed&& failed) {
   if (host)
     return host->shared<Source>(key, std::forward<Make>(make), std::forward<Failed>(failed));
+  return std::shared_ptr<Source>(std::forward<Make>(make)());
+}
+
+template <typename Source, typename Make>
+std::shared_ptr<Source> host_source_while_used(const std::shared_ptr<HostSources>& host,
+                                               const std::string& key, Make&& make) {
+  if (host) return host->shared_while_used<Source>(key, std::forward<Make>(make));
   return std::shared_ptr<Source>(std::forward<Make>(make)());
 }
 

@@ -11,12 +11,17 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
+#include "kwd/probes/host_sources.hpp"
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/errno_text.hpp"
 
 namespace kwd::probes::linux_proc {
 namespace {
+
+// Kernels whose probes look for new processes within this of each other share one
+// reading of /proc/loadavg (never more than a probe's own rescan interval).
+constexpr std::int64_t kNewestPidShareMs = 50;
 
 std::string pid_path(const std::string& proc, pid_t pid, const char* leaf) {
   return proc + "/" + std::to_string(pid) + "/" + leaf;
@@ -26,21 +31,6 @@ std::string pid_path(const std::string& proc, pid_t pid, const char* leaf) {
 struct DirCloser {
   void operator()(DIR* d) const noexcept { ::closedir(d); }
 };
-
-// The last field of /proc/loadavg: the most recently created pid.
-pid_t newest_pid(int loadavg_fd) {
-  static thread_local std::string buf;
-  const auto text = pread_all(loadavg_fd, buf);
-  if (!text) return -1;
-  std::string_view t = *text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' '))
-    t.remove_suffix(1);
-  const auto sp = t.rfind(' ');
-  if (sp != std::string_view::npos) t.remove_prefix(sp + 1);
-  pid_t pid = -1;
-  const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), pid);
-  return ec == std::errc() ? pid : -1;
-}
 
 }  // namespace
 
@@ -53,7 +43,10 @@ ProcessTreeProbe::ProcessTreeProbe(const ProbeOptions& options)
       rescan_interval_ms_(options.tree_rescan_interval.count()),
       slow_interval_ms_(options.slow_interval.count()),
       pss_interval_ms_(options.pss_interval.count()),
-      loadavg_fd_(::open((proc_ + "/loadavg").c_str(), O_RDONLY | O_CLOEXEC)) {
+      recent_(host_source<RecentProcesses>(
+          options.host, options.proc_root,
+          [&] { return std::make_shared<RecentProcesses>(options.proc_root); },
+          [](const RecentProcesses& recent) { return !recent.readable(); })) {
   Member root;
   errno = 0;  // a read that worked but found the process gone leaves no reason of the system's
   if (!read_stat(root_, root)) {
@@ -118,7 +111,12 @@ bool ProcessTreeProbe::read_statm(pid_t pid, Member& m) {
 }
 
 void ProcessTreeProbe::read_swap(pid_t pid, Member& m) {
-  if (const auto status = read_small_file(pid_path(proc_, pid, "status")))
+  if (!m.status_fd) {
+    m.status_fd.reset(::open(pid_path(proc_, pid, "status").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!m.status_fd) return;
+  }
+  static thread_local std::string buf;
+  if (const auto status = pread_all(m.status_fd.get(), buf))
     m.readings.swap = find_kb_field(*status, "VmSwap").value_or(0);
 }
 
@@ -146,18 +144,13 @@ void ProcessTreeProbe::rescan_if_needed(std::int64_t now_ms) {
   // Unchanged newest pid: no process was created anywhere since the last scan, so the tree
   // cannot have gained a member. Otherwise only pids above the previous newest are new,
   // unless pid numbers wrapped around.
-  const pid_t newest = loadavg_fd_ ? newest_pid(loadavg_fd_.get()) : -1;
+  const pid_t newest = recent_->newest(std::min(kNewestPidShareMs, rescan_interval_ms_));
   if (newest >= 0 && newest == last_created_pid_) return;
   const bool wrapped = newest < last_created_pid_;
   const pid_t created_after =
       (newest < 0 || last_created_pid_ < 0 || wrapped) ? 0 : last_created_pid_;
   last_created_pid_ = newest;
   rescan(created_after, newest);
-}
-
-bool ProcessTreeProbe::is_process(pid_t pid) const {
-  const auto status = read_small_file(pid_path(proc_, pid, "status"));
-  return status && find_kb_field(*status, "Tgid") == pid;
 }
 
 void ProcessTreeProbe::rescan(pid_t created_after, pid_t newest) {
@@ -170,12 +163,10 @@ void ProcessTreeProbe::rescan(pid_t created_after, pid_t newest) {
     std::unordered_set<pid_t> fresh;
     for (pid_t pid = created_after + 1; pid <= newest; ++pid) {
       if (members_.contains(pid)) continue;
-      const auto text = read_small_file(pid_path(proc_, pid, "stat"));
-      if (!text) continue;
-      const auto st = parse_proc_stat(*text);
-      if (!st || (!members_.contains(st->ppid) && !fresh.contains(st->ppid))) continue;
-      if (!is_process(pid)) continue;
-      children[st->ppid].push_back(pid);
+      const auto ppid = recent_->parent_of(pid);
+      if (!ppid || (!members_.contains(*ppid) && !fresh.contains(*ppid))) continue;
+      if (!recent_->is_process(pid)) continue;
+      children[*ppid].push_back(pid);
       fresh.insert(pid);
     }
   } else {

@@ -9,19 +9,27 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <fstream>
 #include <string_view>
+#include <vector>
 
+#include "kwd/util/clock.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::protocol::linux_net {
 
-std::optional<bool> listening_by_sock_diag(int family, int port) {
+namespace {
+
+// Every port with a TCP socket of `family` in LISTEN state, from one sock_diag dump; false if
+// this way cannot tell.
+bool dump_listening_ports(int family, std::vector<std::uint16_t>& ports) {
+  ports.clear();
   util::UniqueFd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-  if (fd.get() < 0) return std::nullopt;
+  if (fd.get() < 0) return false;
   // The answer is a dump the kernel writes at once; a bound on the wait keeps a broken
   // netlink from stalling the event loop.
   const timeval patience{0, 200'000};
@@ -41,33 +49,56 @@ std::optional<bool> listening_by_sock_diag(int family, int port) {
   kernel.nl_family = AF_NETLINK;
   if (::sendto(fd.get(), &ask, sizeof ask, 0, reinterpret_cast<const sockaddr*>(&kernel),
                sizeof kernel) < 0)
-    return std::nullopt;
+    return false;
 
-  bool found = false;
   alignas(nlmsghdr) char buffer[16384];
   for (;;) {
     const ssize_t got = ::recv(fd.get(), buffer, sizeof buffer, 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return std::nullopt;
+    if (got <= 0) return false;
     std::size_t offset = 0;
     const auto size = static_cast<std::size_t>(got);
     while (offset + sizeof(nlmsghdr) <= size) {
       nlmsghdr header;
       std::memcpy(&header, buffer + offset, sizeof header);
-      if (header.nlmsg_len < sizeof(nlmsghdr) || offset + header.nlmsg_len > size)
-        return std::nullopt;
-      if (header.nlmsg_type == NLMSG_DONE) return found;
-      if (header.nlmsg_type == NLMSG_ERROR) return std::nullopt;
+      if (header.nlmsg_len < sizeof(nlmsghdr) || offset + header.nlmsg_len > size) return false;
+      if (header.nlmsg_type == NLMSG_DONE) return true;
+      if (header.nlmsg_type == NLMSG_ERROR) return false;
       if (header.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
           header.nlmsg_len >= NLMSG_LENGTH(sizeof(inet_diag_msg))) {
         inet_diag_msg socket_info;
         std::memcpy(&socket_info, buffer + offset + NLMSG_HDRLEN, sizeof socket_info);
-        if (socket_info.idiag_state == TCP_LISTEN && ntohs(socket_info.id.idiag_sport) == port)
-          found = true;
+        if (socket_info.idiag_state == TCP_LISTEN)
+          ports.push_back(ntohs(socket_info.id.idiag_sport));
       }
       offset += NLMSG_ALIGN(header.nlmsg_len);
     }
   }
+}
+
+struct ListeningSnapshot {
+  std::int64_t taken_ns = -1;
+  bool answered = false;
+  std::vector<std::uint16_t> ports;
+};
+
+}  // namespace
+
+std::optional<bool> listening_by_sock_diag(int family, int port,
+                                           std::chrono::milliseconds max_age) {
+  // One snapshot per family and thread: a daemon checking the ports of hundreds of kernels
+  // that never bind asks the kernel once, not twice per kernel.
+  thread_local ListeningSnapshot snapshots[2];
+  ListeningSnapshot& snapshot = snapshots[family == AF_INET6 ? 1 : 0];
+  const std::int64_t now = util::steady_ns();
+  const std::int64_t max_age_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count();
+  if (snapshot.taken_ns < 0 || max_age_ns <= 0 || now - snapshot.taken_ns > max_age_ns) {
+    snapshot.answered = dump_listening_ports(family, snapshot.ports);
+    snapshot.taken_ns = now;
+  }
+  if (!snapshot.answered) return std::nullopt;
+  return std::find(snapshot.ports.begin(), snapshot.ports.end(), port) != snapshot.ports.end();
 }
 
 std::optional<bool> listening_in_proc_net(const std::string& path, int port) {

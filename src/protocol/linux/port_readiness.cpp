@@ -9,7 +9,8 @@
 
 namespace kwd::protocol {
 
-PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port) {
+PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port,
+                     std::chrono::milliseconds max_age) {
   if (port <= 0) return PortState::not_yet;
   if (info.transport == Transport::ipc) {
     struct stat st {};
@@ -18,10 +19,10 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port) {
                                                                   : PortState::not_yet;
   }
   // The kernel is our child, in our network namespace: sock_diag answers for it.
-  if (const auto v4 = linux_net::listening_by_sock_diag(AF_INET, port)) {
+  if (const auto v4 = linux_net::listening_by_sock_diag(AF_INET, port, max_age)) {
     if (*v4) return PortState::listening;
     // A host without IPv6 cannot answer for it, and has nothing listening there either.
-    const auto v6 = linux_net::listening_by_sock_diag(AF_INET6, port);
+    const auto v6 = linux_net::listening_by_sock_diag(AF_INET6, port, max_age);
     return v6 && *v6 ? PortState::listening : PortState::not_yet;
   }
 

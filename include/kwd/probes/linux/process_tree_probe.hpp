@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kwd/probes/kernel_processes.hpp"
+#include "kwd/probes/linux/recent_processes.hpp"
 #include "kwd/probes/probe.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -24,8 +25,8 @@ namespace kwd::probes::linux_proc {
 //   newcomer's at once and at its first slow rounds, while its memory is still settling.
 // Descendants are found by a rescan, done only when /proc/loadavg says a process was
 // created since the last one, reading only the processes created since (by pid when few
-// were, else by listing /proc). Members that leave (the kernel itself included) are kept
-// with their last readings and peak.
+// were, through the RecentProcesses every kernel's probe shares, else by listing /proc). Members
+// that leave (the kernel itself included) are kept with their last readings and peak.
 class ProcessTreeProbe final : public Probe {
  public:
   explicit ProcessTreeProbe(const ProbeOptions& options);
@@ -68,6 +69,7 @@ class ProcessTreeProbe final : public Probe {
   struct Member {
     util::UniqueFd stat_fd;
     util::UniqueFd statm_fd;
+    util::UniqueFd status_fd;
     std::uint64_t start_time = 0;  // guards against pid reuse
     Readings readings;
     std::int64_t seen_last_ms = 0;
@@ -78,7 +80,6 @@ class ProcessTreeProbe final : public Probe {
 
   void rescan_if_needed(std::int64_t now_ms);
   void rescan(pid_t created_after, pid_t newest);
-  [[nodiscard]] bool is_process(pid_t pid) const;  // a thread-group leader, not a thread
   bool read_stat(pid_t pid, Member& m);
   bool read_statm(pid_t pid, Member& m);
   void read_swap(pid_t pid, Member& m);
@@ -97,12 +98,14 @@ class ProcessTreeProbe final : public Probe {
   std::int64_t last_slow_ms_ = -1;
   std::int64_t last_pss_ms_ = -1;
   std::int64_t pss_interval_ms_;
-  std::int64_t next_pss_after_ms_ = 0;        // pss_interval_ms_, or longer when costly
-  static constexpr pid_t kRangeWalkMax = 64;  // more new pids than this: list /proc instead
+  std::int64_t next_pss_after_ms_ = 0;  // pss_interval_ms_, or longer when costly
+  // More new pids than this: list /proc instead. Each pid's answer is shared by every
+  // kernel's probe (RecentProcesses), so only the first to look pays for it.
+  static constexpr pid_t kRangeWalkMax = 1024;
   static constexpr std::int64_t kSlowBudgetInverse = 5000;  // 1/5000 of a core: 0.02%
   static constexpr int kNewcomerPssReads = 3;               // at the slow rate, whatever the budget
   pid_t last_created_pid_ = -1;
-  util::UniqueFd loadavg_fd_;
+  std::shared_ptr<RecentProcesses> recent_;
   std::unordered_map<pid_t, Member> members_;
   std::array<Departed, kDepartedKept> departed_{};
   std::size_t departed_next_ = 0;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -13,7 +14,10 @@ namespace kwd::protocol::linux_net {
 // hash too, whatever is in it: about 2 ms a read on this project's CI machines, read every
 // 50 ms while a kernel starts, against a few microseconds here. It is the fallback where
 // sock_diag is missing (no inet_diag module).
-std::optional<bool> listening_by_sock_diag(int family, int port);
+// The sock_diag answer is a snapshot of every listening port, taken again once it is older
+// than `max_age` (0: always): one dump serves every kernel checked within that time.
+std::optional<bool> listening_by_sock_diag(int family, int port,
+                                           std::chrono::milliseconds max_age = {});
 std::optional<bool> listening_in_proc_net(const std::string& path, int port);
 
 }  // namespace kwd::protocol::linux_net

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "kwd/util/unique_fd.hpp"
+
+namespace kwd::probes::linux_proc {
+
+// What every kernel's tree probe asks when it looks for new descendants: the newest pid the
+// system handed out (the last field of /proc/loadavg) and, for each pid created since, its
+// parent and whether it leads a process (a thread's tid is a pid too). One per process (a
+// HostSources source): a daemon watching hundreds of kernels reads each new pid's stat once,
+// not once per kernel. Answers about a pid are kept for kKeepMs: pids grow with creation and
+// are not handed out again until they wrap around, which the probe notices itself.
+class RecentProcesses {
+ public:
+  static constexpr std::int64_t kKeepMs = 30'000;
+
+  explicit RecentProcesses(std::string proc_root);
+
+  [[nodiscard]] bool readable() const { return static_cast<bool>(loadavg_fd_); }
+
+  // The newest pid, read again if the last reading is older than `min_age_ms`; -1 if unknown.
+  pid_t newest(std::int64_t min_age_ms);
+  // The parent of `pid`; nullopt if it is gone (or unreadable).
+  std::optional<pid_t> parent_of(pid_t pid);
+  // Whether `pid` is a thread-group leader (a process, not a thread of one).
+  bool is_process(pid_t pid);
+
+  [[nodiscard]] std::size_t remembered() const { return known_.size(); }
+
+ private:
+  struct Known {
+    pid_t ppid = -1;          // -1: gone when looked at
+    std::int8_t leader = -1;  // -1: not looked at yet
+    std::int64_t read_ms = 0;
+  };
+  Known& lookup(pid_t pid);
+  void forget_old(std::int64_t now_ms);
+
+  std::string proc_;
+  util::UniqueFd loadavg_fd_;
+  pid_t newest_ = -1;
+  std::int64_t newest_read_ms_ = -1;
+  std::unordered_map<pid_t, Known> known_;
+  std::int64_t forgot_at_ms_ = 0;
+};
+
+}  // namespace kwd::probes::linux_proc
