@@ -39,6 +39,14 @@ void say_internal_error(const std::string& what) {
 
 // A handler's exception stops at the loop: whatever one part of the watchdog could not do,
 // the kernel is still watched, and its death still reported and mirrored (fail open).
+// A coarse timer's due time, rounded up to the grain; an exact one's as it is.
+std::int64_t due_at(std::int64_t due_ns, bool coarse) {
+  if (!coarse) return due_ns;
+  constexpr std::int64_t grain =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(EventLoop::kCoarseGrain).count();
+  return (due_ns + grain - 1) / grain * grain;
+}
+
 void call(const EventLoop::Handler& handler) {
   try {
     handler();
@@ -83,17 +91,21 @@ void EventLoop::unwatch_socket(void* zmq_socket) {
     }
 }
 
-EventLoop::TimerId EventLoop::every(std::chrono::milliseconds interval, Handler on_tick) {
+EventLoop::TimerId EventLoop::every(std::chrono::milliseconds interval, Handler on_tick,
+                                    Precision precision) {
   const std::int64_t ns = std::max<std::int64_t>(interval.count(), 1) * 1'000'000;
-  const std::int64_t due = util::steady_ns() + ns;
-  timers_.emplace(next_timer_, Timer{due, ns, std::move(on_tick)});
+  const bool coarse = precision == Precision::coarse;
+  const std::int64_t due = due_at(util::steady_ns() + ns, coarse);
+  timers_.emplace(next_timer_, Timer{due, ns, coarse, std::move(on_tick)});
   timer_queue_.emplace(due, next_timer_);
   return next_timer_++;
 }
 
-EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, Handler on_fire) {
-  const std::int64_t due = util::steady_ns() + delay.count() * 1'000'000;
-  timers_.emplace(next_timer_, Timer{due, 0, std::move(on_fire)});
+EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, Handler on_fire,
+                                    Precision precision) {
+  const bool coarse = precision == Precision::coarse;
+  const std::int64_t due = due_at(util::steady_ns() + delay.count() * 1'000'000, coarse);
+  timers_.emplace(next_timer_, Timer{due, 0, coarse, std::move(on_fire)});
   timer_queue_.emplace(due, next_timer_);
   return next_timer_++;
 }
@@ -167,6 +179,7 @@ void EventLoop::fire_due_timers() {
       do
         timer.due_ns += timer.interval_ns;
       while (timer.due_ns <= now);
+      timer.due_ns = due_at(timer.due_ns, timer.coarse);
       timer_queue_.emplace(timer.due_ns, id);
       handler = timer.handler;  // a copy: the handler may cancel its own timer
     } else {

@@ -188,7 +188,8 @@ void KernelListener::poll_ports() {
                               : kSlowPortPollInterval;
     polling_slowly_ = true;
     loop_.cancel(*poll_timer_);
-    poll_timer_ = loop_.every(slow_poll_interval_, [this] { poll_ports(); });
+    poll_timer_ = loop_.every(
+        slow_poll_interval_, [this] { poll_ports(); }, loop::EventLoop::Precision::coarse);
   }
   if (!warned_slow_bind_ && waited_ms >= kSlowBindAfterMs) {
     warned_slow_bind_ = true;

@@ -120,10 +120,14 @@ void Watch::on_sample_timer() {
   sample_timer_.reset();
   on_sample_tick();
   if (dead_) return;
-  const auto interval = needs_full_rate(util::wall_ms())
+  // An idle kernel's sample can be a little late: it waits for a wake-up it shares.
+  const bool full_rate = needs_full_rate(util::wall_ms());
+  const auto interval = full_rate
                             ? options_.sample_interval
                             : std::max(options_.sample_interval, options_.idle_sample_interval);
-  sample_timer_ = loop_.after(interval, [this] { on_sample_timer(); });
+  sample_timer_ = loop_.after(
+      interval, [this] { on_sample_timer(); },
+      full_rate ? loop::EventLoop::Precision::exact : loop::EventLoop::Precision::coarse);
 }
 
 void Watch::sample_now() {

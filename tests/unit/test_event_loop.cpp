@@ -215,3 +215,43 @@ TEST_CASE("event loop: a handler failing on every message logs a few lines, then
   CHECK(lines == 3 + 20);  // three in full, then one per thousand with the count
   CHECK(text.find("(20000 times so far): a field of the wrong type (kind A)") != std::string::npos);
 }
+
+TEST_CASE("event loop: timers fire in order of their due time; a coarse one waits for the grain") {
+  using kwd::loop::EventLoop;
+  using std::chrono::milliseconds;
+  EventLoop loop;
+  const std::int64_t grain_ns = EventLoop::kCoarseGrain.count() * 1'000'000;
+  const auto grid = [&](std::int64_t ns) { return (ns + grain_ns - 1) / grain_ns * grain_ns; };
+  std::vector<std::pair<int, std::int64_t>> fired;  // which, when
+  const std::int64_t start = kwd::util::steady_ns();
+  const auto record = [&](int which) {
+    return [&, which] {
+      fired.emplace_back(which, kwd::util::steady_ns());
+      if (fired.size() == 5) loop.stop();
+    };
+  };
+  loop.after(milliseconds(30), record(3));
+  loop.after(milliseconds(1), record(1), EventLoop::Precision::coarse);
+  loop.after(milliseconds(20), record(2));
+  const auto cancelled = loop.after(milliseconds(5), record(9));
+  loop.after(milliseconds(2), record(0));
+  loop.cancel(cancelled);
+  loop.after(milliseconds(40), record(4), EventLoop::Precision::coarse);
+  REQUIRE(loop.run());
+  REQUIRE(fired.size() == 5);
+  // The exact ones in order of due time, each no earlier than due.
+  std::vector<int> exact;
+  for (const auto& [which, at] : fired)
+    if (which == 0 || which == 2 || which == 3) exact.push_back(which);
+  CHECK(exact == std::vector<int>{0, 2, 3});
+  for (const auto& [which, at] : fired) {
+    INFO("timer " << which);
+    if (which == 0) CHECK(at >= start + 2'000'000);
+    if (which == 2) CHECK(at >= start + 20'000'000);
+    if (which == 3) CHECK(at >= start + 30'000'000);
+    // A coarse one: at the grain's boundary after its due time, or later.
+    if (which == 1) CHECK(at >= grid(start + 1'000'000));
+    if (which == 4) CHECK(at >= grid(start + 40'000'000));
+    CHECK(which != 9);
+  }
+}

@@ -25,8 +25,9 @@ struct KernelProcess {
 // one implementation per platform folder), for less than examining every process each time: a
 // process is examined (owner, command line, parent) in the first three scans that see it, then in
 // one scan of every five (a fifth of the table each scan), its verdict remembered in between for as
-// long as its pid stays in the table. A child seen between fork and exec, or a shell that exec's
-// into the kernel after activating an environment, is found within five scans of it.
+// long as its pid stays in the table; one found to be a kernel is not examined again. A child seen
+// between fork and exec, or a shell that exec's into the kernel after activating an environment,
+// is found within five scans of it.
 class KernelProcessScanner {
  public:
   std::vector<KernelProcess> scan();

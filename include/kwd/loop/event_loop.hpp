@@ -35,8 +35,16 @@ class EventLoop {
   // so, because that can swallow the wake-up of a message that arrived meanwhile.
   void socket_used(void* zmq_socket);
 
-  TimerId every(std::chrono::milliseconds interval, Handler on_tick);
-  TimerId after(std::chrono::milliseconds delay, Handler on_fire);
+  // A coarse timer may fire up to kCoarseGrain late: its due time is rounded up to the grain,
+  // so the timers that need no precision (an idle kernel's samples, slow polls) of hundreds
+  // of kernels share wake-ups instead of each waking the process on its own.
+  enum class Precision { exact, coarse };
+  static constexpr std::chrono::milliseconds kCoarseGrain{100};
+
+  TimerId every(std::chrono::milliseconds interval, Handler on_tick,
+                Precision precision = Precision::exact);
+  TimerId after(std::chrono::milliseconds delay, Handler on_fire,
+                Precision precision = Precision::exact);
   void cancel(TimerId id);
 
   // Runs until stop(); returns false if polling itself failed.
@@ -54,6 +62,7 @@ class EventLoop {
   struct Timer {
     std::int64_t due_ns;
     std::int64_t interval_ns;  // 0 = one-shot
+    bool coarse;
     Handler handler;
   };
   // Calls the handler of every socket that has input; true if any may have more.

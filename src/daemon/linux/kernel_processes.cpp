@@ -146,8 +146,11 @@ std::vector<KernelProcess> KernelProcessScanner::scan() {
   for_each_process([&](int proc_fd, const char* name, pid_t pid) {
     Seen entry;
     if (auto it = seen_.find(pid); it != seen_.end()) entry = std::move(it->second);
-    if (entry.scans < kScansBeforeTrusted ||
-        (scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0) {
+    // A kernel stays one while its pid stays in the table: the daemon watches it already.
+    const bool examine_again =
+        !entry.kernel && (entry.scans < kScansBeforeTrusted ||
+                          (scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0);
+    if (entry.scans == 0 || examine_again) {
       auto k = examine(proc_fd, name, pid, me);
       entry.kernel = k.has_value();
       entry.process = k ? std::move(*k) : KernelProcess{};
