@@ -216,19 +216,20 @@ int Daemon::run() {
 void Daemon::scan_soon() {
   quick_scans_left_ = kQuickScans;
   if (quick_scan_) return;
+  // Not ended by the first kernel found: a burst of files (a server restoring fifty sessions)
+  // waits for fifty processes. A quick scan examines only processes new in the table.
   quick_scan_ = loop_.every(kQuickScanInterval, [this] {
-    const std::size_t before = kernels_.size();
-    scan();
-    if (--quick_scans_left_ <= 0 || kernels_.size() > before) {
+    scan(KernelProcessScanner::ScanKind::quick);
+    if (--quick_scans_left_ <= 0) {
       loop_.cancel(*quick_scan_);
       quick_scan_.reset();
     }
   });
 }
 
-void Daemon::scan() {
+void Daemon::scan(KernelProcessScanner::ScanKind kind) {
   under_launcher_.clear();
-  const auto found = scanner_.scan();
+  const auto found = scanner_.scan(kind);
   // Who is no longer in the table is forgotten: the same pid later is another process.
   std::set<std::pair<pid_t, std::uint64_t>> present;
   for (const auto& process : found)
@@ -252,6 +253,7 @@ void Daemon::scan() {
   // A server records its session a moment after it starts the kernel; a kernel no server
   // has named within 30 s (VS Code's, papermill's, a console's) is not asked about again
   // until its death.
+  if (kind == KernelProcessScanner::ScanKind::quick) return;
   const std::int64_t now = util::wall_ms();
   for (auto& [pid, k] : kernels_)
     if (k.notebook.empty() && now - k.watched_since_ms < 30'000) name_notebook(k, false);

@@ -39,12 +39,19 @@ void say_internal_error(const std::string& what) {
 
 // A handler's exception stops at the loop: whatever one part of the watchdog could not do,
 // the kernel is still watched, and its death still reported and mirrored (fail open).
-// A coarse timer's due time, rounded up to the grain; an exact one's as it is.
-std::int64_t due_at(std::int64_t due_ns, bool coarse) {
-  if (!coarse) return due_ns;
-  constexpr std::int64_t grain =
+// The grain a timer's due time is rounded up to: a tenth of its delay, at most kCoarseGrain;
+// none for an exact timer, or one too short to round without changing what it means.
+std::int64_t grain_for(EventLoop::Precision precision, std::int64_t delay_ns) {
+  constexpr std::int64_t kMaxGrain =
       std::chrono::duration_cast<std::chrono::nanoseconds>(EventLoop::kCoarseGrain).count();
-  return (due_ns + grain - 1) / grain * grain;
+  if (precision == EventLoop::Precision::exact) return 0;
+  const std::int64_t grain = std::min(kMaxGrain, delay_ns / 10);
+  return grain >= 1'000'000 ? grain : 0;
+}
+
+std::int64_t due_at(std::int64_t due_ns, std::int64_t grain_ns) {
+  if (grain_ns <= 0) return due_ns;
+  return (due_ns + grain_ns - 1) / grain_ns * grain_ns;
 }
 
 void call(const EventLoop::Handler& handler) {
@@ -94,18 +101,19 @@ void EventLoop::unwatch_socket(void* zmq_socket) {
 EventLoop::TimerId EventLoop::every(std::chrono::milliseconds interval, Handler on_tick,
                                     Precision precision) {
   const std::int64_t ns = std::max<std::int64_t>(interval.count(), 1) * 1'000'000;
-  const bool coarse = precision == Precision::coarse;
-  const std::int64_t due = due_at(util::steady_ns() + ns, coarse);
-  timers_.emplace(next_timer_, Timer{due, ns, coarse, std::move(on_tick)});
+  const std::int64_t grain = grain_for(precision, ns);
+  const std::int64_t due = due_at(util::steady_ns() + ns, grain);
+  timers_.emplace(next_timer_, Timer{due, ns, grain, std::move(on_tick)});
   timer_queue_.emplace(due, next_timer_);
   return next_timer_++;
 }
 
 EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, Handler on_fire,
                                     Precision precision) {
-  const bool coarse = precision == Precision::coarse;
-  const std::int64_t due = due_at(util::steady_ns() + delay.count() * 1'000'000, coarse);
-  timers_.emplace(next_timer_, Timer{due, 0, coarse, std::move(on_fire)});
+  const std::int64_t delay_ns = delay.count() * 1'000'000;
+  const std::int64_t grain = grain_for(precision, delay_ns);
+  const std::int64_t due = due_at(util::steady_ns() + delay_ns, grain);
+  timers_.emplace(next_timer_, Timer{due, 0, grain, std::move(on_fire)});
   timer_queue_.emplace(due, next_timer_);
   return next_timer_++;
 }
@@ -179,7 +187,7 @@ void EventLoop::fire_due_timers() {
       do
         timer.due_ns += timer.interval_ns;
       while (timer.due_ns <= now);
-      timer.due_ns = due_at(timer.due_ns, timer.coarse);
+      timer.due_ns = due_at(timer.due_ns, timer.grain_ns);
       timer_queue_.emplace(timer.due_ns, id);
       handler = timer.handler;  // a copy: the handler may cancel its own timer
     } else {

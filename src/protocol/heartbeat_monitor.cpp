@@ -104,7 +104,10 @@ void HeartbeatMonitor::schedule_next_ping() {
   if (timer_) loop_.cancel(*timer_);
   const std::int64_t due_ns = sent_ns_ + options_.interval.count() * 1'000'000;
   const std::int64_t wait_ms = std::max<std::int64_t>(0, (due_ns - util::steady_ns()) / 1'000'000);
-  timer_ = loop_.after(std::chrono::milliseconds(wait_ms), [this] { ping(); });
+  // Coarse: the pings of a daemon's many kernels leave in one wake-up, and their replies come
+  // back close together, instead of each kernel waking the daemon twice a second on its own.
+  timer_ = loop_.after(
+      std::chrono::milliseconds(wait_ms), [this] { ping(); }, loop::EventLoop::Precision::coarse);
 }
 
 void HeartbeatMonitor::record(bool ok, double rtt_ms) {

@@ -75,6 +75,9 @@ TEST_CASE("the process scan finds a process that exec's into a kernel long after
   kwd::daemon::KernelProcessScanner scanner;
   for (int i = 0; i < 6; ++i)
     CHECK_FALSE(found(scanner.scan(), late));
+  // Past the time a new pid is looked at in every scan: only the regular rechecks find it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5100));
+  CHECK_FALSE(found(scanner.scan(), late));
   REQUIRE(::write(go[1], "x", 1) == 1);
   ::close(go[1]);
   // Until the exec is done (its command line is python's).
@@ -84,6 +87,8 @@ TEST_CASE("the process scan finds a process that exec's into a kernel long after
     if (text.find("kernel-late.json") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  for (int i = 0; i < 10; ++i)  // quick scans look at new processes only
+    CHECK_FALSE(found(scanner.scan(kwd::daemon::KernelProcessScanner::ScanKind::quick), late));
   bool seen = false;
   for (int i = 0; i < 5 && !seen; ++i)
     seen = found(scanner.scan(), late);

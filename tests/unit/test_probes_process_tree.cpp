@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -232,11 +233,32 @@ TEST_CASE("new processes are looked at once for every kernel, and threads are no
   CHECK_FALSE(recent.is_process(tid));
   CHECK_FALSE(recent.parent_of(0x3ffffff));  // above pid_max: never a process
   CHECK(recent.remembered() == 3);
+  // The listing of the table: taken after the newest pid was read, so the child is in it,
+  // with its parent; threads are not.
+  const auto in_listing = [&](pid_t pid) -> std::optional<pid_t> {
+    const auto* listed = recent.processes();
+    REQUIRE(listed);
+    for (const auto& entry : *listed)
+      if (entry.pid == pid) return entry.ppid;
+    return std::nullopt;
+  };
+  CHECK(in_listing(child) == ::getpid());
+  CHECK_FALSE(in_listing(tid));
+  const pid_t later = ::fork();
+  REQUIRE(later >= 0);
+  if (later == 0) {
+    for (;;)
+      ::pause();
+  }
+  CHECK_FALSE(in_listing(later));  // kept until a new newest pid is read
+  CHECK(recent.newest(0) >= later);
+  CHECK(in_listing(later) == ::getpid());
+  ::kill(later, SIGKILL);
+  ::waitpid(later, nullptr, 0);
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   // Answered from memory: the pid is not read again for another kernel.
   CHECK(recent.parent_of(child) == ::getpid());
-  CHECK(recent.remembered() == 3);
   tid = 0;
   thread.join();
 }

@@ -81,7 +81,8 @@ class Daemon {
     std::string previous_death;  // the report of this connection file's previous process
     std::unique_ptr<watch::Watch> watch;
   };
-  void scan();
+  void scan(KernelProcessScanner::ScanKind kind = KernelProcessScanner::ScanKind::regular);
+  // Quick scans for 2 s from now: a connection file appeared, its process is on its way.
   void scan_soon();
   void start_watching(const KernelProcess& process);
   void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);

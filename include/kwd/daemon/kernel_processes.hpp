@@ -23,23 +23,27 @@ struct KernelProcess {
 
 // Every such process of the current user, found by scans of the process table (Linux: /proc;
 // one implementation per platform folder), for less than examining every process each time: a
-// process is examined (owner, command line, parent) in the first three scans that see it, then in
-// one scan of every five (a fifth of the table each scan), its verdict remembered in between for as
-// long as its pid stays in the table; one found to be a kernel is not examined again. A child seen
-// between fork and exec, or a shell that exec's into the kernel after activating an environment,
-// is found within five scans of it.
+// process is examined (owner, command line, parent) at every scan during its first 5 s in the
+// table (long enough for a forked child to exec), then in one regular scan of every five (a fifth
+// of the table each scan), its verdict remembered in between for as long as its pid stays in the
+// table; one found to be a kernel is not examined again. A quick scan (the daemon's, every 25 ms
+// after a connection file appeared) examines only the processes that new: a kernel is found
+// within one quick scan of its exec, and a shell that exec's into the kernel after activating an
+// environment within five regular scans.
 class KernelProcessScanner {
  public:
-  std::vector<KernelProcess> scan();
+  enum class ScanKind { regular, quick };
+  std::vector<KernelProcess> scan(ScanKind kind = ScanKind::regular);
 
  private:
   struct Seen {
-    int scans = 0;
+    std::int64_t first_seen_ms = 0;
+    int examined = 0;
     bool kernel = false;
     KernelProcess process;  // when kernel
   };
   std::unordered_map<pid_t, Seen> seen_;
-  std::uint64_t scans_ = 0;
+  std::uint64_t regular_scans_ = 0;
 };
 
 }  // namespace kwd::daemon

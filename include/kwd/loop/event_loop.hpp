@@ -35,9 +35,10 @@ class EventLoop {
   // so, because that can swallow the wake-up of a message that arrived meanwhile.
   void socket_used(void* zmq_socket);
 
-  // A coarse timer may fire up to kCoarseGrain late: its due time is rounded up to the grain,
-  // so the timers that need no precision (an idle kernel's samples, slow polls) of hundreds
-  // of kernels share wake-ups instead of each waking the process on its own.
+  // A coarse timer may fire up to a tenth of its delay late, and at most kCoarseGrain: its due
+  // time is rounded up to that grain, so the timers that need no precision (an idle kernel's
+  // samples, heartbeat pings, slow polls) of hundreds of kernels share wake-ups instead of
+  // each waking the process on its own.
   enum class Precision { exact, coarse };
   static constexpr std::chrono::milliseconds kCoarseGrain{100};
 
@@ -62,7 +63,7 @@ class EventLoop {
   struct Timer {
     std::int64_t due_ns;
     std::int64_t interval_ns;  // 0 = one-shot
-    bool coarse;
+    std::int64_t grain_ns;     // 0 = exact
     Handler handler;
   };
   // Calls the handler of every socket that has input; true if any may have more.

@@ -4,7 +4,7 @@ namespace kwd::daemon {
 
 // Not built yet on macOS (proc_listpids + KERN_PROCARGS2 would do it): the daemon finds no
 // kernel there and says so at start.
-std::vector<KernelProcess> KernelProcessScanner::scan() {
+std::vector<KernelProcess> KernelProcessScanner::scan(ScanKind /*kind*/) {
   return {};
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/util/clock.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::daemon {
@@ -88,7 +89,7 @@ bool is_launcher(pid_t pid) {
 namespace {
 
 // One entry of /proc: a process of ours whose argv names a connection file, or nothing.
-std::optional<KernelProcess> examine(int proc_fd, const char* name, pid_t pid, uid_t me) {
+std::optional<KernelProcess> examine_process(int proc_fd, const char* name, pid_t pid, uid_t me) {
   util::UniqueFd dir(::openat(proc_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return std::nullopt;
   struct stat st {};
@@ -130,38 +131,47 @@ void for_each_process(Each&& each) {
   }
 }
 
-// Scans in which a new pid is examined each time: long enough for a forked child to exec.
-constexpr int kScansBeforeTrusted = 3;
-// After those, a pid is examined again in one scan of this many (spread by pid), so that a
-// process that exec's into a kernel later, or a pid reused between two scans, is seen.
+// How long a new pid is examined at every scan: long enough for a forked child to exec, even
+// on a machine busy starting fifty kernels at once (a scan that saw one between fork and exec
+// left it to the one-in-five rechecks: found up to 11 s after its start in daemon_bench).
+constexpr std::int64_t kNewForMs = 5000;
+// After that, a pid is examined again in one regular scan of this many (spread by pid), so
+// that a process that exec's into a kernel later, or a pid reused between two scans, is seen.
 constexpr std::uint64_t kRecheckEvery = 5;
 
 }  // namespace
 
-std::vector<KernelProcess> KernelProcessScanner::scan() {
+std::vector<KernelProcess> KernelProcessScanner::scan(ScanKind kind) {
   std::vector<KernelProcess> out;
   const uid_t me = ::getuid();
+  const std::int64_t now_ms = util::steady_ms();
+  const bool regular = kind == ScanKind::regular;
   std::unordered_map<pid_t, Seen> now;
   now.reserve(seen_.size());
   for_each_process([&](int proc_fd, const char* name, pid_t pid) {
     Seen entry;
-    if (auto it = seen_.find(pid); it != seen_.end()) entry = std::move(it->second);
+    if (auto it = seen_.find(pid); it != seen_.end())
+      entry = std::move(it->second);
+    else
+      entry.first_seen_ms = now_ms;
     // A kernel stays one while its pid stays in the table: the daemon watches it already.
-    const bool examine_again =
-        !entry.kernel && (entry.scans < kScansBeforeTrusted ||
-                          (scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0);
-    if (entry.scans == 0 || examine_again) {
-      auto k = examine(proc_fd, name, pid, me);
+    const bool examine =
+        entry.examined == 0 ||
+        (!entry.kernel &&
+         (now_ms - entry.first_seen_ms < kNewForMs ||
+          (regular && (regular_scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0)));
+    if (examine) {
+      auto k = examine_process(proc_fd, name, pid, me);
       entry.kernel = k.has_value();
       entry.process = k ? std::move(*k) : KernelProcess{};
-      ++entry.scans;
+      ++entry.examined;
     }
     if (entry.kernel) out.push_back(entry.process);
     now.emplace(pid, std::move(entry));
   });
   // A pid missing from this scan has exited: if it comes back, it is another process.
   seen_ = std::move(now);
-  ++scans_;
+  if (regular) ++regular_scans_;
   return out;
 }
 

@@ -1,12 +1,9 @@
 #include "kwd/probes/linux/process_tree_probe.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
@@ -26,11 +23,6 @@ constexpr std::int64_t kNewestPidShareMs = 50;
 std::string pid_path(const std::string& proc, pid_t pid, const char* leaf) {
   return proc + "/" + std::to_string(pid) + "/" + leaf;
 }
-
-// RAII for opendir().
-struct DirCloser {
-  void operator()(DIR* d) const noexcept { ::closedir(d); }
-};
 
 }  // namespace
 
@@ -170,19 +162,10 @@ void ProcessTreeProbe::rescan(pid_t created_after, pid_t newest) {
       fresh.insert(pid);
     }
   } else {
-    // readdir lists thread-group leaders only, so threads never pass for children.
-    std::unique_ptr<DIR, DirCloser> dir(::opendir(proc_.c_str()));
-    if (!dir) return;
-    while (const dirent* e = ::readdir(dir.get())) {
-      if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-      pid_t pid = 0;
-      const std::string_view name(e->d_name);
-      if (std::from_chars(name.data(), name.data() + name.size(), pid).ec != std::errc()) continue;
-      if (pid <= created_after || members_.contains(pid)) continue;
-      const auto text = read_small_file(pid_path(proc_, pid, "stat"));
-      if (!text) continue;
-      if (const auto st = parse_proc_stat(*text)) children[st->ppid].push_back(pid);
-    }
+    const auto* listed = recent_->processes();
+    if (!listed) return;
+    for (const auto& [pid, ppid] : *listed)
+      if (pid > created_after && !members_.contains(pid)) children[ppid].push_back(pid);
   }
   // New members hang below current members, possibly several generations deep.
   std::vector<pid_t> frontier;

@@ -1,8 +1,11 @@
 #include "kwd/probes/linux/recent_processes.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 
+#include <cctype>
 #include <charconv>
+#include <memory>
 #include <string_view>
 #include <utility>
 
@@ -10,6 +13,13 @@
 #include "kwd/util/clock.hpp"
 
 namespace kwd::probes::linux_proc {
+namespace {
+
+struct DirCloser {
+  void operator()(DIR* d) const noexcept { ::closedir(d); }
+};
+
+}  // namespace
 
 RecentProcesses::RecentProcesses(std::string proc_root)
     : proc_(std::move(proc_root)),
@@ -19,19 +29,52 @@ pid_t RecentProcesses::newest(std::int64_t min_age_ms) {
   const std::int64_t now = util::steady_ms();
   if (newest_read_ms_ >= 0 && min_age_ms > 0 && now - newest_read_ms_ < min_age_ms) return newest_;
   newest_read_ms_ = now;
-  newest_ = -1;
-  if (!loadavg_fd_) return newest_;
+  const pid_t before = newest_;
+  newest_ = read_newest();
+  // No process created since: the listing still has every live one (and perhaps some that
+  // have exited since, which a reader finds gone).
+  if (newest_ < 0 || newest_ != before) listed_since_newest_ = false;
+  return newest_;
+}
+
+pid_t RecentProcesses::read_newest() {
+  if (!loadavg_fd_) return -1;
   static thread_local std::string buf;
   const auto text = pread_all(loadavg_fd_.get(), buf);
-  if (!text) return newest_;
+  if (!text) return -1;
   std::string_view t = *text;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' '))
     t.remove_suffix(1);
   const auto sp = t.rfind(' ');
   if (sp != std::string_view::npos) t.remove_prefix(sp + 1);
   pid_t pid = -1;
-  if (std::from_chars(t.data(), t.data() + t.size(), pid).ec == std::errc()) newest_ = pid;
-  return newest_;
+  if (std::from_chars(t.data(), t.data() + t.size(), pid).ec != std::errc()) return -1;
+  return pid;
+}
+
+const std::vector<RecentProcesses::Listed>* RecentProcesses::processes() {
+  if (listed_since_newest_) return &listed_;
+  const std::unique_ptr<DIR, DirCloser> dir(::opendir(proc_.c_str()));
+  if (!dir) return nullptr;
+  listed_.clear();
+  const std::int64_t now = util::steady_ms();
+  while (const dirent* e = ::readdir(dir.get())) {
+    if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    pid_t pid = 0;
+    const std::string_view name(e->d_name);
+    if (std::from_chars(name.data(), name.data() + name.size(), pid).ec != std::errc()) continue;
+    const auto text = read_small_file(proc_ + "/" + std::string(name) + "/stat");
+    if (!text) continue;
+    const auto st = parse_proc_stat(*text);
+    if (!st) continue;
+    listed_.push_back({pid, st->ppid});
+    Known& k = known_[pid];
+    k.ppid = st->ppid;
+    k.leader = 1;
+    k.read_ms = now;
+  }
+  listed_since_newest_ = true;
+  return &listed_;
 }
 
 RecentProcesses::Known& RecentProcesses::lookup(pid_t pid) {

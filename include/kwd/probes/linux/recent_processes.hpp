@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kwd/util/unique_fd.hpp"
 
@@ -27,6 +28,16 @@ class RecentProcesses {
 
   // The newest pid, read again if the last reading is older than `min_age_ms`; -1 if unknown.
   pid_t newest(std::int64_t min_age_ms);
+
+  struct Listed {
+    pid_t pid;
+    pid_t ppid;
+  };
+  // Every process in the table (thread-group leaders: readdir of /proc lists no threads) and
+  // its parent, listed after the last reading of newest(): each pid up to it that still lives
+  // is there. Kernels found in a burst (a daemon started among many) share one listing.
+  // nullptr if /proc cannot be listed.
+  const std::vector<Listed>* processes();
   // The parent of `pid`; nullopt if it is gone (or unreadable).
   std::optional<pid_t> parent_of(pid_t pid);
   // Whether `pid` is a thread-group leader (a process, not a thread of one).
@@ -41,6 +52,7 @@ class RecentProcesses {
     std::int64_t read_ms = 0;
   };
   Known& lookup(pid_t pid);
+  pid_t read_newest();
   void forget_old(std::int64_t now_ms);
 
   std::string proc_;
@@ -48,6 +60,8 @@ class RecentProcesses {
   pid_t newest_ = -1;
   std::int64_t newest_read_ms_ = -1;
   std::unordered_map<pid_t, Known> known_;
+  std::vector<Listed> listed_;
+  bool listed_since_newest_ = false;
   std::int64_t forgot_at_ms_ = 0;
 };
 
