@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "kwd/cli/commands.hpp"
+#include "kwd/platform/memory_reuse.hpp"
 #include "kwd/smoke/smoke_runner.hpp"
 #include "kwd/util/size_parse.hpp"
 
@@ -101,6 +102,7 @@ Command add_smoke_command(CLI::App& app) {
               return 4;
             options->output_dir = std::filesystem::absolute(options->output_dir);
             if (!options->cwd.empty()) options->cwd = std::filesystem::absolute(options->cwd);
+            platform::keep_freed_memory_for_reuse();
             return smoke::run_smoke(*options, *notebooks);
           }};
 }

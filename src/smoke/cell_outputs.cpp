@@ -20,6 +20,12 @@ nlohmann::json object_or_empty(const nlohmann::json& content, const char* key) {
   return it != content.end() && it->is_object() ? *it : nlohmann::json::object();
 }
 
+// content[key] if it is an object, moved out of the message (a display's data may be MBs).
+nlohmann::json take_object(nlohmann::json& content, const char* key) {
+  const auto it = content.find(key);
+  return it != content.end() && it->is_object() ? std::move(*it) : nlohmann::json::object();
+}
+
 }  // namespace
 
 nlohmann::json& CellOutputs::outputs() {
@@ -63,17 +69,16 @@ void CellOutputs::add(nlohmann::json output, const nlohmann::json& content) {
   list.push_back(std::move(output));
 }
 
-void CellOutputs::apply(const protocol::Message& m) {
-  const auto& c = m.content;
+void CellOutputs::apply(protocol::Message& m) {
+  auto& c = m.content;
   if (!c.is_object()) return;
   bytes_ += m.content_bytes;
   if (m.msg_type == "stream") {
     const std::string name = protocol::text_field(c, "name", "stdout");
-    // The text is appended where it is, not copied first: one stream message may hold MBs.
-    static const std::string kNone;
+    // The text is appended where it is, or moved: one stream message may hold MBs.
     const auto found = c.find("text");
-    const std::string& text =
-        found != c.end() && found->is_string() ? found->get_ref<const std::string&>() : kNone;
+    std::string text =
+        found != c.end() && found->is_string() ? std::move(found->get_ref<std::string&>()) : "";
     auto& list = outputs();
     if (!clear_pending_ && !list.empty() &&
         protocol::text_field(list.back(), "output_type") == "stream" &&
@@ -81,19 +86,19 @@ void CellOutputs::apply(const protocol::Message& m) {
       list.back()["text"].get_ref<std::string&>() += text;
       return;
     }
-    add({{"output_type", "stream"}, {"name", name}, {"text", text}}, c);
+    add({{"output_type", "stream"}, {"name", name}, {"text", std::move(text)}}, c);
   } else if (m.msg_type == "display_data") {
     add({{"output_type", "display_data"},
-         {"data", object_or_empty(c, "data")},
-         {"metadata", object_or_empty(c, "metadata")}},
+         {"data", take_object(c, "data")},
+         {"metadata", take_object(c, "metadata")}},
         c);
   } else if (m.msg_type == "execute_result") {
     const auto count = c.find("execution_count");
     const nlohmann::json n = count != c.end() && count->is_number_integer() ? *count : nullptr;
     add({{"output_type", "execute_result"},
          {"execution_count", n},
-         {"data", object_or_empty(c, "data")},
-         {"metadata", object_or_empty(c, "metadata")}},
+         {"data", take_object(c, "data")},
+         {"metadata", take_object(c, "metadata")}},
         c);
     if (!n.is_null()) cells_[current_]["execution_count"] = n;
   } else if (m.msg_type == "error") {

@@ -220,7 +220,7 @@ void NotebookRun::start() {
   try {
     client_ = std::make_unique<client::KernelClient>(
         zmq_, loop_, connection_, client_limits(),
-        [this](client::Channel channel, const protocol::Message& m) { on_message(channel, m); });
+        [this](client::Channel channel, protocol::Message& m) { on_message(channel, m); });
   } catch (const std::exception& e) {
     kernel_failed(std::string("the watchdog could not connect to the kernel: ") + e.what(), nullptr,
                   util::wall_ms());
@@ -237,7 +237,7 @@ void NotebookRun::start() {
   peaks_timer_ = loop_.every(std::chrono::milliseconds(100), [this] { sample_peaks(); });
 }
 
-void NotebookRun::on_message(client::Channel channel, const protocol::Message& m) {
+void NotebookRun::on_message(client::Channel channel, protocol::Message& m) {
   if (channel == client::Channel::iopub && kernel_) kernel_->iopub_message(m);
   if (draining_) {
     // The kernel is dead: its last outputs join its cell, and nothing moves on from here (no

@@ -24,7 +24,9 @@ std::string_view channel_name(Channel channel);
 // connection file's key and only signed ones believed (protocol::MessageDecoder).
 class KernelClient {
  public:
-  using Handler = std::function<void(Channel, const protocol::Message&)>;
+  // The handler may take what it keeps out of the message (its content is made anew for the
+  // next one): a stream's text or a display's data may be megabytes.
+  using Handler = std::function<void(Channel, protocol::Message&)>;
 
   // Throws zmq::error_t when a socket cannot be made or connected, and
   // protocol::SignatureSchemeError for a scheme OpenSSL does not have.

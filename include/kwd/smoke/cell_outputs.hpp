@@ -27,8 +27,9 @@ class CellOutputs {
   // metadata.execution as nbclient records it: "iopub.status.busy", "iopub.execute_input",
   // "shell.execute_reply", "iopub.status.idle". A date of -1 (none) is left out.
   void record_timing(const char* step, std::int64_t date_ms);
-  // An IOPub message whose parent is the current cell's execute_request.
-  void apply(const protocol::Message& message);
+  // An IOPub message whose parent is the current cell's execute_request. Its text and data
+  // are moved into the notebook, not copied: the message is spent.
+  void apply(protocol::Message& message);
   // A message from anywhere that may update a display shown earlier.
   void apply_update(const protocol::Message& message);
 

@@ -52,7 +52,7 @@ class NotebookRun {
 
   [[nodiscard]] std::vector<std::string> kernel_argv(const std::string& connection_file) const;
   void prepare_connection();
-  void on_message(client::Channel channel, const protocol::Message& message);
+  void on_message(client::Channel channel, protocol::Message& message);
   void on_kernel_info_reply();
   void next_cell();
   void maybe_finish_cell();
