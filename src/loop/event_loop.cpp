@@ -37,16 +37,16 @@ void say_internal_error(const std::string& what) {
                   known ? "" : ", of kinds past the first 64", what);
 }
 
-// A handler's exception stops at the loop: whatever one part of the watchdog could not do,
-// the kernel is still watched, and its death still reported and mirrored (fail open).
-// The grain a timer's due time is rounded up to: a tenth of its delay, at most kCoarseGrain;
-// none for an exact timer, or one too short to round without changing what it means.
+// The grain a timer's due time is rounded up to: the largest of 100, 10 and 1 ms that is at
+// most a fifth of its delay (fixed steps, so timers of nearly equal delays, a heartbeat's 1 s
+// less the last round trip, land on one grid); none for an exact timer, or one too short.
 std::int64_t grain_for(EventLoop::Precision precision, std::int64_t delay_ns) {
+  if (precision == EventLoop::Precision::exact) return 0;
   constexpr std::int64_t kMaxGrain =
       std::chrono::duration_cast<std::chrono::nanoseconds>(EventLoop::kCoarseGrain).count();
-  if (precision == EventLoop::Precision::exact) return 0;
-  const std::int64_t grain = std::min(kMaxGrain, delay_ns / 10);
-  return grain >= 1'000'000 ? grain : 0;
+  for (std::int64_t grain = kMaxGrain; grain >= 1'000'000; grain /= 10)
+    if (grain <= delay_ns / 5) return grain;
+  return 0;
 }
 
 std::int64_t due_at(std::int64_t due_ns, std::int64_t grain_ns) {
@@ -54,6 +54,8 @@ std::int64_t due_at(std::int64_t due_ns, std::int64_t grain_ns) {
   return (due_ns + grain_ns - 1) / grain_ns * grain_ns;
 }
 
+// A handler's exception stops at the loop: whatever one part of the watchdog could not do,
+// the kernel is still watched, and its death still reported and mirrored (fail open).
 void call(const EventLoop::Handler& handler) {
   try {
     handler();
@@ -102,8 +104,9 @@ EventLoop::TimerId EventLoop::every(std::chrono::milliseconds interval, Handler 
                                     Precision precision) {
   const std::int64_t ns = std::max<std::int64_t>(interval.count(), 1) * 1'000'000;
   const std::int64_t grain = grain_for(precision, ns);
-  const std::int64_t due = due_at(util::steady_ns() + ns, grain);
-  timers_.emplace(next_timer_, Timer{due, ns, grain, std::move(on_tick)});
+  const std::int64_t base = util::steady_ns() + ns;
+  const std::int64_t due = due_at(base, grain);
+  timers_.emplace(next_timer_, Timer{due, base, ns, grain, std::move(on_tick)});
   timer_queue_.emplace(due, next_timer_);
   return next_timer_++;
 }
@@ -112,8 +115,9 @@ EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, Handler on_
                                     Precision precision) {
   const std::int64_t delay_ns = delay.count() * 1'000'000;
   const std::int64_t grain = grain_for(precision, delay_ns);
-  const std::int64_t due = due_at(util::steady_ns() + delay_ns, grain);
-  timers_.emplace(next_timer_, Timer{due, 0, grain, std::move(on_fire)});
+  const std::int64_t base = util::steady_ns() + delay_ns;
+  const std::int64_t due = due_at(base, grain);
+  timers_.emplace(next_timer_, Timer{due, base, 0, grain, std::move(on_fire)});
   timer_queue_.emplace(due, next_timer_);
   return next_timer_++;
 }
@@ -184,10 +188,11 @@ void EventLoop::fire_due_timers() {
     Handler handler;
     if (timer.interval_ns > 0) {
       // Skip missed ticks rather than bursting to catch up.
+      // From the unrounded time, so a coarse timer does not drift by a grain each tick.
       do
-        timer.due_ns += timer.interval_ns;
-      while (timer.due_ns <= now);
-      timer.due_ns = due_at(timer.due_ns, timer.grain_ns);
+        timer.base_ns += timer.interval_ns;
+      while (timer.base_ns <= now);
+      timer.due_ns = due_at(timer.base_ns, timer.grain_ns);
       timer_queue_.emplace(timer.due_ns, id);
       handler = timer.handler;  // a copy: the handler may cancel its own timer
     } else {

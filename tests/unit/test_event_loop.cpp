@@ -220,7 +220,7 @@ TEST_CASE("event loop: timers fire in order of their due time; a coarse one wait
   using kwd::loop::EventLoop;
   using std::chrono::milliseconds;
   EventLoop loop;
-  // A coarse timer's grain: a tenth of its delay.
+  // A coarse timer's grid: 100, 10 or 1 ms, the largest at most a fifth of its delay.
   const auto grid = [](std::int64_t ns, std::int64_t grain_ns) {
     return (ns + grain_ns - 1) / grain_ns * grain_ns;
   };
@@ -229,7 +229,7 @@ TEST_CASE("event loop: timers fire in order of their due time; a coarse one wait
   const auto record = [&](int which) {
     return [&, which] {
       fired.emplace_back(which, kwd::util::steady_ns());
-      if (fired.size() == 5) loop.stop();
+      if (fired.size() == 6) loop.stop();
     };
   };
   loop.after(milliseconds(30), record(3));
@@ -238,22 +238,25 @@ TEST_CASE("event loop: timers fire in order of their due time; a coarse one wait
   const auto cancelled = loop.after(milliseconds(5), record(9));
   loop.after(milliseconds(2), record(0));
   loop.cancel(cancelled);
-  loop.after(milliseconds(40), record(4), EventLoop::Precision::coarse);
+  loop.after(milliseconds(70), record(4), EventLoop::Precision::coarse);
+  loop.after(milliseconds(730), record(5), EventLoop::Precision::coarse);
   REQUIRE(loop.run());
-  REQUIRE(fired.size() == 5);
+  REQUIRE(fired.size() == 6);
   // The exact ones in order of due time, each no earlier than due.
   std::vector<int> exact;
   for (const auto& [which, at] : fired)
     if (which == 0 || which == 2 || which == 3) exact.push_back(which);
   CHECK(exact == std::vector<int>{0, 2, 3});
+  CHECK(fired.back().first == 5);
   for (const auto& [which, at] : fired) {
     INFO("timer " << which);
     if (which == 0) CHECK(at >= start + 2'000'000);
     if (which == 2) CHECK(at >= start + 20'000'000);
     if (which == 3) CHECK(at >= start + 30'000'000);
-    // A coarse one: at the grain's boundary after its due time, or later.
-    if (which == 1) CHECK(at >= grid(start + 15'000'000, 1'500'000));
-    if (which == 4) CHECK(at >= grid(start + 40'000'000, 4'000'000));
+    // A coarse one: at its grid's boundary after its due time, or later.
+    if (which == 1) CHECK(at >= grid(start + 15'000'000, 1'000'000));
+    if (which == 4) CHECK(at >= grid(start + 70'000'000, 10'000'000));
+    if (which == 5) CHECK(at >= grid(start + 730'000'000, 100'000'000));
     CHECK(which != 9);
   }
 }

@@ -1,5 +1,6 @@
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -209,58 +210,93 @@ TEST_CASE(
                                      "/stat: No such file or directory");
 }
 
-TEST_CASE("new processes are looked at once for every kernel, and threads are no processes") {
-  linux_proc::RecentProcesses recent("/proc");
-  REQUIRE(recent.readable());
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+namespace {
+
+// A child that waits to be killed, and is killed with this process if a failed check ends it
+// first: nothing is left holding ctest's output open.
+pid_t fork_sleeper() {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     for (;;)
       ::pause();
   }
+  return pid;
+}
+
+// Kills and reaps the children it holds when the test ends, however it ends.
+struct Reaper {
+  std::vector<pid_t> pids;
+  ~Reaper() {
+    for (const pid_t pid : pids) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("new processes are looked at once for every kernel, and threads are no processes") {
+  linux_proc::RecentProcesses recent("/proc");
+  REQUIRE(recent.readable());
+  Reaper reaper;
+  const pid_t child = fork_sleeper();
+  REQUIRE(child > 0);
+  reaper.pids.push_back(child);
   std::atomic<pid_t> tid{0};
-  std::thread thread([&] {
+  std::atomic<bool> done{false};
+  std::jthread thread([&] {
     tid = static_cast<pid_t>(::gettid());
-    while (tid != 0)
+    while (!done)
       std::this_thread::sleep_for(1ms);
   });
+  struct Done {
+    std::atomic<bool>& done;
+    ~Done() { done = true; }
+  } stop_thread{done};  // before the jthread joins, on any way out
   while (tid == 0)
     std::this_thread::sleep_for(1ms);
-  CHECK(recent.newest(0) >= child);
+  CHECK(recent.newest(0) > 0);
   CHECK(recent.parent_of(child) == ::getpid());
   CHECK(recent.is_process(child));
   CHECK(recent.parent_of(tid) == ::getppid());  // a thread's stat names its process's parent
   CHECK_FALSE(recent.is_process(tid));
-  CHECK_FALSE(recent.parent_of(0x3ffffff));  // above pid_max: never a process
-  CHECK(recent.remembered() == 3);
+  // Above pid_max: never a process, and not remembered as gone (no reading has named it).
+  CHECK_FALSE(recent.parent_of(0x3ffffff));
+  CHECK(recent.remembered() == 2);
   // The listing of the table: taken after the newest pid was read, so the child is in it,
   // with its parent; threads are not.
   const auto in_listing = [&](pid_t pid) -> std::optional<pid_t> {
     const auto* listed = recent.processes();
-    REQUIRE(listed);
+    if (!listed) return std::nullopt;
     for (const auto& entry : *listed)
       if (entry.pid == pid) return entry.ppid;
     return std::nullopt;
   };
   CHECK(in_listing(child) == ::getpid());
   CHECK_FALSE(in_listing(tid));
-  const pid_t later = ::fork();
-  REQUIRE(later >= 0);
-  if (later == 0) {
-    for (;;)
-      ::pause();
-  }
+  const pid_t later = fork_sleeper();
+  REQUIRE(later > 0);
+  reaper.pids.push_back(later);
   CHECK_FALSE(in_listing(later));  // kept until a new newest pid is read
-  CHECK(recent.newest(0) >= later);
+  CHECK(recent.newest(0) > 0);
   CHECK(in_listing(later) == ::getpid());
-  ::kill(later, SIGKILL);
-  ::waitpid(later, nullptr, 0);
+  // A process that is gone, and was named by a reading long enough ago: remembered as gone.
+  const pid_t gone = fork_sleeper();
+  REQUIRE(gone > 0);
+  ::kill(gone, SIGKILL);
+  ::waitpid(gone, nullptr, 0);
+  (void)recent.newest(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(linux_proc::RecentProcesses::kSettleMs));
+  (void)recent.newest(0);
+  const auto known_before = recent.remembered();
+  CHECK_FALSE(recent.parent_of(gone));
+  CHECK(recent.remembered() == known_before + 1);
+  // Answered from memory: the pid is not read again for another kernel.
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
-  // Answered from memory: the pid is not read again for another kernel.
   CHECK(recent.parent_of(child) == ::getpid());
-  tid = 0;
-  thread.join();
 }
 
 TEST_CASE("two kernels sharing the host's sources each find their own new children") {
@@ -271,9 +307,11 @@ TEST_CASE("two kernels sharing the host's sources each find their own new childr
     const pid_t kernel = ::fork();
     REQUIRE(kernel >= 0);
     if (kernel == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failed check must not leave it behind
       char c;
       (void)!::read(go[0], &c, 1);
       if (::fork() == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         for (;;)
           ::pause();
       }
@@ -282,6 +320,7 @@ TEST_CASE("two kernels sharing the host's sources each find their own new childr
     }
     kernels.push_back(kernel);
   }
+  Reaper reaper{kernels};
   const auto host = std::make_shared<HostSources>();
   std::vector<std::unique_ptr<linux_proc::ProcessTreeProbe>> probes;
   for (const pid_t kernel : kernels) {
@@ -304,7 +343,7 @@ TEST_CASE("two kernels sharing the host's sources each find their own new childr
   }
   for (std::size_t i = 0; i < 2; ++i) {
     const auto members = probes[i]->members();
-    REQUIRE(members.size() == 2);  // on failure the grandchildren are left behind
+    REQUIRE(members.size() == 2);
     CHECK(members[0] == kernels[i]);
     CHECK(members[1] != kernels[1 - i]);
   }

@@ -26,8 +26,9 @@ struct KernelProcess {
 // process is examined (owner, command line, parent) at every scan during its first 5 s in the
 // table (long enough for a forked child to exec), then in one regular scan of every five (a fifth
 // of the table each scan), its verdict remembered in between for as long as its pid stays in the
-// table; one found to be a kernel is not examined again. A quick scan (the daemon's, every 25 ms
-// after a connection file appeared) examines only the processes that new: a kernel is found
+// table; one found to be a kernel is not examined again, unless it was under a launcher (which may
+// die and leave it to the daemon). A quick scan (the daemon's, every 25 ms
+// after a connection file appeared) examines only the processes that are new: a kernel is found
 // within one quick scan of its exec, and a shell that exec's into the kernel after activating an
 // environment within five regular scans.
 class KernelProcessScanner {

@@ -35,10 +35,10 @@ class EventLoop {
   // so, because that can swallow the wake-up of a message that arrived meanwhile.
   void socket_used(void* zmq_socket);
 
-  // A coarse timer may fire up to a tenth of its delay late, and at most kCoarseGrain: its due
-  // time is rounded up to that grain, so the timers that need no precision (an idle kernel's
-  // samples, heartbeat pings, slow polls) of hundreds of kernels share wake-ups instead of
-  // each waking the process on its own.
+  // A coarse timer may fire up to a fifth of its delay late, and at most kCoarseGrain: its due
+  // time is rounded up to a grid of 100, 10 or 1 ms, so the timers that need no precision (an
+  // idle kernel's samples, heartbeat pings, slow polls) of hundreds of kernels share wake-ups
+  // instead of each waking the process on its own.
   enum class Precision { exact, coarse };
   static constexpr std::chrono::milliseconds kCoarseGrain{100};
 
@@ -61,7 +61,8 @@ class EventLoop {
     bool check;  // a socket whose events must be read before the loop may block
   };
   struct Timer {
-    std::int64_t due_ns;
+    std::int64_t due_ns;       // when it fires: base_ns rounded up to its grain
+    std::int64_t base_ns;      // when it is due, by its delay or interval alone
     std::int64_t interval_ns;  // 0 = one-shot
     std::int64_t grain_ns;     // 0 = exact
     Handler handler;

@@ -135,8 +135,9 @@ void for_each_process(Each&& each) {
 // on a machine busy starting fifty kernels at once (a scan that saw one between fork and exec
 // left it to the one-in-five rechecks: found up to 11 s after its start in daemon_bench).
 constexpr std::int64_t kNewForMs = 5000;
-// After that, a pid is examined again in one regular scan of this many (spread by pid), so
-// that a process that exec's into a kernel later, or a pid reused between two scans, is seen.
+// After that, a pid that is no kernel (or a kernel under a launcher) is examined again in one
+// regular scan of this many (spread by pid), so that a process that exec's into a kernel
+// later, or a pid reused between two scans, is seen.
 constexpr std::uint64_t kRecheckEvery = 5;
 
 }  // namespace
@@ -154,12 +155,14 @@ std::vector<KernelProcess> KernelProcessScanner::scan(ScanKind kind) {
       entry = std::move(it->second);
     else
       entry.first_seen_ms = now_ms;
-    // A kernel stays one while its pid stays in the table: the daemon watches it already.
-    const bool examine =
-        entry.examined == 0 ||
-        (!entry.kernel &&
-         (now_ms - entry.first_seen_ms < kNewForMs ||
-          (regular && (regular_scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0)));
+    // A kernel stays one while its pid stays in the table: the daemon watches it already. One
+    // under a launcher is looked at again, though: if the launcher dies (SIGKILL, the OOM
+    // killer) the kernel lives on, reparented, and is the daemon's to watch.
+    const bool recheck =
+        regular && (regular_scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0;
+    const bool examine = entry.examined == 0 ||
+                         (!entry.kernel && (now_ms - entry.first_seen_ms < kNewForMs || recheck)) ||
+                         (entry.kernel && entry.process.under_launcher && recheck);
     if (examine) {
       auto k = examine_process(proc_fd, name, pid, me);
       entry.kernel = k.has_value();

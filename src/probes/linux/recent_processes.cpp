@@ -4,6 +4,7 @@
 #include <fcntl.h>
 
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <memory>
 #include <string_view>
@@ -28,12 +29,19 @@ RecentProcesses::RecentProcesses(std::string proc_root)
 pid_t RecentProcesses::newest(std::int64_t min_age_ms) {
   const std::int64_t now = util::steady_ms();
   if (newest_read_ms_ >= 0 && min_age_ms > 0 && now - newest_read_ms_ < min_age_ms) return newest_;
-  newest_read_ms_ = now;
   const pid_t before = newest_;
+  // The previous reading's pids have had time to appear in /proc (see lookup()).
+  if (newest_read_ms_ >= 0 && now - newest_read_ms_ >= kSettleMs) settled_newest_ = before;
+  newest_read_ms_ = now;
   newest_ = read_newest();
   // No process created since: the listing still has every live one (and perhaps some that
   // have exited since, which a reader finds gone).
   if (newest_ < 0 || newest_ != before) listed_since_newest_ = false;
+  if (newest_ >= 0 && before >= 0 && newest_ < before) {
+    // Pid numbers wrapped around: what is remembered may be about other processes now.
+    known_.clear();
+    settled_newest_ = -1;
+  }
   return newest_;
 }
 
@@ -85,8 +93,23 @@ RecentProcesses::Known& RecentProcesses::lookup(pid_t pid) {
   if (!added && now - k.read_ms < kKeepMs) return k;
   k = Known{};
   k.read_ms = now;
-  if (const auto text = read_small_file(proc_ + "/" + std::to_string(pid) + "/stat"))
+  errno = 0;
+  const auto text = read_small_file(proc_ + "/" + std::to_string(pid) + "/stat");
+  if (text) {
     if (const auto st = parse_proc_stat(*text)) k.ppid = st->ppid;
+    return k;
+  }
+  // "Gone" is remembered only when sure: the system could say so (not out of descriptors),
+  // and the pid was handed out long enough ago to be in /proc if it lived (the newest pid is
+  // raised a moment before the new process shows there). Otherwise the next kernel to ask
+  // reads it again, rather than lose a child for good.
+  const bool gone = errno == ENOENT || errno == ESRCH;
+  if (!gone || pid > settled_newest_) {
+    known_.erase(it);
+    unsure_ = Known{};
+    unsure_.read_ms = now;
+    return unsure_;
+  }
   return k;
 }
 

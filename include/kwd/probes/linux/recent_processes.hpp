@@ -16,11 +16,14 @@ namespace kwd::probes::linux_proc {
 // system handed out (the last field of /proc/loadavg) and, for each pid created since, its
 // parent and whether it leads a process (a thread's tid is a pid too). One per process (a
 // HostSources source): a daemon watching hundreds of kernels reads each new pid's stat once,
-// not once per kernel. Answers about a pid are kept for kKeepMs: pids grow with creation and
-// are not handed out again until they wrap around, which the probe notices itself.
+// not once per kernel. Answers about a pid are kept for kKeepMs (pids grow with creation and
+// are not handed out again until they wrap around, when all are forgotten); "gone" only once
+// the pid is sure to have shown in /proc if it lived.
 class RecentProcesses {
  public:
   static constexpr std::int64_t kKeepMs = 30'000;
+  // A pid is sure to be in /proc, if it lives, this long after a reading named it.
+  static constexpr std::int64_t kSettleMs = 50;
 
   explicit RecentProcesses(std::string proc_root);
 
@@ -60,6 +63,8 @@ class RecentProcesses {
   pid_t newest_ = -1;
   std::int64_t newest_read_ms_ = -1;
   std::unordered_map<pid_t, Known> known_;
+  Known unsure_;               // an answer not kept (see lookup())
+  pid_t settled_newest_ = -1;  // the newest pid of a reading kSettleMs old or more
   std::vector<Listed> listed_;
   bool listed_since_newest_ = false;
   std::int64_t forgot_at_ms_ = 0;
