@@ -1,5 +1,6 @@
 #include "kwd/diagnosis/python_traceback.hpp"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -41,8 +42,15 @@ std::optional<PythonFrame> parse_frame(std::string_view line) {
   if (!std::regex_search(line.begin(), line.end(), m, frame)) return std::nullopt;
   PythonFrame f;
   f.file = m[1].str();
+  // A line number too large for an int (a forged or garbled dump) is an unknown line, as
+  // "???" is: std::stoi would throw out of a diagnosis that must not.
   const auto number = m[2].str();
-  f.line = number == "???" ? 0 : std::stoi(number);
+  int line_number = 0;
+  if (number != "???" &&
+      std::from_chars(number.data(), number.data() + number.size(), line_number).ec == std::errc())
+    f.line = line_number;
+  else
+    f.line = 0;
   f.function = std::string(trim(m[3].str()));
   return f;
 }

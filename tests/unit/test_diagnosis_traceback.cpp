@@ -63,6 +63,21 @@ TEST_CASE("the single-thread form and the last of several dumps", "[diagnosis][t
   CHECK_FALSE(parse_faulthandler(""));
 }
 
+TEST_CASE("a line number too large for an int is an unknown line, not a throw",
+          "[diagnosis][traceback]") {
+  // Found by the diagnosis fuzzer: std::stoi threw out of diagnose(), which must not throw.
+  const std::string text =
+      "Fatal Python error: Segmentation fault\n\nStack (most recent call first):\n"
+      "  File \"/a.py\", line 99999999999999999999 in huge\n"
+      "  File \"/b.py\", line 2147483647 in largest\n";
+  const auto dump = parse_faulthandler(text);
+  REQUIRE(dump);
+  REQUIRE(dump->frames.size() == 2);
+  CHECK(dump->frames[0].line == 0);
+  CHECK(dump->frames[0].function == "huge");
+  CHECK(dump->frames[1].line == 2147483647);
+}
+
 TEST_CASE("frames in the running cell carry their line of code", "[diagnosis][traceback]") {
   const json report = {
       {"stderr_tail", {{"text", kDump}}},
@@ -88,7 +103,8 @@ TEST_CASE("the iopub stream is the second place a dump is looked for", "[diagnos
                        {"execution", {{"stream_stderr_tail", kDump}}}};
   const json tb = find_python_traceback(report);
   REQUIRE(tb.is_object());
-  CHECK_THAT(tb["source"].get<std::string>(), Catch::Contains("the stderr output the notebook showed"));
+  CHECK_THAT(tb["source"].get<std::string>(),
+             Catch::Contains("the stderr output the notebook showed"));
 }
 
 TEST_CASE("ipykernel cell files are recognised", "[diagnosis][traceback]") {
