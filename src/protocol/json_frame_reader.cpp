@@ -2,9 +2,10 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
-#include <vector>
 
 namespace kwd::protocol {
 namespace {
@@ -55,23 +56,29 @@ json to_json(simdjson::dom::element e) {
 
 struct JsonFrameReader::Impl {
   simdjson::dom::parser parser;
-  std::vector<char> padded;  // simdjson reads up to SIMDJSON_PADDING bytes past the end
+  // The frame, copied with room after it: simdjson reads up to SIMDJSON_PADDING bytes past
+  // the end. Not zero-filled when it grows, as a vector would be: every byte used is copied in.
+  std::unique_ptr<char[]> padded;
+  std::size_t padded_size = 0;
 
   // The frame's root object, or an error.
   simdjson::simdjson_result<simdjson::dom::object> parse(std::string_view frame) {
-    if (padded.size() < frame.size() + simdjson::SIMDJSON_PADDING)
-      padded.resize(frame.size() + simdjson::SIMDJSON_PADDING);
-    std::memcpy(padded.data(), frame.data(), frame.size());
-    std::memset(padded.data() + frame.size(), 0, simdjson::SIMDJSON_PADDING);
+    const std::size_t needed = frame.size() + simdjson::SIMDJSON_PADDING;
+    // Past kKeepCapacity, a buffer sized for one huge frame is given back at the next frame
+    // that fits in less.
+    if (needed > padded_size || (padded_size > kKeepCapacity + simdjson::SIMDJSON_PADDING &&
+                                 frame.size() <= kKeepCapacity)) {
+      padded_size =
+          std::max(needed, std::min(padded_size, kKeepCapacity + simdjson::SIMDJSON_PADDING));
+      padded.reset();
+      padded = std::make_unique_for_overwrite<char[]>(padded_size);
+    }
+    std::memcpy(padded.get(), frame.data(), frame.size());
+    std::memset(padded.get() + frame.size(), 0, simdjson::SIMDJSON_PADDING);
     if (parser.capacity() > kKeepCapacity && frame.size() <= kKeepCapacity) {
       if (parser.allocate(kKeepCapacity) != simdjson::SUCCESS) return simdjson::MEMALLOC;
     }
-    if (padded.size() > kKeepCapacity + simdjson::SIMDJSON_PADDING &&
-        frame.size() <= kKeepCapacity) {
-      padded.resize(kKeepCapacity + simdjson::SIMDJSON_PADDING);
-      padded.shrink_to_fit();
-    }
-    return parser.parse(padded.data(), frame.size(), /*realloc_if_needed=*/false).get_object();
+    return parser.parse(padded.get(), frame.size(), /*realloc_if_needed=*/false).get_object();
   }
 };
 

@@ -75,18 +75,22 @@ void CellOutputs::apply(protocol::Message& m) {
   bytes_ += m.content_bytes;
   if (m.msg_type == "stream") {
     const std::string name = protocol::text_field(c, "name", "stdout");
-    // The text is appended where it is, or moved: one stream message may hold MBs.
+    // A stream's text is kept as the list of what each message said (nbformat's multi-line
+    // string: a list of strings, joined when read), each moved in from its message: one
+    // message may hold MBs, and a cell may write hundreds of them.
     const auto found = c.find("text");
     std::string text =
         found != c.end() && found->is_string() ? std::move(found->get_ref<std::string&>()) : "";
     auto& list = outputs();
     if (!clear_pending_ && !list.empty() &&
         protocol::text_field(list.back(), "output_type") == "stream" &&
-        protocol::text_field(list.back(), "name") == name && list.back()["text"].is_string()) {
-      list.back()["text"].get_ref<std::string&>() += text;
+        protocol::text_field(list.back(), "name") == name && list.back()["text"].is_array()) {
+      list.back()["text"].push_back(std::move(text));
       return;
     }
-    add({{"output_type", "stream"}, {"name", name}, {"text", std::move(text)}}, c);
+    nlohmann::json pieces = nlohmann::json::array();
+    pieces.push_back(std::move(text));
+    add({{"output_type", "stream"}, {"name", name}, {"text", std::move(pieces)}}, c);
   } else if (m.msg_type == "display_data") {
     add({{"output_type", "display_data"},
          {"data", take_object(c, "data")},

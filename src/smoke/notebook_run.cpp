@@ -16,6 +16,7 @@
 #include "kwd/util/clock.hpp"
 #include "kwd/util/errno_text.hpp"
 #include "kwd/util/json_text.hpp"
+#include "kwd/util/private_files.hpp"
 #include "kwd/util/size_parse.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -543,9 +544,15 @@ void NotebookRun::finish() {
   if (result_.outcome == Outcome::passed && result_.first_failure() != nullptr)
     result_.outcome = Outcome::failed;
   try {
-    result_.executed =
-        util::SafeDir::open_private(options_.output_dir)
-            .write_file(executed_name_, util::json_text(notebook_.document, 1) + "\n", 0644);
+    // Written as it is made: a notebook of large outputs is not held a second time as text.
+    result_.executed = util::SafeDir::open_private(options_.output_dir)
+                           .write_file(
+                               executed_name_,
+                               [this](const util::WriteBytes& write) {
+                                 util::write_json_text(notebook_.document, 1, write);
+                                 write("\n");
+                               },
+                               0644);
   } catch (const std::exception& e) {
     spdlog::error("{}: cannot write the executed notebook: {}", notebook_.path.string(), e.what());
   }

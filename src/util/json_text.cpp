@@ -11,6 +11,29 @@
 namespace kwd::util {
 namespace {
 
+// The text being made: whole (json_text), or handed on in pieces of about `piece` bytes
+// (write_json_text), so that a document of many MB is never held as text at once.
+class TextOut {
+ public:
+  TextOut(const TextSink* sink, std::size_t piece) : sink_(sink), piece_(piece) {}
+  std::string& text() { return text_; }
+  [[nodiscard]] bool in_pieces() const { return sink_ != nullptr; }
+  [[nodiscard]] std::size_t piece() const { return piece_; }
+  // Hands on what is made so far once it fills a piece.
+  void pass_on_if_full() {
+    if (sink_ != nullptr && text_.size() >= piece_) pass_on();
+  }
+  void pass_on() {
+    if (sink_ != nullptr && !text_.empty()) (*sink_)(text_);
+    text_.clear();
+  }
+
+ private:
+  std::string text_;
+  const TextSink* sink_;
+  std::size_t piece_;
+};
+
 // Which ASCII bytes a JSON string cannot hold as they are, and how dump() writes them.
 constexpr std::array<bool, 128> kNeedsEscape = [] {
   std::array<bool, 128> table{};
@@ -64,13 +87,35 @@ constexpr std::uint64_t has_special_byte(std::uint64_t w) {
          has_zero_byte(w ^ (kOnes * '"')) | has_zero_byte(w ^ (kOnes * '\\'));
 }
 
-// A quoted string; false (nothing written) when it holds a byte above ASCII.
-bool append_ascii_string(std::string& out, std::string_view text) {
+bool is_ascii(std::string_view text) {
+  std::size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, text.data() + i, sizeof word);
+    if ((word & kHighs) != 0) return false;
+  }
+  return std::all_of(text.begin() + static_cast<std::ptrdiff_t>(i), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+// A quoted string; false (nothing written) when it holds a byte above ASCII. One longer than
+// a piece is handed on in slices as it is escaped: it is checked for ASCII first, because
+// what was handed on cannot be taken back.
+bool append_ascii_string(TextOut& text_out, std::string_view text) {
+  const bool sliced = text_out.in_pieces() && text.size() > text_out.piece();
+  if (sliced && !is_ascii(text)) return false;
+  std::string& out = text_out.text();
   const std::size_t start = out.size();
   out += '"';
-  std::size_t run = 0, i = 0;
+  std::size_t run = 0, i = 0, slice_end = text_out.piece();
   const std::size_t n = text.size();
   while (i < n) {
+    if (sliced && i >= slice_end) {
+      out.append(text.data() + run, i - run);
+      run = i;
+      text_out.pass_on_if_full();
+      slice_end = i + text_out.piece();
+    }
     if (i + 8 <= n) {
       std::uint64_t word;
       std::memcpy(&word, text.data() + i, sizeof word);
@@ -96,8 +141,8 @@ bool append_ascii_string(std::string& out, std::string_view text) {
   return true;
 }
 
-void append_string(std::string& out, const std::string& text) {
-  if (!append_ascii_string(out, text)) out += nlohmann::json(text).dump();
+void append_string(TextOut& out, const std::string& text) {
+  if (!append_ascii_string(out, text)) out.text() += nlohmann::json(text).dump();
 }
 
 template <typename Integer>
@@ -107,7 +152,7 @@ void append_integer(std::string& out, Integer n) {
   out.append(buf, end);
 }
 
-void append_value(std::string& out, const nlohmann::json& value, int indent, int depth);
+void append_value(TextOut& out, const nlohmann::json& value, int indent, int depth);
 
 void newline(std::string& out, int indent, int level) {
   out += '\n';
@@ -115,7 +160,8 @@ void newline(std::string& out, int indent, int level) {
 }
 
 // An object's members or an array's items, laid out as dump() lays them out.
-void append_container(std::string& out, const nlohmann::json& value, int indent, int depth) {
+void append_container(TextOut& text_out, const nlohmann::json& value, int indent, int depth) {
+  std::string& out = text_out.text();
   const bool object = value.is_object();
   if (value.empty()) {
     out += object ? "{}" : "[]";
@@ -126,24 +172,26 @@ void append_container(std::string& out, const nlohmann::json& value, int indent,
     if (it != value.begin()) out += ',';
     if (indent >= 0) newline(out, indent, depth + 1);
     if (object) {
-      append_string(out, it.key());
+      append_string(text_out, it.key());
       out += indent >= 0 ? ": " : ":";
     }
-    append_value(out, it.value(), indent, depth + 1);
+    append_value(text_out, it.value(), indent, depth + 1);
+    text_out.pass_on_if_full();
   }
   if (indent >= 0) newline(out, indent, depth);
   out += object ? '}' : ']';
 }
 
-void append_value(std::string& out, const nlohmann::json& value, int indent, int depth) {
+void append_value(TextOut& text_out, const nlohmann::json& value, int indent, int depth) {
   using value_t = nlohmann::json::value_t;
+  std::string& out = text_out.text();
   switch (value.type()) {
     case value_t::object:
     case value_t::array:
-      append_container(out, value, indent, depth);
+      append_container(text_out, value, indent, depth);
       return;
     case value_t::string:
-      append_string(out, value.get_ref<const std::string&>());
+      append_string(text_out, value.get_ref<const std::string&>());
       return;
     case value_t::boolean:
       out += value.get<bool>() ? "true" : "false";
@@ -182,14 +230,27 @@ std::size_t size_hint(const nlohmann::json& value, std::size_t per_value) {
 }  // namespace
 
 std::string json_text(const nlohmann::json& value, int indent) {
-  std::string out;
   const std::size_t hint = size_hint(value, 8 + static_cast<std::size_t>(std::max(indent, 0)) * 4);
   // Binary values (never in what we read or write; JSON text has none) are laid out by
   // nlohmann itself.
   if (hint >= SIZE_MAX / 2) return value.dump(indent);
-  out.reserve(hint);
+  TextOut out(nullptr, 0);
+  out.text().reserve(hint);
   append_value(out, value, indent, 0);
-  return out;
+  return std::move(out.text());
+}
+
+void write_json_text(const nlohmann::json& value, int indent, const TextSink& write,
+                     std::size_t piece) {
+  piece = std::max<std::size_t>(piece, 64);
+  if (size_hint(value, 0) >= SIZE_MAX / 2) {
+    write(value.dump(indent));
+    return;
+  }
+  TextOut out(&write, piece);
+  out.text().reserve(2 * piece);
+  append_value(out, value, indent, 0);
+  out.pass_on();
 }
 
 }  // namespace kwd::util

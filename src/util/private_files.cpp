@@ -105,9 +105,13 @@ bool remove_tree_at(int parent, const std::string& name, int depth) noexcept {
   return ::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 && whole;
 }
 
+ContentWriter whole(std::string_view contents) {
+  return [contents](const WriteBytes& write) { write(contents); };
+}
+
 // Writes into `dir_fd`; `dir` only names it in messages and in the returned path.
-fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name, std::string_view contents,
-                  unsigned mode, Replace replace) {
+fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name,
+                  const ContentWriter& contents, unsigned mode, Replace replace) {
   const std::string tmp_name =
       std::string(kTemporaryPrefix) + std::to_string(::getpid()) + "-" + random_name(6);
   UniqueFd fd(::openat(dir_fd, tmp_name.c_str(),
@@ -119,12 +123,22 @@ fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name, std::s
     fail(what, dir / tmp_name, err);
   };
   if (::fchmod(fd.get(), static_cast<mode_t>(mode)) != 0) abandon("cannot set the mode of");
-  std::size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd.get(), contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) abandon("cannot write");
-    done += static_cast<std::size_t>(n);
+  const WriteBytes write_all = [&](std::string_view bytes) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) abandon("cannot write");
+      done += static_cast<std::size_t>(n);
+    }
+  };
+  try {
+    contents(write_all);
+  } catch (const FileError&) {
+    throw;         // abandon() has removed the temporary
+  } catch (...) {  // the writer's own failure (text it cannot make): nothing is left behind
+    ::unlinkat(dir_fd, tmp_name.c_str(), 0);
+    throw;
   }
   if (::fsync(fd.get()) != 0) abandon("cannot fsync");
   if (::close(fd.release()) != 0) abandon("cannot close");
@@ -217,6 +231,11 @@ SafeDir SafeDir::make_unique_dir(std::string_view prefix) const {
 
 fs::path SafeDir::write_file(std::string_view name, std::string_view contents, unsigned mode,
                              Replace replace) const {
+  return write_at(fd_.get(), path_, name, whole(contents), mode, replace);
+}
+
+fs::path SafeDir::write_file(std::string_view name, const ContentWriter& contents, unsigned mode,
+                             Replace replace) const {
   return write_at(fd_.get(), path_, name, contents, mode, replace);
 }
 
@@ -275,7 +294,7 @@ fs::path write_file_atomically(const fs::path& dir, std::string_view name,
                                std::string_view contents, unsigned mode) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) fail("cannot open directory", dir, errno);
-  return write_at(fd.get(), dir, name, contents, mode, Replace::kAllowed);
+  return write_at(fd.get(), dir, name, whole(contents), mode, Replace::kAllowed);
 }
 
 }  // namespace kwd::util

@@ -116,6 +116,41 @@ TEST_CASE("SafeDir refuses a path through a directory others may change") {
   fs::remove_all(base);
 }
 
+TEST_CASE("SafeDir writes contents made as they are written, and leaves nothing when they fail") {
+  const auto base = fresh_dir("pieces");
+  const auto dir = SafeDir::open_private(base);
+  const auto path = dir.write_file(
+      "n.ipynb",
+      [](const kwd::util::WriteBytes& write) {
+        for (int i = 0; i < 1000; ++i)
+          write("piece " + std::to_string(i) + "\n");
+      },
+      0644);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  CHECK(text.starts_with("piece 0\npiece 1\n"));
+  CHECK(text.ends_with("piece 999\n"));
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+  // A writer that fails half-way: its error comes out, the old file stays, no temporary.
+  CHECK_THROWS_WITH(dir.write_file("n.ipynb",
+                                   [](const kwd::util::WriteBytes& write) {
+                                     write("half of it");
+                                     throw std::runtime_error("cannot make the rest");
+                                   }),
+                    "cannot make the rest");
+  std::ifstream again(path);
+  CHECK(std::string((std::istreambuf_iterator<char>(again)), {}) == text);
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(base)) {
+    (void)e;
+    ++entries;
+  }
+  CHECK(entries == 1);
+  fs::remove_all(base);
+}
+
 TEST_CASE("SafeDir writes atomically, never replacing when told not to") {
   const auto base = fresh_dir("atomic");
   const auto dir = SafeDir::open_private(base);
@@ -259,6 +294,46 @@ TEST_CASE("json_text writes what dump() writes, byte for byte") {
   // Invalid UTF-8 is refused as dump() refuses it.
   const json broken = std::string("bad \xff byte");
   CHECK_THROWS_AS(kwd::util::json_text(broken, 1), json::type_error);
+}
+
+TEST_CASE("write_json_text hands on, in pieces, the text json_text makes") {
+  using nlohmann::json;
+  const std::string long_ascii = std::string(5000, 'x') + "\n\"quoted\"\t" + std::string(3000, 'y');
+  const std::string long_unicode = std::string(4000, 'a') + "é ✓ 😀" + std::string(4000, 'b');
+  const json doc = {{"cells",
+                     {{{"text", json::array({long_ascii, "short", long_ascii})},
+                       {"unicode", long_unicode},
+                       {"n", 1.5},
+                       {"empty", json::object()}}}},
+                    {"tail", std::string(70, '\x01')}};
+  for (const std::size_t piece :
+       {std::size_t{64}, std::size_t{100}, std::size_t{4096}, std::size_t{1} << 20}) {
+    for (const int indent : {-1, 1}) {
+      INFO("piece " << piece << " indent " << indent);
+      std::string joined;
+      std::size_t pieces = 0, largest = 0;
+      kwd::util::write_json_text(
+          doc, indent,
+          [&](std::string_view part) {
+            joined += part;
+            ++pieces;
+            largest = std::max(largest, part.size());
+          },
+          piece);
+      CHECK(joined == doc.dump(indent));
+      if (piece < 4096) {
+        CHECK(pieces > 10);
+        // A long ASCII string goes in slices; one that is not ASCII is left to nlohmann whole.
+        CHECK(largest < long_unicode.size() + 2 * piece + 64);
+      }
+      if (piece == 100) CHECK(pieces >= long_ascii.size() / piece);  // sliced, not whole
+    }
+  }
+  // Invalid UTF-8 throws, as json_text does; what was handed on before is the caller's.
+  CHECK_THROWS_AS(
+      kwd::util::write_json_text(
+          json::array({std::string(200, 'z'), "bad \xff"}), 1, [](std::string_view) {}, 64),
+      json::type_error);
 }
 
 TEST_CASE("json_text leaves binary values to nlohmann's own layout") {

@@ -14,7 +14,8 @@ namespace kwd::smoke {
 
 // Turns the IOPub messages of each executed cell into its nbformat outputs, as nbclient
 // does: stream, display_data, execute_result and error appended; consecutive writes to the
-// same stream joined (as front ends show them); clear_output (with wait: at the next output)
+// same stream joined (as front ends show them: one output whose text is the list of the
+// pieces, an nbformat multi-line string); clear_output (with wait: at the next output)
 // and update_display_data (every output with that display_id, in any cell) applied.
 class CellOutputs {
  public:

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -16,6 +17,10 @@ struct FileError : std::runtime_error {
 inline constexpr std::string_view kTemporaryPrefix = ".tmp-";
 
 enum class Replace { kAllowed, kNever };
+
+using WriteBytes = std::function<void(std::string_view)>;
+// Makes a file's contents, handing them to `write` in order, in as many pieces as it likes.
+using ContentWriter = std::function<void(const WriteBytes& write)>;
 
 // A directory held open by a descriptor, after every directory on its path, from / down, was
 // found to be one that only root and we can change: owned by root or by us, and not writable
@@ -41,6 +46,10 @@ class SafeDir {
   // only if the name is free (Replace::kNever: FileError with EEXIST semantics otherwise),
   // then the directory fsync'd. A reader never sees a partial file.
   std::filesystem::path write_file(std::string_view name, std::string_view contents,
+                                   unsigned mode = 0600, Replace replace = Replace::kAllowed) const;
+  // The same, for contents made as they are written (a file too large to hold twice); what
+  // `contents` throws is thrown on, and nothing is left behind.
+  std::filesystem::path write_file(std::string_view name, const ContentWriter& contents,
                                    unsigned mode = 0600, Replace replace = Replace::kAllowed) const;
   // Removes temporaries whose writer is no longer alive. Returns how many.
   int sweep_temporaries() const;
