@@ -56,7 +56,8 @@ PythonShim PythonShim::create() {
 
 void PythonShim::add_file(std::string_view name, std::string_view contents) const {
   if (!own_) throw util::FileError("the shim directory is gone");
-  own_->write_file(name, contents, 0600);
+  // Lives as long as the kernel: nothing to keep through a crash of the machine.
+  own_->write_file(name, contents, 0600, util::Replace::kAllowed, util::Durability::kAtomicOnly);
 }
 
 PythonShim::PythonShim(PythonShim&& other) noexcept

@@ -164,7 +164,10 @@ void NotebookRun::prepare_connection() {
       {"hb_port", ports[4]},       {"ip", connection_.ip},
       {"transport", "tcp"},        {"signature_scheme", "hmac-sha256"},
       {"kernel_name", spec_.name}, {"key", std::string(connection_.key.reveal())}};
-  connection_file_ = run_dir_->write_file("kernel-" + kernel_id + ".json", file.dump()).string();
+  connection_file_ = run_dir_
+                         ->write_file("kernel-" + kernel_id + ".json", file.dump(), 0600,
+                                      util::Replace::kAllowed, util::Durability::kAtomicOnly)
+                         .string();
 }
 
 void NotebookRun::never_started(const std::string& why) {
@@ -552,7 +555,7 @@ void NotebookRun::finish() {
                                  util::write_json_text(notebook_.document, 1, write);
                                  write("\n");
                                },
-                               0644);
+                               0644, util::Replace::kAllowed, util::Durability::kAtomicOnly);
   } catch (const std::exception& e) {
     spdlog::error("{}: cannot write the executed notebook: {}", notebook_.path.string(), e.what());
   }

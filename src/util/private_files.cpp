@@ -111,7 +111,8 @@ ContentWriter whole(std::string_view contents) {
 
 // Writes into `dir_fd`; `dir` only names it in messages and in the returned path.
 fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name,
-                  const ContentWriter& contents, unsigned mode, Replace replace) {
+                  const ContentWriter& contents, unsigned mode, Replace replace,
+                  Durability durability = Durability::kSynced) {
   const std::string tmp_name =
       std::string(kTemporaryPrefix) + std::to_string(::getpid()) + "-" + random_name(6);
   UniqueFd fd(::openat(dir_fd, tmp_name.c_str(),
@@ -140,7 +141,7 @@ fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name,
     ::unlinkat(dir_fd, tmp_name.c_str(), 0);
     throw;
   }
-  if (::fsync(fd.get()) != 0) abandon("cannot fsync");
+  if (durability == Durability::kSynced && ::fsync(fd.get()) != 0) abandon("cannot fsync");
   if (::close(fd.release()) != 0) abandon("cannot close");
   const std::string final_name(name);
   if (replace == Replace::kNever) {
@@ -151,7 +152,8 @@ fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name,
   } else if (::renameat(dir_fd, tmp_name.c_str(), dir_fd, final_name.c_str()) != 0) {
     abandon("cannot rename into place");
   }
-  ::fsync(dir_fd);  // best effort: the file itself is already durable
+  if (durability == Durability::kSynced)
+    ::fsync(dir_fd);  // best effort: the file itself is already durable
   return dir / final_name;
 }
 
@@ -230,13 +232,13 @@ SafeDir SafeDir::make_unique_dir(std::string_view prefix) const {
 }
 
 fs::path SafeDir::write_file(std::string_view name, std::string_view contents, unsigned mode,
-                             Replace replace) const {
-  return write_at(fd_.get(), path_, name, whole(contents), mode, replace);
+                             Replace replace, Durability durability) const {
+  return write_at(fd_.get(), path_, name, whole(contents), mode, replace, durability);
 }
 
 fs::path SafeDir::write_file(std::string_view name, const ContentWriter& contents, unsigned mode,
-                             Replace replace) const {
-  return write_at(fd_.get(), path_, name, contents, mode, replace);
+                             Replace replace, Durability durability) const {
+  return write_at(fd_.get(), path_, name, contents, mode, replace, durability);
 }
 
 int SafeDir::sweep_temporaries() const {
