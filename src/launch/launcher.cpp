@@ -7,11 +7,18 @@
 #include <cstring>
 
 #include "kwd/launch/mirror_exit.hpp"
+#include "kwd/platform/resident_pages.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/clock.hpp"
 
 namespace kwd::launch {
+namespace {
+
+// Listeners connected, the kernel answering: what start-up alone needed is behind us.
+constexpr std::chrono::seconds kSettledAfter{10};
+
+}  // namespace
 
 Launcher::Launcher(RunOptions options) : options_(std::move(options)) {
   if (auto file = protocol::find_connection_file(options_.kernel.argv))
@@ -56,6 +63,11 @@ int Launcher::run() {
     return 1;
   }
   loop_.watch_fd(signals_->fd(), [this] { on_signals(); });
+  // Once start-up has settled, the code that only loading and starting needed leaves our RSS.
+  (void)loop_.after(kSettledAfter, [] {
+    const std::size_t released = platform::release_unwritten_file_pages();
+    spdlog::debug("start-up settled: {} KiB of unwritten file pages unmapped", released / 1024);
+  });
   // A SIGCHLD that arrived before the loop started is already in the pipe.
   if (!loop_.run()) spdlog::error("event loop failed: {}", std::strerror(errno));
 

@@ -21,7 +21,12 @@ using nlohmann::json;
 
 namespace {
 
+// Returns once the child has put back the default fatal-signal actions: a signal sent before
+// would run the test framework's handler in the child (it deadlocked there once, on a loaded
+// machine, with the parent waiting for its death).
 pid_t sleeping_child() {
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -29,9 +34,15 @@ pid_t sleeping_child() {
     // crash of the test itself and report it.
     for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
       ::signal(s, SIG_DFL);
+    (void)!::write(ready[1], "r", 1);
     ::pause();
     ::_exit(0);
   }
+  ::close(ready[1]);
+  char byte = 0;
+  const ssize_t n = ::read(ready[0], &byte, 1);
+  ::close(ready[0]);
+  REQUIRE(n == 1);
   return pid;
 }
 
