@@ -83,7 +83,9 @@ def _kernel_watchdog_patch_on_import(module_name, patch, _pending={}):
     the interpreter starts). A patch that fails leaves the module as it is. Several patches
     of one module run in the order given, from one finder (`_pending` holds them: a second
     finder would never see the import the first one answered)."""
-    import importlib.abc
+    # Not importlib.abc: its MetaPathFinder base would import importlib.resources, pathlib,
+    # tempfile and typing while the interpreter starts (15 ms); sys.meta_path only needs an
+    # object with find_spec.
     import importlib.machinery
     import sys
 
@@ -92,7 +94,10 @@ def _kernel_watchdog_patch_on_import(module_name, patch, _pending={}):
     if len(patches) > 1:
         return
 
-    class PatchOnImport(importlib.abc.MetaPathFinder):
+    class PatchOnImport:
+        def invalidate_caches(self):
+            pass
+
         def find_spec(self, name, path, target=None):
             if name != module_name:
                 return None
@@ -258,11 +263,14 @@ def _kernel_watchdog_show_notice():
     elsewhere), then never again: the file is removed as it is read and the hook removes
     itself.
     """
-    import json
     import os
 
     try:
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notice.json")
+        if not os.path.exists(path):
+            return  # most starts: json is not imported for nothing
+        import json
+
         with open(path, encoding="utf-8") as f:
             notice = json.load(f)
         os.unlink(path)
