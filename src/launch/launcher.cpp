@@ -15,7 +15,8 @@
 namespace kwd::launch {
 namespace {
 
-// Listeners connected, the kernel answering: what start-up alone needed is behind us.
+// By then a kernel has almost always started and the listeners have connected: what start-up
+// alone needed is behind us. (A fixed time; whatever runs after it is mapped back as used.)
 constexpr std::chrono::seconds kSettledAfter{10};
 
 }  // namespace

@@ -68,10 +68,12 @@ struct JsonFrameReader::Impl {
     // that fits in less.
     if (needed > padded_size || (padded_size > kKeepCapacity + simdjson::SIMDJSON_PADDING &&
                                  frame.size() <= kKeepCapacity)) {
-      padded_size =
+      const std::size_t size =
           std::max(needed, std::min(padded_size, kKeepCapacity + simdjson::SIMDJSON_PADDING));
       padded.reset();
-      padded = std::make_unique_for_overwrite<char[]>(padded_size);
+      padded_size = 0;  // until the new buffer exists: a bad_alloc must not leave a stale size
+      padded = std::make_unique_for_overwrite<char[]>(size);
+      padded_size = size;
     }
     std::memcpy(padded.get(), frame.data(), frame.size());
     std::memset(padded.get() + frame.size(), 0, simdjson::SIMDJSON_PADDING);

@@ -298,6 +298,9 @@ void KernelListener::on_memory_sample(const timeline::MemorySample& sample) {
   activity_.on_memory_sample(sample);
 }
 
+// After the kernel's end has closed: how long to look for one last message (see drain).
+constexpr long kStragglerWaitMs = 1;
+
 void KernelListener::drain(milliseconds quiet, milliseconds budget) {
   if (fed_by_client()) {
     draining_ = true;
@@ -308,11 +311,18 @@ void KernelListener::drain(milliseconds quiet, milliseconds budget) {
   draining_ = true;
   const std::int64_t deadline = util::steady_ns() + budget.count() * 1'000'000;
   for (;;) {
+    iopub_->on_monitor_events();  // the connection's state as libzmq last told it
     if (!iopub_->connected()) {
-      // The kernel's end has closed (or never opened): libzmq tells of the disconnect after it
-      // has queued every message that came before it, so what is queued is all there will
-      // be, and waiting for `quiet` would only delay the report (5 ms of the 20 it may take).
-      while (util::steady_ns() < deadline && iopub_->receive(4096) > 0) {
+      // The kernel's end has closed (or never opened). On a closed stream libzmq has queued
+      // what came before the close by the time it tells of it, so what is queued is nearly
+      // all there will be: that, and one short look for a message decoded in the same pass
+      // as a broken frame (queued just after the event), instead of waiting `quiet` (5 ms
+      // of the 20 a report may take).
+      for (int look = 0; look < 2 && util::steady_ns() < deadline; ++look) {
+        while (util::steady_ns() < deadline && iopub_->receive(4096) > 0) {
+        }
+        zmq_pollitem_t item = {iopub_->socket_handle(), 0, ZMQ_POLLIN, 0};
+        if (look == 0 && zmq_poll(&item, 1, kStragglerWaitMs) <= 0) break;
       }
       break;
     }

@@ -135,9 +135,7 @@ fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name,
   };
   try {
     contents(write_all);
-  } catch (const FileError&) {
-    throw;         // abandon() has removed the temporary
-  } catch (...) {  // the writer's own failure (text it cannot make): nothing is left behind
+  } catch (...) {  // a failed write (abandon() removed it already) or the writer's own error
     ::unlinkat(dir_fd, tmp_name.c_str(), 0);
     throw;
   }

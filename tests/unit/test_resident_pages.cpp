@@ -5,6 +5,7 @@
 
 #include "kwd/platform/resident_pages.hpp"
 
+#ifdef __linux__
 namespace {
 
 // Resident KiB of file-backed pages (RssFile), from /proc/self/status.
@@ -19,6 +20,7 @@ int written_global = 0;                                        // .bss, written 
 const char* const kReadOnlyTable[] = {"one", "two", "three"};  // relocated pointers (RELRO)
 
 }  // namespace
+#endif
 
 TEST_CASE("unwritten file pages leave the RSS, and everything still runs") {
 #ifdef __linux__

@@ -140,6 +140,13 @@ TEST_CASE("SafeDir writes contents made as they are written, and leaves nothing 
                                      throw std::runtime_error("cannot make the rest");
                                    }),
                     "cannot make the rest");
+  // Nor when what it throws is a FileError of its own.
+  CHECK_THROWS_AS(dir.write_file("n.ipynb",
+                                 [](const kwd::util::WriteBytes& write) {
+                                   write("a third");
+                                   throw FileError("a file of the writer's own");
+                                 }),
+                  FileError);
   std::ifstream again(path);
   CHECK(std::string((std::istreambuf_iterator<char>(again)), {}) == text);
   int entries = 0;

@@ -17,9 +17,10 @@ std::string json_text(const nlohmann::json& value, int indent = -1);
 
 using TextSink = std::function<void(std::string_view)>;
 
-// The same text, handed to `write` in pieces of about `piece` bytes as it is made (a string
-// longer than a piece in slices of it): an executed notebook of 25 MB is written without ever
-// being held whole as text. Throws what json_text throws, possibly after some pieces.
+// The same text, handed to `write` in pieces of about `piece` bytes as it is made (an ASCII
+// string longer than a piece in slices of it; one with other bytes is made whole, by
+// nlohmann, first): an executed notebook of 25 MB is written without ever being held whole as
+// text. Throws what json_text throws, possibly after some pieces.
 void write_json_text(const nlohmann::json& value, int indent, const TextSink& write,
                      std::size_t piece = std::size_t{1} << 20);
 
