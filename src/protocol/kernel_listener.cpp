@@ -18,6 +18,8 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kFilePollInterval{200};
+// After the kernel's end has closed: how long to look for one last message (see drain).
+constexpr long kStragglerWaitMs = 1;
 constexpr milliseconds kPortPollInterval{50};
 constexpr milliseconds kSlowPortPollInterval{1000};
 constexpr milliseconds kSlowestPortPollInterval{10'000};
@@ -298,9 +300,6 @@ void KernelListener::on_memory_sample(const timeline::MemorySample& sample) {
   activity_.on_memory_sample(sample);
 }
 
-// After the kernel's end has closed: how long to look for one last message (see drain).
-constexpr long kStragglerWaitMs = 1;
-
 void KernelListener::drain(milliseconds quiet, milliseconds budget) {
   if (fed_by_client()) {
     draining_ = true;
@@ -334,7 +333,7 @@ void KernelListener::drain(milliseconds quiet, milliseconds budget) {
     const int ready = zmq_poll(items, 2, wait);
     if (ready < 0 && zmq_errno() == EINTR) continue;  // a signal, not the end of the output
     if (ready <= 0) break;                            // quiet (or failed): nothing more is coming
-    if (items[1].revents & ZMQ_POLLIN) iopub_->on_monitor_events();
+    // A monitor event is read at the top of the loop.
     if (items[0].revents & ZMQ_POLLIN) iopub_->receive(4096);
   }
 }
