@@ -43,6 +43,16 @@ std::string resolve_connection_file(const std::string& named) {
   return in_cwd.lexically_normal().string();
 }
 
+bool is_watchdog_launcher(const std::vector<std::string>& argv) {
+  if (argv.size() < 2 || std::filesystem::path(argv[0]).filename() != "kernel-watchdog")
+    return false;
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    if (argv[i] == "run" || argv[i] == "smoke") return true;
+    if (argv[i] == "--") break;
+  }
+  return false;
+}
+
 std::string kernel_id_from_connection_file(const std::string& path) {
   if (path.empty()) return {};
   std::string stem = std::filesystem::path(path).stem().string();

@@ -21,8 +21,8 @@ struct KernelProcess {
   std::vector<std::string> argv;
 };
 
-// Every such process of the current user, found by scans of the process table (Linux: /proc;
-// one implementation per platform folder), for less than examining every process each time: a
+// Every such process of the current user, found by scans of the process table (read through
+// probes::ProcessRecord: /proc on Linux, libproc and KERN_PROCARGS2 on macOS), for less than examining every process each time: a
 // process is examined (owner, command line, parent) at every scan during its first 5 s in the
 // table (long enough for a forked child to exec), then in one regular scan of every five (a fifth
 // of the table each scan), its verdict remembered in between for as long as its pid stays in the

@@ -23,6 +23,11 @@ struct ProcessIdentity {
 
 ProcessIdentity identify_process(pid_t pid);
 
+class ProcessRecord;
+// The Jupyter part of identify_process, the same on every platform: kernel_id, notebook and
+// watched, when the process's argv names a connection file.
+void identify_kernel(const ProcessRecord& process, ProcessIdentity& id);
+
 // The value of `name` in the environment `pid` was started with ("" when unset or not
 // readable). Changes the process made later are not seen.
 std::string environment_variable(pid_t pid, std::string_view name);

@@ -17,6 +17,10 @@ std::optional<std::string> find_connection_file(const std::vector<std::string>& 
 // a bare name found in neither is one the kernel creates in the runtime directory.
 std::string resolve_connection_file(const std::string& named);
 
+// `kernel-watchdog [options] run ... -- KERNEL...` or `kernel-watchdog smoke ...`: a launcher
+// that watches the kernels it starts itself.
+bool is_watchdog_launcher(const std::vector<std::string>& argv);
+
 // "kernel-4f6c….json" -> "4f6c…"; otherwise the file's stem; "" without a file.
 std::string kernel_id_from_connection_file(const std::string& path);
 

@@ -3,19 +3,16 @@
 
 #include <libproc.h>
 
+#include "kwd/probes/process_record.hpp"
+
 namespace kwd::probes {
 
 ProcessIdentity identify_process(pid_t pid) {
   ProcessIdentity id;
   char path[PROC_PIDPATHINFO_MAXSIZE];
   if (proc_pidpath(pid, path, sizeof path) > 0) id.command_line = path;
+  if (const auto record = ProcessRecord::open(pid)) identify_kernel(*record, id);
   return id;
-}
-
-// Another process's environment is in KERN_PROCARGS2, which needs more care than an
-// unbuilt file should take on: not read on macOS yet.
-std::string environment_variable(pid_t, std::string_view) {
-  return "";
 }
 
 }  // namespace kwd::probes

@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/probes/process_identity.hpp"
-#include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/probes/process_record.hpp"
 
 namespace kwd::probes::linux_proc {
 namespace {
@@ -80,50 +79,10 @@ nlohmann::json neighbours_to_json(const std::vector<Neighbour>& neighbours) {
 
 namespace kwd::probes {
 
-namespace {
-
-std::vector<std::string> argv_of(pid_t pid) {
-  std::vector<std::string> argv;
-  const auto text = linux_proc::read_small_file("/proc/" + std::to_string(pid) + "/cmdline");
-  if (!text) return argv;
-  std::size_t start = 0;
-  while (start < text->size()) {
-    const auto end = std::min(text->find('\0', start), text->size());
-    argv.emplace_back(*text, start, end - start);
-    start = end + 1;
-  }
-  return argv;
-}
-
-// `kernel-watchdog run ...` / `smoke ...`: the parent that launched the kernel and watches it.
-bool launched_by_watchdog(pid_t pid) {
-  const auto stat = linux_proc::read_small_file("/proc/" + std::to_string(pid) + "/stat");
-  const auto parsed = stat ? linux_proc::parse_proc_stat(*stat) : std::nullopt;
-  if (!parsed || parsed->ppid <= 1) return false;
-  const auto parent = argv_of(parsed->ppid);
-  if (parent.size() < 2 || std::filesystem::path(parent[0]).filename() != "kernel-watchdog")
-    return false;
-  return std::any_of(parent.begin() + 1, parent.end(),
-                     [](const std::string& a) { return a == "run" || a == "smoke"; });
-}
-
-}  // namespace
-
 ProcessIdentity identify_process(pid_t pid) {
   ProcessIdentity id;
   id.command_line = linux_proc::command_line_of(pid);
-  if (const auto file = protocol::find_connection_file(argv_of(pid))) {
-    std::filesystem::path path(*file);
-    if (path.is_relative()) {
-      std::error_code error;
-      const auto cwd =
-          std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/cwd", error);
-      if (!error) path = cwd / path;
-    }
-    id.kernel_id = protocol::kernel_id_from_connection_file(path.string());
-    id.notebook = notebook_of_kernel(path.string(), pid).path;
-    id.watched = launched_by_watchdog(pid);
-  }
+  if (const auto record = ProcessRecord::open(pid)) identify_kernel(*record, id);
   // The frameworks by the files they map: a few MiB of text for a framework process, read
   // once at a death, for the few processes that shared the GPU.
   const auto maps = linux_proc::read_small_file("/proc/" + std::to_string(pid) + "/maps");
@@ -137,20 +96,6 @@ ProcessIdentity identify_process(pid_t pid) {
   for (const auto& [marker, name] : kMarkers)
     if (maps->find(marker) != std::string::npos) id.frameworks.emplace_back(name);
   return id;
-}
-
-std::string environment_variable(pid_t pid, std::string_view name) {
-  const auto text = linux_proc::read_small_file("/proc/" + std::to_string(pid) + "/environ");
-  if (!text) return "";
-  std::size_t start = 0;
-  while (start < text->size()) {
-    const auto end = std::min(text->find('\0', start), text->size());
-    const std::string_view entry(text->data() + start, end - start);
-    if (entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=')
-      return std::string(entry.substr(name.size() + 1));
-    start = end + 1;
-  }
-  return "";
 }
 
 }  // namespace kwd::probes

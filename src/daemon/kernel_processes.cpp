@@ -1,0 +1,96 @@
+#include "kwd/daemon/kernel_processes.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "kwd/probes/process_record.hpp"
+#include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/util/clock.hpp"
+
+namespace kwd::daemon {
+namespace {
+
+bool is_launcher(pid_t pid) {
+  const auto record = probes::ProcessRecord::open(pid);
+  return record && protocol::is_watchdog_launcher(record->argv());
+}
+
+// A process of ours whose argv names a connection file, or nothing.
+std::optional<KernelProcess> examine_process(pid_t pid, uid_t me) {
+  const auto record = probes::ProcessRecord::open(pid);
+  if (!record || record->owner() != me) return std::nullopt;  // gone, or someone else's
+  auto argv = record->argv();
+  if (argv.size() < 2) return std::nullopt;
+  const auto file = protocol::find_connection_file(argv);
+  if (!file || !file->ends_with(".json")) return std::nullopt;
+  KernelProcess k;
+  k.pid = pid;
+  std::filesystem::path path(*file);
+  if (path.is_relative()) {
+    const auto cwd = record->cwd();
+    if (cwd.empty()) return std::nullopt;
+    path = cwd / path;
+  }
+  k.connection_file = path.lexically_normal().string();
+  const auto lineage = record->lineage();
+  if (!lineage) return std::nullopt;
+  k.start_time = lineage->start_time;
+  // The launcher itself names the file too (it is in the kernel's argv it carries).
+  k.under_launcher =
+      protocol::is_watchdog_launcher(argv) || (lineage->ppid > 1 && is_launcher(lineage->ppid));
+  k.argv = std::move(argv);
+  return k;
+}
+
+// How long a new pid is examined at every scan: long enough for a forked child to exec, even
+// on a machine busy starting fifty kernels at once (a scan that saw one between fork and exec
+// left it to the one-in-five rechecks: found up to 11 s after its start in daemon_bench).
+constexpr std::int64_t kNewForMs = 5000;
+// After that, a pid that is no kernel (or a kernel under a launcher) is examined again in one
+// regular scan of this many (spread by pid), so that a process that exec's into a kernel
+// later, or a pid reused between two scans, is seen.
+constexpr std::uint64_t kRecheckEvery = 5;
+
+}  // namespace
+
+std::vector<KernelProcess> KernelProcessScanner::scan(ScanKind kind) {
+  std::vector<KernelProcess> out;
+  const uid_t me = ::getuid();
+  const pid_t self = ::getpid();
+  const std::int64_t now_ms = util::steady_ms();
+  const bool regular = kind == ScanKind::regular;
+  std::unordered_map<pid_t, Seen> now;
+  now.reserve(seen_.size());
+  for (const pid_t pid : probes::list_processes()) {
+    if (pid == self) continue;
+    Seen entry;
+    if (auto it = seen_.find(pid); it != seen_.end())
+      entry = std::move(it->second);
+    else
+      entry.first_seen_ms = now_ms;
+    // A kernel stays one while its pid stays in the table: the daemon watches it already. One
+    // under a launcher is looked at again, though: if the launcher dies (SIGKILL, the OOM
+    // killer) the kernel lives on, reparented, and is the daemon's to watch.
+    const bool recheck =
+        regular && (regular_scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0;
+    const bool examine = entry.examined == 0 ||
+                         (!entry.kernel && (now_ms - entry.first_seen_ms < kNewForMs || recheck)) ||
+                         (entry.kernel && entry.process.under_launcher && recheck);
+    if (examine) {
+      auto k = examine_process(pid, me);
+      entry.kernel = k.has_value();
+      entry.process = k ? std::move(*k) : KernelProcess{};
+      ++entry.examined;
+    }
+    if (entry.kernel) out.push_back(entry.process);
+    now.emplace(pid, std::move(entry));
+  }
+  // A pid missing from this scan has exited: if it comes back, it is another process.
+  seen_ = std::move(now);
+  if (regular) ++regular_scans_;
+  return out;
+}
+
+}  // namespace kwd::daemon
