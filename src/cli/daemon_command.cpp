@@ -110,8 +110,10 @@ Command add_daemon_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "daemon",
       "Watch every Jupyter kernel of this user, wrapped or not (the background service).\n"
-      "Kernels are found when their connection file appears in a runtime dir and by a scan of\n"
-      "the process table every second (nbclient and scripts keep theirs in the temp dir).\n"
+      "Kernels are found when their connection file appears in a runtime dir, when their\n"
+      "process exec's (Linux's process-events connector: any user may listen from Linux 6.6,\n"
+      "root or CAP_NET_ADMIN before) and by a scan of the process table every second\n"
+      "(nbclient and scripts keep their connection files in the temp dir).\n"
       "A kernel already under `kernel-watchdog run` is left to it: one report per death.\n"
       "SIGHUP rescans; SIGTERM stops. `kernel-watchdog status` shows what is watched.");
   cmd->footer(
@@ -133,6 +135,12 @@ Command add_daemon_command(CLI::App& app) {
   cmd->add_option("--nvml-library", options->nvml_library,
                   "NVIDIA's libnvidia-ml to load (default: libnvidia-ml.so.1)")
       ->envname("KERNEL_WATCHDOG_NVML");
+  auto scan_seconds = std::make_shared<double>(1.0);
+  cmd->add_option("--scan-interval", *scan_seconds,
+                  "Seconds between full scans of the process table (they find kernels that no "
+                  "directory watch or process event announced)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   cmd->add_option("--metrics-address", options->metrics_address,
                   "Serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; "
                   "off unless given; no authentication, so keep it on a loopback address)");
@@ -152,6 +160,8 @@ Command add_daemon_command(CLI::App& app) {
             }
             for (const auto& d : *runtime_dirs)
               options->runtime_dirs.push_back(std::filesystem::absolute(d));
+            options->scan_interval =
+                std::chrono::milliseconds(static_cast<long>(*scan_seconds * 1000.0));
             options->sample_interval = std::chrono::milliseconds(
                 std::max<long>(10, static_cast<long>(1000.0 / *sample_hz)));
             daemon::Daemon d(*options);

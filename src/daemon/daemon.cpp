@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -185,6 +186,9 @@ int Daemon::run() {
     loop_.watch_fd(dirs_->fd(), [this] {
       if (dirs_->drain()) scan_soon();
     });
+  process_events_ = make_process_events();
+  process_events_fd_ = process_events_->fd();
+  if (process_events_fd_ >= 0) loop_.watch_fd(process_events_fd_, [this] { on_process_events(); });
   if (status_listener_) loop_.watch_fd(status_listener_.get(), [this] { on_status_client(); });
   loop_.every(options_.scan_interval, [this] {
     dirs_->rewatch();
@@ -236,9 +240,32 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
     present.insert({process.pid, process.start_time});
   std::erase_if(ended_, [&](const auto& key) { return !present.contains(key); });
   std::erase_if(skipped_, [&](const auto& key) { return !present.contains(key); });
+  consider(found);
+  // A server records its session a moment after it starts the kernel; a kernel no server
+  // has named within 30 s (VS Code's, papermill's, a console's) is not asked about again
+  // until its death.
+  if (kind == KernelProcessScanner::ScanKind::quick) return;
+  const std::int64_t now = util::wall_ms();
+  for (auto& [pid, k] : kernels_)
+    if (k.notebook.empty() && now - k.watched_since_ms < 30'000) name_notebook(k, false);
+}
+
+void Daemon::on_process_events() {
+  auto batch = process_events_->drain();
+  if (process_events_->fd() < 0 && process_events_fd_ >= 0) {  // refused: scans only
+    loop_.unwatch_fd(process_events_fd_);
+    process_events_fd_ = -1;
+  }
+  if (batch.lost) scan_soon();
+  if (!batch.exec.empty()) consider(scanner_.examine_now(batch.exec));
+}
+
+void Daemon::consider(const std::vector<KernelProcess>& found) {
   for (const auto& process : found) {
     if (process.under_launcher) {
-      under_launcher_.push_back(process);
+      if (std::none_of(under_launcher_.begin(), under_launcher_.end(),
+                       [&](const auto& known) { return known.pid == process.pid; }))
+        under_launcher_.push_back(process);
       continue;
     }
     if (auto it = kernels_.find(process.pid); it != kernels_.end()) {
@@ -250,13 +277,6 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
       continue;
     start_watching(process);
   }
-  // A server records its session a moment after it starts the kernel; a kernel no server
-  // has named within 30 s (VS Code's, papermill's, a console's) is not asked about again
-  // until its death.
-  if (kind == KernelProcessScanner::ScanKind::quick) return;
-  const std::int64_t now = util::wall_ms();
-  for (auto& [pid, k] : kernels_)
-    if (k.notebook.empty() && now - k.watched_since_ms < 30'000) name_notebook(k, false);
 }
 
 void Daemon::name_notebook(Kernel& k, bool now) {

@@ -93,4 +93,23 @@ std::vector<KernelProcess> KernelProcessScanner::scan(ScanKind kind) {
   return out;
 }
 
+std::vector<KernelProcess> KernelProcessScanner::examine_now(const std::vector<pid_t>& pids) {
+  std::vector<KernelProcess> out;
+  const uid_t me = ::getuid();
+  const pid_t self = ::getpid();
+  const std::int64_t now_ms = util::steady_ms();
+  for (const pid_t pid : pids) {
+    if (pid == self) continue;
+    auto [it, added] = seen_.try_emplace(pid);
+    Seen& entry = it->second;
+    if (added) entry.first_seen_ms = now_ms;
+    auto k = examine_process(pid, me);
+    entry.kernel = k.has_value();
+    entry.process = k ? std::move(*k) : KernelProcess{};
+    ++entry.examined;
+    if (entry.kernel) out.push_back(entry.process);
+  }
+  return out;
+}
+
 }  // namespace kwd::daemon

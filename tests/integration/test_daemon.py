@@ -130,6 +130,23 @@ def test_three_kernels_are_found_and_memory_follows(world, daemon, kernels):
     assert "daemon" in table and "RSS" in table
 
 
+def test_kernel_outside_the_runtime_dirs_is_found_at_its_exec(world, daemon):
+    """A plain KernelManager writes its connection file to the temp dir, where no directory
+    watch looks. With full scans an hour apart, only the process-events connector (the
+    kernel's exec) can find it."""
+    d = daemon("--scan-interval", "3600")
+    elsewhere = world["tmp"] / "elsewhere"
+    elsewhere.mkdir()
+    km = KernelManager(kernel_name=PLAIN, connection_file=str(elsewhere / "kernel-exec.json"))
+    km.start_kernel()
+    try:
+        row = d.kernel(km.connection_file, km.provisioner.process.pid, timeout=30)
+        assert row["watched_by"] == "daemon"
+    finally:
+        km.shutdown_kernel(now=True)
+    assert "process events unavailable" not in d.stop()
+
+
 def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
     d = daemon("--log-format", "json")
     # jupyter_server names the notebook in the kernel's environment.
@@ -414,12 +431,17 @@ def test_notebook_named_by_the_jupyter_server_when_the_kernel_does_not_say(world
     """A real jupyter_server starts the kernel for a notebook session. The kernelspec clears
     JPY_SESSION_NAME from the kernel's environment (as kernels of servers that do not set it
     have none), so only the server's /api/sessions can name the notebook; the server's token
-    reaches nothing the daemon writes."""
+    reaches nothing the daemon writes. The clearing step's argv does not name the connection
+    file with -f: the daemon, which sees every exec, would otherwise take that step for the
+    kernel (same pid) and read the notebook from its environment."""
     spec_dir = world["prefix"] / "share" / "jupyter" / "kernels" / "quiet"
     spec_dir.mkdir(parents=True)
+    clear_and_exec = (
+        "import os, sys; env = dict(os.environ); env.pop('JPY_SESSION_NAME', None); "
+        "os.execve(sys.executable, [sys.executable, '-m', 'ipykernel_launcher', '-f', "
+        "sys.argv[1]], env)")
     (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": ["env", "-u", "JPY_SESSION_NAME", sys.executable, "-m", "ipykernel_launcher",
-                 "-f", "{connection_file}"],
+        "argv": [sys.executable, "-c", clear_and_exec, "{connection_file}"],
         "display_name": "quiet", "language": "python"}))
     root = world["tmp"] / "root"
     (root / "work").mkdir(parents=True)

@@ -17,6 +17,7 @@
 
 #include "kwd/daemon/jupyter_sessions.hpp"
 #include "kwd/daemon/kernel_processes.hpp"
+#include "kwd/daemon/process_events.hpp"
 #include "kwd/daemon/runtime_dir_watcher.hpp"
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
@@ -82,6 +83,10 @@ class Daemon {
     std::unique_ptr<watch::Watch> watch;
   };
   void scan(KernelProcessScanner::ScanKind kind = KernelProcessScanner::ScanKind::regular);
+  // Kernels a scan or the process events found: watched unless under a launcher, watched
+  // already, or turned away before.
+  void consider(const std::vector<KernelProcess>& found);
+  void on_process_events();
   // Quick scans for 2 s from now: a connection file appeared, its process is on its way.
   void scan_soon();
   void start_watching(const KernelProcess& process);
@@ -98,6 +103,8 @@ class Daemon {
   loop::EventLoop loop_;
   std::unique_ptr<loop::SignalPipe> signals_;
   std::unique_ptr<RuntimeDirWatcher> dirs_;
+  std::unique_ptr<ProcessEvents> process_events_;
+  int process_events_fd_ = -1;  // as registered with the loop
   util::UniqueFd status_listener_;
   std::map<pid_t, Kernel> kernels_;
   std::vector<KernelProcess> under_launcher_;  // seen in the last scan

@@ -22,19 +22,22 @@ struct KernelProcess {
 };
 
 // Every such process of the current user, found by scans of the process table (read through
-// probes::ProcessRecord: /proc on Linux, libproc and KERN_PROCARGS2 on macOS), for less than examining every process each time: a
-// process is examined (owner, command line, parent) at every scan during its first 5 s in the
-// table (long enough for a forked child to exec), then in one regular scan of every five (a fifth
-// of the table each scan), its verdict remembered in between for as long as its pid stays in the
-// table; one found to be a kernel is not examined again, unless it was under a launcher (which may
-// die and leave it to the daemon). A quick scan (the daemon's, every 25 ms
-// after a connection file appeared) examines only the processes that are new: a kernel is found
-// within one quick scan of its exec, and a shell that exec's into the kernel after activating an
-// environment within five regular scans.
+// probes::ProcessRecord: /proc on Linux, libproc and KERN_PROCARGS2 on macOS), for less than
+// examining every process each time: a process is examined (owner, command line, parent) at every
+// scan during its first 5 s in the table (long enough for a forked child to exec), then in one
+// regular scan of every five (a fifth of the table each scan), its verdict remembered in between
+// for as long as its pid stays in the table; one found to be a kernel is not examined again, unless
+// it was under a launcher (which may die and leave it to the daemon). A quick scan (the daemon's,
+// every 25 ms after a connection file appeared) examines only the processes that are new: a kernel
+// is found within one quick scan of its exec, and a shell that exec's into the kernel after
+// activating an environment within five regular scans.
 class KernelProcessScanner {
  public:
   enum class ScanKind { regular, quick };
   std::vector<KernelProcess> scan(ScanKind kind = ScanKind::regular);
+  // Examines these pids now, whatever the scans knew of them (they have just exec'd): the
+  // kernels among them. The scans then remember the verdicts.
+  std::vector<KernelProcess> examine_now(const std::vector<pid_t>& pids);
 
  private:
   struct Seen {

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <vector>
+
+namespace kwd::daemon {
+
+// Which processes just exec'd, so that a kernel started anywhere (a plain KernelManager writes
+// its connection file to the temp dir, where no directory watch sees it) is examined at its
+// exec rather than at the next scan of the whole table. Linux: the kernel's process-events
+// connector (any user may listen from Linux 6.6; root or CAP_NET_ADMIN before). Elsewhere,
+// or when refused, fd() is -1 and the periodic scan alone finds such kernels.
+class ProcessEvents {
+ public:
+  virtual ~ProcessEvents() = default;
+  // Readable when events are waiting; -1 when there is no such source.
+  [[nodiscard]] virtual int fd() const = 0;
+
+  struct Batch {
+    std::vector<pid_t> exec;  // each pid once, in the order they exec'd
+    bool lost = false;        // events were dropped (a full socket buffer): scan the table
+  };
+  // Reads everything fd() announced. A source that finds itself refused closes: fd() is
+  // then -1 and it says so once in the log.
+  virtual Batch drain() = 0;
+};
+
+std::unique_ptr<ProcessEvents> make_process_events();
+
+}  // namespace kwd::daemon

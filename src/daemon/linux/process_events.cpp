@@ -1,0 +1,120 @@
+#include "kwd/daemon/process_events.hpp"
+
+#include <linux/cn_proc.h>
+#include <linux/connector.h>
+#include <linux/netlink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "kwd/util/unique_fd.hpp"
+
+namespace kwd::daemon {
+namespace {
+
+// The kernel's process-events connector: one netlink datagram per fork, exec, exit... of any
+// process on the machine. Only execs are kept (a kernel is recognised by the argv it exec'd
+// with); the rest are read and dropped, a few microseconds each.
+class ConnectorProcessEvents final : public ProcessEvents {
+ public:
+  ConnectorProcessEvents()
+      : fd_(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_CONNECTOR)) {
+    if (!fd_ || !subscribe()) {
+      spdlog::info(
+          "process events unavailable ({}); kernels outside the runtime dirs are "
+          "found by the 1 s scan",
+          std::strerror(errno));
+      fd_.reset();
+    }
+  }
+
+  [[nodiscard]] int fd() const override { return fd_.get(); }
+
+  Batch drain() override {
+    Batch batch;
+    alignas(nlmsghdr) char buf[8192];
+    while (fd_) {
+      const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+      if (n < 0) {
+        if (errno == ENOBUFS) {  // the kernel dropped events: our buffer was full
+          batch.lost = true;
+          continue;
+        }
+        break;  // EAGAIN: all read
+      }
+      int left = static_cast<int>(n);
+      for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+        if (h->nlmsg_type == NLMSG_ERROR || h->nlmsg_type == NLMSG_NOOP) continue;
+        read_event(*h, batch);
+      }
+    }
+    return batch;
+  }
+
+ private:
+  bool subscribe() {
+    sockaddr_nl self{};
+    self.nl_family = AF_NETLINK;
+    self.nl_groups = CN_IDX_PROC;
+    if (::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&self), sizeof self) != 0) return false;
+    // A netlink header, then the connector's message carrying the one operation.
+    alignas(nlmsghdr) char request[NLMSG_SPACE(sizeof(cn_msg) + sizeof(proc_cn_mcast_op))]{};
+    auto* header = reinterpret_cast<nlmsghdr*>(request);
+    header->nlmsg_len = NLMSG_LENGTH(sizeof(cn_msg) + sizeof(proc_cn_mcast_op));
+    header->nlmsg_type = NLMSG_DONE;
+    cn_msg message{};
+    message.id = {CN_IDX_PROC, CN_VAL_PROC};
+    message.seq = request_seq_;
+    message.len = sizeof(proc_cn_mcast_op);
+    std::memcpy(NLMSG_DATA(header), &message, sizeof message);
+    const proc_cn_mcast_op op = PROC_CN_MCAST_LISTEN;
+    std::memcpy(static_cast<char*>(NLMSG_DATA(header)) + sizeof message, &op, sizeof op);
+    return ::send(fd_.get(), request, header->nlmsg_len, 0) ==
+           static_cast<ssize_t>(header->nlmsg_len);
+  }
+
+  void read_event(const nlmsghdr& header, Batch& batch) {
+    const auto payload = header.nlmsg_len - NLMSG_HDRLEN;
+    if (payload < sizeof(cn_msg)) return;
+    const auto* message = static_cast<const cn_msg*>(NLMSG_DATA(&header));
+    if (message->id.idx != CN_IDX_PROC || message->id.val != CN_VAL_PROC) return;
+    if (message->len < offsetof(proc_event, event_data) + sizeof(proc_event::event_data.exec) ||
+        payload < sizeof(cn_msg) + message->len)
+      return;
+    proc_event event{};
+    std::memcpy(&event, message->data, std::min<std::size_t>(message->len, sizeof event));
+    // The answer to our subscription goes to every listener, as do others' answers: ours
+    // carries our sequence number, acknowledged.
+    if (event.what == proc_event::PROC_EVENT_NONE && message->seq == request_seq_ &&
+        message->ack == 1 && event.event_data.ack.err != 0) {
+      // Refused (a kernel older than 6.6 and no CAP_NET_ADMIN).
+      spdlog::info(
+          "process events refused ({}); kernels outside the runtime dirs are found by "
+          "the 1 s scan",
+          std::strerror(static_cast<int>(event.event_data.ack.err)));
+      fd_.reset();
+      return;
+    }
+    if (event.what != proc_event::PROC_EVENT_EXEC) return;
+    const pid_t pid = event.event_data.exec.process_tgid;
+    if (std::find(batch.exec.begin(), batch.exec.end(), pid) == batch.exec.end())
+      batch.exec.push_back(pid);
+  }
+
+  // Tells our subscription's answer from another listener's.
+  const std::uint32_t request_seq_ = static_cast<std::uint32_t>(::getpid()) ^ 0x6b776400u;
+  util::UniqueFd fd_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessEvents> make_process_events() {
+  return std::make_unique<ConnectorProcessEvents>();
+}
+
+}  // namespace kwd::daemon
