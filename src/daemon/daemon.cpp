@@ -235,11 +235,13 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
   under_launcher_.clear();
   const auto found = scanner_.scan(kind);
   // Who is no longer in the table is forgotten: the same pid later is another process.
-  std::set<std::pair<pid_t, std::uint64_t>> present;
-  for (const auto& process : found)
-    present.insert({process.pid, process.start_time});
-  std::erase_if(ended_, [&](const auto& key) { return !present.contains(key); });
-  std::erase_if(skipped_, [&](const auto& key) { return !present.contains(key); });
+  if (!ended_.empty() || !skipped_.empty()) {
+    std::set<std::pair<pid_t, std::uint64_t>> present;
+    for (const KernelProcess* process : found)
+      present.insert({process->pid, process->start_time});
+    std::erase_if(ended_, [&](const auto& key) { return !present.contains(key); });
+    std::erase_if(skipped_, [&](const auto& key) { return !present.contains(key); });
+  }
   consider(found);
   // A server records its session a moment after it starts the kernel; a kernel no server
   // has named within 30 s (VS Code's, papermill's, a console's) is not asked about again
@@ -260,8 +262,9 @@ void Daemon::on_process_events() {
   if (!batch.exec.empty()) consider(scanner_.examine_now(batch.exec));
 }
 
-void Daemon::consider(const std::vector<KernelProcess>& found) {
-  for (const auto& process : found) {
+void Daemon::consider(const KernelProcessScanner::Found& found) {
+  for (const KernelProcess* found_process : found) {
+    const KernelProcess& process = *found_process;
     if (process.under_launcher) {
       if (std::none_of(under_launcher_.begin(), under_launcher_.end(),
                        [&](const auto& known) { return known.pid == process.pid; }))

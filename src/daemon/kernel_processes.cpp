@@ -55,21 +55,19 @@ constexpr std::uint64_t kRecheckEvery = 5;
 
 }  // namespace
 
-std::vector<KernelProcess> KernelProcessScanner::scan(ScanKind kind) {
-  std::vector<KernelProcess> out;
+KernelProcessScanner::Found KernelProcessScanner::scan(ScanKind kind) {
+  Found out;
   const uid_t me = ::getuid();
   const pid_t self = ::getpid();
   const std::int64_t now_ms = util::steady_ms();
   const bool regular = kind == ScanKind::regular;
-  std::unordered_map<pid_t, Seen> now;
-  now.reserve(seen_.size());
+  const std::uint64_t scan = ++scans_;
   for (const pid_t pid : probes::list_processes()) {
     if (pid == self) continue;
-    Seen entry;
-    if (auto it = seen_.find(pid); it != seen_.end())
-      entry = std::move(it->second);
-    else
-      entry.first_seen_ms = now_ms;
+    auto [it, added] = seen_.try_emplace(pid);
+    Seen& entry = it->second;
+    if (added) entry.first_seen_ms = now_ms;
+    entry.listed_in = scan;
     // A kernel stays one while its pid stays in the table: the daemon watches it already. One
     // under a launcher is looked at again, though: if the launcher dies (SIGKILL, the OOM
     // killer) the kernel lives on, reparented, and is the daemon's to watch.
@@ -84,17 +82,17 @@ std::vector<KernelProcess> KernelProcessScanner::scan(ScanKind kind) {
       entry.process = k ? std::move(*k) : KernelProcess{};
       ++entry.examined;
     }
-    if (entry.kernel) out.push_back(entry.process);
-    now.emplace(pid, std::move(entry));
   }
-  // A pid missing from this scan has exited: if it comes back, it is another process.
-  seen_ = std::move(now);
+  // A pid missing from this listing has exited: if it comes back, it is another process.
+  std::erase_if(seen_, [&](const auto& item) { return item.second.listed_in != scan; });
+  for (const auto& [pid, entry] : seen_)
+    if (entry.kernel) out.push_back(&entry.process);
   if (regular) ++regular_scans_;
   return out;
 }
 
-std::vector<KernelProcess> KernelProcessScanner::examine_now(const std::vector<pid_t>& pids) {
-  std::vector<KernelProcess> out;
+KernelProcessScanner::Found KernelProcessScanner::examine_now(const std::vector<pid_t>& pids) {
+  Found out;
   const uid_t me = ::getuid();
   const pid_t self = ::getpid();
   const std::int64_t now_ms = util::steady_ms();
@@ -102,12 +100,15 @@ std::vector<KernelProcess> KernelProcessScanner::examine_now(const std::vector<p
     if (pid == self) continue;
     auto [it, added] = seen_.try_emplace(pid);
     Seen& entry = it->second;
-    if (added) entry.first_seen_ms = now_ms;
+    if (added) {
+      entry.first_seen_ms = now_ms;
+      entry.listed_in = scans_;  // as if listed: an exec'd pid is in the table
+    }
     auto k = examine_process(pid, me);
     entry.kernel = k.has_value();
     entry.process = k ? std::move(*k) : KernelProcess{};
     ++entry.examined;
-    if (entry.kernel) out.push_back(entry.process);
+    if (entry.kernel) out.push_back(&entry.process);
   }
   return out;
 }

@@ -18,8 +18,8 @@
 
 namespace {
 
-bool found(const std::vector<kwd::daemon::KernelProcess>& all, pid_t pid) {
-  return std::any_of(all.begin(), all.end(), [&](const auto& k) { return k.pid == pid; });
+bool found(const kwd::daemon::KernelProcessScanner::Found& all, pid_t pid) {
+  return std::any_of(all.begin(), all.end(), [&](const auto* k) { return k->pid == pid; });
 }
 
 // A process whose argv names a connection file after `delay_ms` (before: a plain sleep).
@@ -32,6 +32,33 @@ pid_t start_kernel_like(const std::string& file, int delay_ms) {
     ::_exit(127);
   }
   return pid;
+}
+
+// A child that waits until `release` is called, then exec's into a kernel-like command line
+// naming `file`: a process judged before its exec.
+struct WaitingChild {
+  pid_t pid = -1;
+  int go = -1;
+  void release() {
+    REQUIRE(::write(go, "x", 1) == 1);
+    ::close(go);
+  }
+};
+
+WaitingChild start_waiting_child(const char* file) {
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(go[1]);
+    char byte;
+    if (::read(go[0], &byte, 1) != 1) ::_exit(1);
+    ::execl("/usr/bin/python3", "python3", "-c", "import time; time.sleep(30)", "-f", file,
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(go[0]);
+  return {pid, go[1]};
 }
 
 void stop(pid_t pid) {
@@ -49,9 +76,9 @@ TEST_CASE("the process scan finds a kernel, remembers it while it lives, forgets
     const auto all = scanner.scan();
     REQUIRE(found(all, kernel));
     const auto it =
-        std::find_if(all.begin(), all.end(), [&](const auto& k) { return k.pid == kernel; });
-    CHECK(it->connection_file == "/tmp/kwd-scan-test/kernel-abc.json");
-    CHECK(it->start_time > 0);
+        std::find_if(all.begin(), all.end(), [&](const auto* k) { return k->pid == kernel; });
+    CHECK((*it)->connection_file == "/tmp/kwd-scan-test/kernel-abc.json");
+    CHECK((*it)->start_time > 0);
   }
   stop(kernel);
   CHECK_FALSE(found(scanner.scan(), kernel));
@@ -60,26 +87,15 @@ TEST_CASE("the process scan finds a kernel, remembers it while it lives, forgets
 TEST_CASE("the process scan finds a process that exec's into a kernel long after it was seen") {
   // As a kernelspec's `bash -c "source activate env && exec python ... -f FILE"` does: the pid
   // is seen (and judged no kernel) several scans before it exec's. The child waits on a pipe.
-  int go[2];
-  REQUIRE(::pipe(go) == 0);
-  const pid_t late = ::fork();
-  if (late == 0) {
-    ::close(go[1]);
-    char byte;
-    if (::read(go[0], &byte, 1) != 1) ::_exit(1);
-    ::execl("/usr/bin/python3", "python3", "-c", "import time; time.sleep(30)", "-f",
-            "/tmp/kwd-scan-test/kernel-late.json", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(go[0]);
+  auto child = start_waiting_child("/tmp/kwd-scan-test/kernel-late.json");
+  const pid_t late = child.pid;
   kwd::daemon::KernelProcessScanner scanner;
   for (int i = 0; i < 6; ++i)
     CHECK_FALSE(found(scanner.scan(), late));
   // Past the time a new pid is looked at in every scan: only the regular rechecks find it.
   std::this_thread::sleep_for(std::chrono::milliseconds(5100));
   CHECK_FALSE(found(scanner.scan(), late));
-  REQUIRE(::write(go[1], "x", 1) == 1);
-  ::close(go[1]);
+  child.release();
   // Until the exec is done (its command line is python's).
   for (int i = 0; i < 200; ++i) {
     std::ifstream cmdline("/proc/" + std::to_string(late) + "/cmdline");
@@ -94,4 +110,25 @@ TEST_CASE("the process scan finds a process that exec's into a kernel long after
     seen = found(scanner.scan(), late);
   CHECK(seen);
   stop(late);
+}
+
+TEST_CASE("a pid announced by its exec is examined at once, and the scans then know it") {
+  auto child = start_waiting_child("/tmp/kwd-scan-test/kernel-announced.json");
+  const pid_t late = child.pid;
+  kwd::daemon::KernelProcessScanner scanner;
+  CHECK_FALSE(found(scanner.scan(), late));
+  CHECK_FALSE(found(scanner.examine_now({late}), late));  // not a kernel yet
+  child.release();
+  bool announced = false;
+  for (int i = 0; i < 200 && !announced; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto now = scanner.examine_now({late});
+    announced = found(now, late);
+    if (announced)
+      CHECK(now.front()->connection_file == "/tmp/kwd-scan-test/kernel-announced.json");
+  }
+  CHECK(announced);
+  CHECK(found(scanner.scan(kwd::daemon::KernelProcessScanner::ScanKind::quick), late));
+  stop(late);
+  CHECK_FALSE(found(scanner.scan(), late));
 }

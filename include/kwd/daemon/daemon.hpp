@@ -85,7 +85,7 @@ class Daemon {
   void scan(KernelProcessScanner::ScanKind kind = KernelProcessScanner::ScanKind::regular);
   // Kernels a scan or the process events found: watched unless under a launcher, watched
   // already, or turned away before.
-  void consider(const std::vector<KernelProcess>& found);
+  void consider(const KernelProcessScanner::Found& found);
   void on_process_events();
   // Quick scans for 2 s from now: a connection file appeared, its process is on its way.
   void scan_soon();

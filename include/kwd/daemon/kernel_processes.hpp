@@ -34,19 +34,25 @@ struct KernelProcess {
 class KernelProcessScanner {
  public:
   enum class ScanKind { regular, quick };
-  std::vector<KernelProcess> scan(ScanKind kind = ScanKind::regular);
+  // The kernels in the table, pointing into the scanner's memory: valid until its next call.
+  using Found = std::vector<const KernelProcess*>;
+  Found scan(ScanKind kind = ScanKind::regular);
   // Examines these pids now, whatever the scans knew of them (they have just exec'd): the
   // kernels among them. The scans then remember the verdicts.
-  std::vector<KernelProcess> examine_now(const std::vector<pid_t>& pids);
+  Found examine_now(const std::vector<pid_t>& pids);
 
  private:
   struct Seen {
     std::int64_t first_seen_ms = 0;
+    std::uint64_t listed_in = 0;  // the last scan whose listing had this pid
     int examined = 0;
     bool kernel = false;
     KernelProcess process;  // when kernel
   };
+  // Kept in place from scan to scan (a thousand processes, most of them the same each
+  // second): a pid no listing has any more is swept.
   std::unordered_map<pid_t, Seen> seen_;
+  std::uint64_t scans_ = 0;
   std::uint64_t regular_scans_ = 0;
 };
 
