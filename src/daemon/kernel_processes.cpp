@@ -12,11 +12,6 @@
 namespace kwd::daemon {
 namespace {
 
-bool is_launcher(pid_t pid) {
-  const auto record = probes::ProcessRecord::open(pid);
-  return record && protocol::is_watchdog_launcher(record->argv());
-}
-
 // A process of ours whose argv names a connection file, or nothing.
 std::optional<KernelProcess> examine_process(pid_t pid, uid_t me) {
   const auto record = probes::ProcessRecord::open(pid);
@@ -38,8 +33,15 @@ std::optional<KernelProcess> examine_process(pid_t pid, uid_t me) {
   if (!lineage) return std::nullopt;
   k.start_time = lineage->start_time;
   // The launcher itself names the file too (it is in the kernel's argv it carries).
-  k.under_launcher =
-      protocol::is_watchdog_launcher(argv) || (lineage->ppid > 1 && is_launcher(lineage->ppid));
+  k.under_launcher = protocol::is_watchdog_launcher(argv);
+  if (const auto parent =
+          lineage->ppid > 1 ? probes::ProcessRecord::open(lineage->ppid) : std::nullopt) {
+    const auto parent_argv = parent->argv();
+    k.under_launcher = k.under_launcher || protocol::is_watchdog_launcher(parent_argv);
+    // A fork of the kernel (a subprocess between fork and exec, a multiprocessing or
+    // DataLoader worker) carries its argv: it is part of that kernel, not one of its own.
+    if (parent_argv == argv) return std::nullopt;
+  }
   k.argv = std::move(argv);
   return k;
 }

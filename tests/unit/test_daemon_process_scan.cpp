@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -131,4 +132,38 @@ TEST_CASE("a pid announced by its exec is examined at once, and the scans then k
   CHECK(found(scanner.scan(kwd::daemon::KernelProcessScanner::ScanKind::quick), late));
   stop(late);
   CHECK_FALSE(found(scanner.scan(), late));
+}
+
+TEST_CASE("a fork of a kernel (a worker that never exec'd) is not a kernel of its own") {
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  const pid_t kernel = ::fork();
+  if (kernel == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::execl("/usr/bin/python3", "python3", "-c",
+            "import os, time\n"
+            "worker = os.fork()\n"
+            "if worker == 0: time.sleep(30)\n"  // the kernel's argv, a pid of its own
+            "print(worker, flush=True); time.sleep(30)",
+            "-f", "/tmp/kwd-scan-test/kernel-forks.json", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[64];
+  for (ssize_t n;
+       (n = ::read(out[0], buf, sizeof buf)) > 0 && text.find('\n') == std::string::npos;)
+    text.append(buf, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  const pid_t worker = static_cast<pid_t>(std::atoi(text.c_str()));
+  REQUIRE(worker > 0);
+  kwd::daemon::KernelProcessScanner scanner;
+  const auto all = scanner.scan();
+  CHECK(found(all, kernel));
+  CHECK_FALSE(found(all, worker));
+  CHECK_FALSE(found(scanner.examine_now({worker}), worker));
+  ::kill(worker, SIGKILL);
+  stop(kernel);
 }

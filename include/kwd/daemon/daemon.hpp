@@ -30,6 +30,16 @@
 
 namespace kwd::daemon {
 
+// A background service pings each kernel every 2 s and calls one that stays silent for three
+// pings (6 s) hung, where `run` pings every second and waits five: half the wake-ups for a
+// daemon with dozens of idle kernels. (jupyter_client's restarter polls every 3 s.)
+inline protocol::ListenerOptions background_listener_options() {
+  protocol::ListenerOptions options;
+  options.heartbeat.interval = std::chrono::milliseconds(2000);
+  options.heartbeat.misses_to_hang = 3;
+  return options;
+}
+
 struct DaemonOptions {
   // Where kernels' connection files appear (watched for changes; kernels whose files lie
   // elsewhere are found by the process scan). Empty: default_runtime_dirs().
@@ -38,7 +48,7 @@ struct DaemonOptions {
   std::filesystem::path status_socket;  // empty: default_status_socket()
   std::chrono::milliseconds scan_interval{1000};
   std::chrono::milliseconds sample_interval{1000};
-  protocol::ListenerOptions listener;
+  protocol::ListenerOptions listener = background_listener_options();
   std::string nvml_library;
   // Prometheus metrics, off unless asked: served at http://ADDRESS/metrics, and/or written
   // to a file for node_exporter's textfile collector, every metrics_interval and at once
