@@ -115,6 +115,7 @@ void Launcher::on_kernel_death(const watch::ProcessEnd& end, std::int64_t died_a
   } catch (const std::exception& e) {
     spdlog::error("could not finish the crash report: {}", e.what());
   }
+  kernel_->remove_shim();  // after the report, which is due within milliseconds of the death
   kernel_->release_memory_limit();
   end_like(end);
 }

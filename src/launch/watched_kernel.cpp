@@ -218,7 +218,6 @@ void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died
     last_words_timer_.reset();
   }
   try {
-    if (python_shim_) python_shim_->remove();
     stderr_->pump();  // whatever the kernel wrote last is already in the pipe
     if (last_words_) {
       const std::string words = last_words_->drain(kLastWordsLimit);
@@ -240,6 +239,10 @@ void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died
     spdlog::error("after the kernel's death: {}", e.what());
   }
   on_death_(end, died_at_ms);
+}
+
+void WatchedKernel::remove_shim() noexcept {
+  if (python_shim_) python_shim_->remove();
 }
 
 void WatchedKernel::release_memory_limit() {

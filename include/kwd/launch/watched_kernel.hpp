@@ -95,6 +95,9 @@ class WatchedKernel {
                                     const std::vector<std::string>& watchdog_received);
   // Gives the memory cgroup back; after the report (which reads its OOM evidence).
   void release_memory_limit();
+  // Removes the faulthandler shim's directory now (the destructor does it otherwise): after a
+  // death, once the report is written, for the report comes first.
+  void remove_shim() noexcept;
 
  private:
   [[nodiscard]] std::vector<std::string> environment() const;
