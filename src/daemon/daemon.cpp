@@ -254,12 +254,24 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
 
 void Daemon::on_process_events() {
   auto batch = process_events_->drain();
-  if (process_events_->fd() < 0 && process_events_fd_ >= 0) {  // refused: scans only
+  if (batch.refused) {  // scans only, from now on
     loop_.unwatch_fd(process_events_fd_);
     process_events_fd_ = -1;
+    process_events_.reset();
+    return;
   }
-  if (batch.lost) scan_soon();
-  if (!batch.exec.empty()) consider(scanner_.examine_now(batch.exec));
+  if (batch.lost) scan();  // which execs were missed is not known: the whole table
+  if (batch.exec.empty()) return;
+  const auto found = scanner_.examine_now(batch.exec);
+  consider(found);
+  // A kernel started without a connection file writes its own once its ports are bound:
+  // looked for by the quick scans, not left to the next full one.
+  for (const KernelProcess* process : found) {
+    if (!process->under_launcher && !kernels_.contains(process->pid)) {
+      scan_soon();
+      break;
+    }
+  }
 }
 
 void Daemon::consider(const KernelProcessScanner::Found& found) {
@@ -272,8 +284,14 @@ void Daemon::consider(const KernelProcessScanner::Found& found) {
       continue;
     }
     if (auto it = kernels_.find(process.pid); it != kernels_.end()) {
-      if (it->second.process.start_time == process.start_time) continue;
-      kernels_.erase(it);  // a reused pid: the one we watched is gone
+      // The same process with another argv has exec'd since: what was watched was a wrapper
+      // on its way to the kernel (`env -u VAR python -m ipykernel_launcher -f FILE`, `nice`,
+      // `numactl`), whose argv, kernel name and environment (the notebook) are not the
+      // kernel's. Watched afresh.
+      if (it->second.process.start_time == process.start_time &&
+          it->second.process.argv == process.argv)
+        continue;
+      kernels_.erase(it);  // a reused pid, or an exec: the one we watched is gone
     }
     if (skipped_.contains({process.pid, process.start_time}) ||
         ended_.contains({process.pid, process.start_time}))

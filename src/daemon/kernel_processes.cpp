@@ -30,7 +30,9 @@ std::optional<KernelProcess> examine_process(pid_t pid, uid_t me) {
   }
   k.connection_file = path.lexically_normal().string();
   const auto lineage = record->lineage();
-  if (!lineage) return std::nullopt;
+  // A fork of a kernel carries its argv but is part of that kernel, also once orphaned (its
+  // kernel OOM-killed): not a kernel of its own.
+  if (!lineage || lineage->forked_without_exec) return std::nullopt;
   k.start_time = lineage->start_time;
   // The launcher itself names the file too (it is in the kernel's argv it carries).
   k.under_launcher = protocol::is_watchdog_launcher(argv);
@@ -38,8 +40,8 @@ std::optional<KernelProcess> examine_process(pid_t pid, uid_t me) {
           lineage->ppid > 1 ? probes::ProcessRecord::open(lineage->ppid) : std::nullopt) {
     const auto parent_argv = parent->argv();
     k.under_launcher = k.under_launcher || protocol::is_watchdog_launcher(parent_argv);
-    // A fork of the kernel (a subprocess between fork and exec, a multiprocessing or
-    // DataLoader worker) carries its argv: it is part of that kernel, not one of its own.
+    // Where the platform cannot tell a fork (macOS), one with its parent's argv is taken
+    // for one.
     if (parent_argv == argv) return std::nullopt;
   }
   k.argv = std::move(argv);
@@ -100,13 +102,18 @@ KernelProcessScanner::Found KernelProcessScanner::examine_now(const std::vector<
   const std::int64_t now_ms = util::steady_ms();
   for (const pid_t pid : pids) {
     if (pid == self) continue;
-    auto [it, added] = seen_.try_emplace(pid);
-    Seen& entry = it->second;
-    if (added) {
-      entry.first_seen_ms = now_ms;
-      entry.listed_in = scans_;  // as if listed: an exec'd pid is in the table
-    }
     auto k = examine_process(pid, me);
+    // Every exec on the machine comes here: a pid the scans do not know yet is remembered
+    // only when it is a kernel (the next scan judges the rest as new), so that a long scan
+    // interval on a busy host does not pile up verdicts.
+    auto it = seen_.find(pid);
+    if (it == seen_.end()) {
+      if (!k) continue;
+      it = seen_.try_emplace(pid).first;
+      it->second.first_seen_ms = now_ms;
+      it->second.listed_in = scans_;  // as if listed: an exec'd pid is in the table
+    }
+    Seen& entry = it->second;
     entry.kernel = k.has_value();
     entry.process = k ? std::move(*k) : KernelProcess{};
     ++entry.examined;

@@ -21,9 +21,10 @@ class ProcessEvents {
   struct Batch {
     std::vector<pid_t> exec;  // each pid once, in the order they exec'd
     bool lost = false;        // events were dropped (a full socket buffer): scan the table
+    bool refused = false;     // the kernel refused the subscription (said once in the log):
+                              // the caller stops watching fd() and drops the source
   };
-  // Reads everything fd() announced. A source that finds itself refused closes: fd() is
-  // then -1 and it says so once in the log.
+  // Reads what fd() announced (a bounded amount per call; fd() stays readable while more wait).
   virtual Batch drain() = 0;
 };
 

@@ -29,6 +29,10 @@ class ProcessRecord {
   struct Lineage {
     pid_t ppid = 0;
     std::uint64_t start_time = 0;  // distinguishes a reused pid; units are the platform's
+    // A fork that has not exec'd (a worker of a multiprocessing pool or DataLoader, a
+    // subprocess on its way to exec): it runs its parent's program, not one of its own.
+    // Linux knows it (PF_FORKNOEXEC); macOS reads false.
+    bool forked_without_exec = false;
   };
   [[nodiscard]] std::optional<Lineage> lineage() const;
   [[nodiscard]] std::filesystem::path cwd() const;  // empty when not known

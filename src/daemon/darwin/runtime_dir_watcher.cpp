@@ -20,17 +20,16 @@
 namespace kwd::daemon {
 namespace {
 
-// The "*.json" names in a directory read through `fd` (rewound first).
+// The "*.json" names in the directory `fd` is open on (an O_EVTONLY fd, kept for kqueue): read
+// through a descriptor of its own, whose offset starts at the beginning (a dup would share,
+// and leave, the watched fd's).
 std::set<std::string> json_names(int fd) {
   std::set<std::string> names;
-  const int copy = ::dup(fd);
-  if (copy < 0) return names;
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(copy), ::closedir);
-  if (!dir) {
-    ::close(copy);
-    return names;
-  }
-  ::rewinddir(dir.get());
+  util::UniqueFd own(::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!own) return names;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(own.get()), ::closedir);
+  if (!dir) return names;
+  (void)own.release();  // closedir closes it now
   while (const dirent* entry = ::readdir(dir.get())) {
     const std::string_view name(entry->d_name);
     if (name.ends_with(".json")) names.emplace(name);

@@ -17,6 +17,11 @@
 namespace kwd::daemon {
 namespace {
 
+// proc_event's `what` values, as numbers: Linux 6.6's headers moved their enum out of the
+// struct (proc_event::PROC_EVENT_EXEC there, PROC_EVENT_EXEC at namespace scope after).
+constexpr std::uint32_t kEventNone = 0x0;
+constexpr std::uint32_t kEventExec = 0x2;
+
 // The kernel's process-events connector: one netlink datagram per fork, exec, exit... of any
 // process on the machine. Only execs are kept (a kernel is recognised by the argv it exec'd
 // with); the rest are read and dropped, a few microseconds each.
@@ -24,21 +29,31 @@ class ConnectorProcessEvents final : public ProcessEvents {
  public:
   ConnectorProcessEvents()
       : fd_(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_CONNECTOR)) {
-    if (!fd_ || !subscribe()) {
+    if (!fd_ || !send_operation(PROC_CN_MCAST_LISTEN)) {
       spdlog::info(
           "process events unavailable ({}); kernels outside the runtime dirs are "
-          "found by the 1 s scan",
+          "found by the periodic scan",
           std::strerror(errno));
       fd_.reset();
     }
   }
+
+  // The kernel counts its listeners: tell it this one is gone.
+  ~ConnectorProcessEvents() override {
+    if (fd_) (void)send_operation(PROC_CN_MCAST_IGNORE);
+  }
+
+  ConnectorProcessEvents(const ConnectorProcessEvents&) = delete;
+  ConnectorProcessEvents& operator=(const ConnectorProcessEvents&) = delete;
 
   [[nodiscard]] int fd() const override { return fd_.get(); }
 
   Batch drain() override {
     Batch batch;
     alignas(nlmsghdr) char buf[8192];
-    while (fd_) {
+    // At most this many datagrams a call (one event each): the loop comes back while more
+    // wait, and a host busy forking does not hold the daemon here.
+    for (int datagrams = 0; fd_ && datagrams < 64 && !batch.refused; ++datagrams) {
       const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
       if (n < 0) {
         if (errno == ENOBUFS) {  // the kernel dropped events: our buffer was full
@@ -57,11 +72,13 @@ class ConnectorProcessEvents final : public ProcessEvents {
   }
 
  private:
-  bool subscribe() {
+  bool send_operation(proc_cn_mcast_op op) {
     sockaddr_nl self{};
     self.nl_family = AF_NETLINK;
     self.nl_groups = CN_IDX_PROC;
-    if (::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&self), sizeof self) != 0) return false;
+    if (op == PROC_CN_MCAST_LISTEN &&
+        ::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&self), sizeof self) != 0)
+      return false;
     // A netlink header, then the connector's message carrying the one operation.
     alignas(nlmsghdr) char request[NLMSG_SPACE(sizeof(cn_msg) + sizeof(proc_cn_mcast_op))]{};
     auto* header = reinterpret_cast<nlmsghdr*>(request);
@@ -72,7 +89,6 @@ class ConnectorProcessEvents final : public ProcessEvents {
     message.seq = request_seq_;
     message.len = sizeof(proc_cn_mcast_op);
     std::memcpy(NLMSG_DATA(header), &message, sizeof message);
-    const proc_cn_mcast_op op = PROC_CN_MCAST_LISTEN;
     std::memcpy(static_cast<char*>(NLMSG_DATA(header)) + sizeof message, &op, sizeof op);
     return ::send(fd_.get(), request, header->nlmsg_len, 0) ==
            static_cast<ssize_t>(header->nlmsg_len);
@@ -90,8 +106,9 @@ class ConnectorProcessEvents final : public ProcessEvents {
     std::memcpy(&event, message->data, std::min<std::size_t>(message->len, sizeof event));
     // The answer to our subscription goes to every listener, as do others' answers: ours
     // carries our sequence number, acknowledged.
-    if (event.what == proc_event::PROC_EVENT_NONE && message->seq == request_seq_ &&
-        message->ack == 1 && event.event_data.ack.err != 0) {
+    const auto what = static_cast<std::uint32_t>(event.what);
+    if (what == kEventNone && message->seq == request_seq_ && message->ack == 1 &&
+        event.event_data.ack.err != 0) {
       // Refused (a kernel older than 6.6 and no CAP_NET_ADMIN).
       spdlog::info(
           "process events refused ({}); kernels outside the runtime dirs are found by "

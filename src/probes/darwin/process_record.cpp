@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "kwd/util/process_args.hpp"
 
@@ -29,16 +31,21 @@ std::uint64_t start_time_of(const proc_bsdinfo& info) {
 // The process's arguments and environment; nullopt for another user's process (the kernel
 // refuses) or one that is gone.
 std::optional<util::ProcessArgs> process_args(pid_t pid) {
-  int argmax = 0;
-  std::size_t size = sizeof argmax;
-  int max_mib[] = {CTL_KERN, KERN_ARGMAX};
-  if (::sysctl(max_mib, 2, &argmax, &size, nullptr, 0) != 0 || argmax <= 0) return std::nullopt;
-  std::string buffer(static_cast<std::size_t>(argmax), '\0');
-  size = buffer.size();
+  // The kernel wants a buffer of exactly KERN_ARGMAX bytes (EINVAL when larger): asked once,
+  // and a buffer kept per thread (a scan reads a process and its parent), not allocated each
+  // time.
+  static const int argmax = [] {
+    int value = 0;
+    std::size_t size = sizeof value;
+    int mib[] = {CTL_KERN, KERN_ARGMAX};
+    return ::sysctl(mib, 2, &value, &size, nullptr, 0) == 0 ? value : 0;
+  }();
+  if (argmax <= 0) return std::nullopt;
+  thread_local std::vector<char> buffer(static_cast<std::size_t>(argmax));
+  std::size_t size = buffer.size();
   int mib[] = {CTL_KERN, KERN_PROCARGS2, static_cast<int>(pid)};
   if (::sysctl(mib, 3, buffer.data(), &size, nullptr, 0) != 0) return std::nullopt;
-  buffer.resize(size);
-  return util::parse_kern_procargs2(buffer);
+  return util::parse_kern_procargs2(std::string_view(buffer.data(), size));
 }
 
 }  // namespace
@@ -67,7 +74,7 @@ std::vector<std::string> ProcessRecord::environment() const {
 std::optional<ProcessRecord::Lineage> ProcessRecord::lineage() const {
   const auto info = bsd_info(pid_);
   if (!info || start_time_of(*info) != opened_.start_time) return std::nullopt;  // reused
-  return Lineage{static_cast<pid_t>(info->pbi_ppid), opened_.start_time};
+  return Lineage{static_cast<pid_t>(info->pbi_ppid), opened_.start_time, false};
 }
 
 std::filesystem::path ProcessRecord::cwd() const {
@@ -85,6 +92,7 @@ std::vector<pid_t> list_processes() {
   const int found = ::proc_listallpids(pids.data(), static_cast<int>(pids.size() * sizeof(pid_t)));
   if (found <= 0) return {};
   pids.resize(std::min(pids.size(), static_cast<std::size_t>(found)));
+  std::erase(pids, 0);  // the kernel_task: not a process we could read, and Linux lists none
   return pids;
 }
 

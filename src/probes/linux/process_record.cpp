@@ -54,7 +54,8 @@ std::vector<std::string> ProcessRecord::environment() const {
 std::optional<ProcessRecord::Lineage> ProcessRecord::lineage() const {
   const auto stat = linux_proc::parse_proc_stat(read_at(dir_.get(), "stat"));
   if (!stat) return std::nullopt;
-  return Lineage{stat->ppid, stat->start_time};
+  constexpr std::uint32_t kForkNoExec = 0x40;  // PF_FORKNOEXEC, include/linux/sched.h
+  return Lineage{stat->ppid, stat->start_time, (stat->flags & kForkNoExec) != 0};
 }
 
 std::filesystem::path ProcessRecord::cwd() const {

@@ -47,6 +47,9 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text) {
       case 1:
         ok &= to_number(tok, st.ppid);
         break;
+      case 6:
+        ok &= to_number(tok, st.flags);
+        break;
       case 17:
         ok &= to_number(tok, st.threads);
         break;

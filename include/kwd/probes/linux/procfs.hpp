@@ -15,6 +15,7 @@ struct ProcStat {
   std::string comm;
   char state = '?';
   pid_t ppid = 0;
+  std::uint32_t flags = 0;  // the kernel's PF_* flags of the task
   std::int64_t threads = 0;
   std::uint64_t start_time = 0;  // clock ticks since boot
   std::uint64_t vsize = 0;       // bytes of address space: changes with every (un)mapping
