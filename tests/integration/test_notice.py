@@ -16,14 +16,22 @@ from conftest import KWD_BINARY, load_reports
 
 
 def outputs_of(k, code):
+    """The cell's outputs as a front end shows them: consecutive stream messages are one
+    output (ipykernel may flush `print`'s text and its newline apart on a loaded machine)."""
     reply, messages = k.execute(code)
     assert reply["status"] == "ok", reply
-    shown = []
+    shown, last_stream = [], None
     for m in messages:
         if m["msg_type"] == "display_data":
             shown.append(("display", m["content"]["data"]))
+            last_stream = None
         elif m["msg_type"] == "stream":
-            shown.append(("stream", m["content"]["text"]))
+            name = m["content"]["name"]
+            if shown and last_stream == name:
+                shown[-1] = ("stream", shown[-1][1] + m["content"]["text"])
+            else:
+                shown.append(("stream", m["content"]["text"]))
+            last_stream = name
     return shown
 
 
