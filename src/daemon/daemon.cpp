@@ -187,8 +187,8 @@ int Daemon::run() {
       if (dirs_->drain()) scan_soon();
     });
   process_events_ = make_process_events();
-  process_events_fd_ = process_events_->fd();
-  if (process_events_fd_ >= 0) loop_.watch_fd(process_events_fd_, [this] { on_process_events(); });
+  if (process_events_->fd() >= 0)
+    loop_.watch_fd(process_events_->fd(), [this] { on_process_events(); });
   if (status_listener_) loop_.watch_fd(status_listener_.get(), [this] { on_status_client(); });
   loop_.every(options_.scan_interval, [this] {
     dirs_->rewatch();
@@ -254,9 +254,8 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
 
 void Daemon::on_process_events() {
   auto batch = process_events_->drain();
-  if (batch.refused) {  // scans only, from now on
-    loop_.unwatch_fd(process_events_fd_);
-    process_events_fd_ = -1;
+  if (batch.refused) {                        // scans only, from now on
+    loop_.unwatch_fd(process_events_->fd());  // before the source closes it
     process_events_.reset();
     return;
   }

@@ -114,7 +114,6 @@ class Daemon {
   std::unique_ptr<loop::SignalPipe> signals_;
   std::unique_ptr<RuntimeDirWatcher> dirs_;
   std::unique_ptr<ProcessEvents> process_events_;
-  int process_events_fd_ = -1;  // as registered with the loop
   util::UniqueFd status_listener_;
   std::map<pid_t, Kernel> kernels_;
   std::vector<KernelProcess> under_launcher_;  // seen in the last scan
