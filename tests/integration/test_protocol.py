@@ -57,7 +57,7 @@ def read_log(f):
 def test_segfault_in_cell_3_names_it_and_lists_cells_1_and_2(start_kernel, jupyter_env):
     k = start_kernel()
     r1, _ = k.execute("a = 1")
-    r2, _ = k.execute("b = b'x' * (64 * 1024 * 1024)\nlen(b)")
+    r2, _ = k.execute("b = b'x' * (256 * 1024 * 1024)\nlen(b)")
     assert r1["status"] == r2["status"] == "ok"
     k.execute_until_death(CRASH_AFTER_WORK)
 
@@ -77,15 +77,17 @@ def test_segfault_in_cell_3_names_it_and_lists_cells_1_and_2(start_kernel, jupyt
     cells = cells_by_count(report)
     assert sorted(cells) == [1, 2]
     assert cells[1]["code"] == "a = 1"
-    assert cells[2]["code"] == "b = b'x' * (64 * 1024 * 1024)\nlen(b)"
+    assert cells[2]["code"] == "b = b'x' * (256 * 1024 * 1024)\nlen(b)"
     for c in cells.values():
         assert c["status"] == "ok"
         assert 0 <= c["duration_s"] < 30
         assert c["ended_at_ms"] - c["started_at_ms"] == pytest.approx(c["duration_s"] * 1000, abs=1)
         assert c["rss_start"] > 0 and c["rss_end"] > 0
         assert c["rss_delta"] == c["rss_end"] - c["rss_start"]
-    # The 64 MiB of bytes are charged to cell 2, not to its neighbours.
-    assert cells[2]["rss_delta"] >= 60 * MiB
+    # The 256 MiB of bytes are charged to cell 2, not to its neighbours. The kernel's RSS moves
+    # by a few MiB of its own meanwhile (CI saw -5.2 MiB beside 64 MiB of bytes), so the bytes
+    # must dwarf that for the check to be about them.
+    assert cells[2]["rss_delta"] >= 240 * MiB
     assert abs(cells[1]["rss_delta"]) < 32 * MiB
 
     protocol = report["protocol"]

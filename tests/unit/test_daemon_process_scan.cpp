@@ -151,11 +151,14 @@ TEST_CASE("a fork of a kernel (a worker that never exec'd) is not a kernel of it
     ::_exit(127);
   }
   ::close(out[1]);
+  // Read up to the worker's pid only: the pipe stays open for the 30 s both of them sleep.
   std::string text;
   char buf[64];
-  for (ssize_t n;
-       (n = ::read(out[0], buf, sizeof buf)) > 0 && text.find('\n') == std::string::npos;)
+  while (text.find('\n') == std::string::npos) {
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
     text.append(buf, static_cast<std::size_t>(n));
+  }
   ::close(out[0]);
   const pid_t worker = static_cast<pid_t>(std::atoi(text.c_str()));
   REQUIRE(worker > 0);
