@@ -64,23 +64,26 @@ struct JsonFrameReader::Impl {
   // The frame's root object, or an error.
   simdjson::simdjson_result<simdjson::dom::object> parse(std::string_view frame) {
     const std::size_t needed = frame.size() + simdjson::SIMDJSON_PADDING;
-    // Past kKeepCapacity, a buffer sized for one huge frame is given back at the next frame
-    // that fits in less.
-    if (needed > padded_size || (padded_size > kKeepCapacity + simdjson::SIMDJSON_PADDING &&
-                                 frame.size() <= kKeepCapacity)) {
-      const std::size_t size =
-          std::max(needed, std::min(padded_size, kKeepCapacity + simdjson::SIMDJSON_PADDING));
+    if (needed > padded_size) {
       padded.reset();
       padded_size = 0;  // until the new buffer exists: a bad_alloc must not leave a stale size
-      padded = std::make_unique_for_overwrite<char[]>(size);
-      padded_size = size;
+      padded = std::make_unique_for_overwrite<char[]>(needed);
+      padded_size = needed;
     }
     std::memcpy(padded.get(), frame.data(), frame.size());
     std::memset(padded.get() + frame.size(), 0, simdjson::SIMDJSON_PADDING);
     if (parser.capacity() > kKeepCapacity && frame.size() <= kKeepCapacity) {
       if (parser.allocate(kKeepCapacity) != simdjson::SUCCESS) return simdjson::MEMALLOC;
     }
-    return parser.parse(padded.get(), frame.size(), /*realloc_if_needed=*/false).get_object();
+    auto root = parser.parse(padded.get(), frame.size(), /*realloc_if_needed=*/false).get_object();
+    // The document holds its own copies of the strings, so a copy made for one huge frame goes
+    // at once: the strings taken out of the document next can have its memory, already
+    // paged in, rather than as much again fresh from the system.
+    if (padded_size > kKeepCapacity + simdjson::SIMDJSON_PADDING) {
+      padded.reset();
+      padded_size = 0;
+    }
+    return root;
   }
 };
 

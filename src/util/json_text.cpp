@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 namespace kwd::util {
 namespace {
@@ -87,6 +92,39 @@ constexpr std::uint64_t has_special_byte(std::uint64_t w) {
          has_zero_byte(w ^ (kOnes * '"')) | has_zero_byte(w ^ (kOnes * '\\'));
 }
 
+bool is_special(unsigned char c) {
+  return c >= 0x80 || kNeedsEscape[c];
+}
+
+// Where in [from, to) the first byte above ASCII or needing an escape is; `to` if none. Output
+// of many MB (a stream, a base64 image) is almost all plain bytes, so the scan is what costs.
+std::size_t next_special(const char* p, std::size_t from, std::size_t to) {
+  std::size_t i = from;
+#ifdef __SSE2__
+  // Sixteen at a time (every x86-64 has SSE2). Compared as signed bytes, those above ASCII are
+  // negative, so one "less than 0x20" finds them and the control characters together.
+  const __m128i space = _mm_set1_epi8(0x20);
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  for (; i + 16 <= to; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    const __m128i special =
+        _mm_or_si128(_mm_cmplt_epi8(v, space),
+                     _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+    if (const int mask = _mm_movemask_epi8(special); mask != 0)
+      return i + static_cast<std::size_t>(std::countr_zero(static_cast<unsigned>(mask)));
+  }
+#endif
+  for (; i + 8 <= to; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p + i, sizeof word);
+    if (has_special_byte(word) != 0) break;
+  }
+  for (; i < to; ++i)
+    if (is_special(static_cast<unsigned char>(p[i]))) return i;
+  return to;
+}
+
 bool is_ascii(std::string_view text) {
   std::size_t i = 0;
   for (; i + 8 <= text.size(); i += 8) {
@@ -107,36 +145,30 @@ bool append_ascii_string(TextOut& text_out, std::string_view text) {
   std::string& out = text_out.text();
   const std::size_t start = out.size();
   out += '"';
-  std::size_t run = 0, i = 0, slice_end = text_out.piece();
+  const char* p = text.data();
   const std::size_t n = text.size();
+  std::size_t i = 0;
+  std::size_t slice_end = sliced ? text_out.piece() : n;
   while (i < n) {
-    if (sliced && i >= slice_end) {
-      out.append(text.data() + run, i - run);
-      run = i;
-      text_out.pass_on_if_full();
-      slice_end = i + text_out.piece();
-    }
-    if (i + 8 <= n) {
-      std::uint64_t word;
-      std::memcpy(&word, text.data() + i, sizeof word);
-      if (has_special_byte(word) == 0) {
-        i += 8;
-        continue;
+    const std::size_t limit = std::min(n, slice_end);
+    const std::size_t j = next_special(p, i, limit);
+    out.append(p + i, j - i);
+    i = j;
+    if (j == limit) {
+      if (sliced) {
+        text_out.pass_on_if_full();
+        slice_end = i + text_out.piece();
       }
+      continue;
     }
-    const auto c = static_cast<unsigned char>(text[i]);
+    const auto c = static_cast<unsigned char>(p[j]);
     if (c >= 0x80) {
       out.resize(start);
       return false;
     }
-    if (kNeedsEscape[c]) {
-      out.append(text.data() + run, i - run);
-      append_escape(out, c);
-      run = i + 1;
-    }
+    append_escape(out, c);
     ++i;
   }
-  out.append(text.data() + run, n - run);
   out += '"';
   return true;
 }

@@ -298,6 +298,18 @@ TEST_CASE("json_text writes what dump() writes, byte for byte") {
       INFO(doc.dump().substr(0, 200) << " indent " << indent);
       CHECK(kwd::util::json_text(doc, indent) == doc.dump(indent));
     }
+  // Each byte that needs care at each place in strings either side of the 8- and 16-byte
+  // steps the scan takes: the first, the last, and across a step's edge.
+  for (const std::string_view special : {"\x01", "\"", "\\", "\x1f", "\n", "\x7f", " ", "é"})
+    for (std::size_t length = 0; length <= 40; ++length)
+      for (std::size_t at = 0; at <= length; ++at) {
+        std::string text(length, 'x');
+        if (length > 0) text.back() = length % 3 == 0 ? '\t' : 'y';
+        text.insert(at, special);
+        const json doc(text);
+        INFO("length " << length << " at " << at);
+        CHECK(kwd::util::json_text(doc, -1) == doc.dump(-1));
+      }
   // Invalid UTF-8 is refused as dump() refuses it.
   const json broken = std::string("bad \xff byte");
   CHECK_THROWS_AS(kwd::util::json_text(broken, 1), json::type_error);
