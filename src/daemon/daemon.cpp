@@ -223,7 +223,13 @@ void Daemon::scan_soon() {
   // Not ended by the first kernel found: a burst of files (a server restoring fifty sessions)
   // waits for fifty processes. A quick scan examines only processes new in the table.
   quick_scan_ = loop_.every(kQuickScanInterval, [this] {
-    scan(KernelProcessScanner::ScanKind::quick);
+    // With process events, every exec was examined as it happened: what is left to do is to
+    // watch the kernels whose connection file was not there yet, without listing the table
+    // forty times a second while a server restores its sessions.
+    if (process_events_)
+      consider(scanner_.known());
+    else
+      scan(KernelProcessScanner::ScanKind::quick);
     if (--quick_scans_left_ <= 0) {
       loop_.cancel(*quick_scan_);
       quick_scan_.reset();
@@ -306,6 +312,15 @@ void Daemon::name_notebook(Kernel& k, bool now) {
   k.watch->set_notebook({std::move(path), "jupyter_server"});
 }
 
+const std::vector<kernelspec::Kernelspec>& Daemon::kernelspecs() {
+  const std::int64_t now = util::steady_ms();
+  if (kernelspecs_read_ms_ < 0 || now - kernelspecs_read_ms_ > kKernelspecsFreshMs) {
+    kernelspecs_ = kernelspec::find_all();
+    kernelspecs_read_ms_ = now;
+  }
+  return kernelspecs_;
+}
+
 void Daemon::start_watching(const KernelProcess& process) {
   const auto skip = [&](const std::string& why) {
     spdlog::warn("not watching pid {} ({}): {}", process.pid, process.connection_file, why);
@@ -339,7 +354,7 @@ void Daemon::start_watching(const KernelProcess& process) {
   kernel.process = process;
   kernel.kernel_id = protocol::kernel_id_from_connection_file(process.connection_file);
   kernel.notebook = notebook.path;
-  kernel.kernel_name = kernelspec_name_for(process.argv, kernelspec::find_all());
+  kernel.kernel_name = kernelspec_name_for(process.argv, kernelspecs());
   kernel.watched_since_ms = util::wall_ms();
   if (auto previous = last_death_by_file_.find(process.connection_file);
       previous != last_death_by_file_.end())
@@ -354,6 +369,11 @@ void Daemon::start_watching(const KernelProcess& process) {
   // A background service: an idle kernel whose memory is flat is looked at every 5 s; a busy
   // or growing one at the full rate.
   wo.idle_sample_interval = std::max(options_.sample_interval, kDaemonIdleSampleInterval);
+  // Spread over one sample interval, in steps a little over 1/16 of it: kernels found in one
+  // burst do not all take their first readings in the same tick.
+  first_sample_step_ = (first_sample_step_ + 1) % 16;
+  wo.first_sample_after =
+      std::max(std::chrono::milliseconds(1), options_.sample_interval * first_sample_step_ / 16);
   wo.listener = options_.listener;
   wo.probes.nvml_library = options_.nvml_library;
   wo.probes.host = host_sources_;

@@ -60,7 +60,6 @@ constexpr std::uint64_t kRecheckEvery = 5;
 }  // namespace
 
 KernelProcessScanner::Found KernelProcessScanner::scan(ScanKind kind) {
-  Found out;
   const uid_t me = ::getuid();
   const pid_t self = ::getpid();
   const std::int64_t now_ms = util::steady_ms();
@@ -89,9 +88,14 @@ KernelProcessScanner::Found KernelProcessScanner::scan(ScanKind kind) {
   }
   // A pid missing from this listing has exited: if it comes back, it is another process.
   std::erase_if(seen_, [&](const auto& item) { return item.second.listed_in != scan; });
+  if (regular) ++regular_scans_;
+  return known();
+}
+
+KernelProcessScanner::Found KernelProcessScanner::known() const {
+  Found out;
   for (const auto& [pid, entry] : seen_)
     if (entry.kernel) out.push_back(&entry.process);
-  if (regular) ++regular_scans_;
   return out;
 }
 

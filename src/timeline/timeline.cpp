@@ -5,10 +5,28 @@
 
 namespace kwd::timeline {
 
+namespace {
+
+// Rings fill as samples come rather than being made whole at once: a daemon that finds
+// hundreds of kernels together pages in no empty history for them, and one watched for a
+// minute holds a minute of it.
+void put(std::vector<MemorySample>& ring, std::size_t capacity, std::size_t head,
+         const MemorySample& sample) {
+  if (head < ring.size()) {
+    ring[head] = sample;
+    return;
+  }
+  if (ring.size() == ring.capacity())
+    ring.reserve(std::min(capacity, std::max<std::size_t>(16, 2 * ring.size())));
+  ring.push_back(sample);
+}
+
+}  // namespace
+
 Timeline::Timeline(std::size_t recent_capacity, std::int64_t coarse_period_ms,
                    std::size_t coarse_capacity)
-    : recent_(std::max<std::size_t>(recent_capacity, 1)),
-      coarse_(std::max<std::size_t>(coarse_capacity, 1)),
+    : recent_capacity_(std::max<std::size_t>(recent_capacity, 1)),
+      coarse_capacity_(std::max<std::size_t>(coarse_capacity, 1)),
       coarse_period_ms_(std::max<std::int64_t>(coarse_period_ms, 1)) {}
 
 void Timeline::fold_max(MemorySample& into, const MemorySample& s) {
@@ -17,14 +35,14 @@ void Timeline::fold_max(MemorySample& into, const MemorySample& s) {
 }
 
 void Timeline::add(const MemorySample& sample) {
-  if (recent_count_ == recent_.size()) {
+  if (recent_count_ == recent_capacity_) {
     // The oldest full-rate sample leaves the recent window and folds into the coarse tier.
     const MemorySample& leaving = recent_[recent_head_];
     const std::int64_t bucket = leaving.t_ms - leaving.t_ms % coarse_period_ms_;
     if (have_pending_ && coarse_pending_.t_ms != bucket) {
-      coarse_[coarse_head_] = coarse_pending_;
-      coarse_head_ = (coarse_head_ + 1) % coarse_.size();
-      coarse_count_ = std::min(coarse_count_ + 1, coarse_.size());
+      put(coarse_, coarse_capacity_, coarse_head_, coarse_pending_);
+      coarse_head_ = (coarse_head_ + 1) % coarse_capacity_;
+      coarse_count_ = std::min(coarse_count_ + 1, coarse_capacity_);
       have_pending_ = false;
     }
     if (!have_pending_) {
@@ -35,9 +53,9 @@ void Timeline::add(const MemorySample& sample) {
       fold_max(coarse_pending_, leaving);
     }
   }
-  recent_[recent_head_] = sample;
-  recent_head_ = (recent_head_ + 1) % recent_.size();
-  recent_count_ = std::min(recent_count_ + 1, recent_.size());
+  put(recent_, recent_capacity_, recent_head_, sample);
+  recent_head_ = (recent_head_ + 1) % recent_capacity_;
+  recent_count_ = std::min(recent_count_ + 1, recent_capacity_);
   fold_max(peak_, sample);
   peak_.t_ms = std::max(peak_.t_ms, sample.t_ms);
 }
@@ -45,7 +63,7 @@ void Timeline::add(const MemorySample& sample) {
 std::vector<MemorySample> Timeline::recent() const {
   std::vector<MemorySample> out;
   out.reserve(recent_count_);
-  const std::size_t cap = recent_.size();
+  const std::size_t cap = recent_capacity_;
   const std::size_t start = (recent_head_ + cap - recent_count_) % cap;
   for (std::size_t i = 0; i < recent_count_; ++i)
     out.push_back(recent_[(start + i) % cap]);
@@ -55,7 +73,7 @@ std::vector<MemorySample> Timeline::recent() const {
 std::vector<MemorySample> Timeline::coarse() const {
   std::vector<MemorySample> out;
   out.reserve(coarse_count_ + 1);
-  const std::size_t cap = coarse_.size();
+  const std::size_t cap = coarse_capacity_;
   const std::size_t start = (coarse_head_ + cap - coarse_count_) % cap;
   for (std::size_t i = 0; i < coarse_count_; ++i)
     out.push_back(coarse_[(start + i) % cap]);
@@ -65,7 +83,7 @@ std::vector<MemorySample> Timeline::coarse() const {
 
 const MemorySample* Timeline::latest() const {
   if (recent_count_ == 0) return nullptr;
-  return &recent_[(recent_head_ + recent_.size() - 1) % recent_.size()];
+  return &recent_[(recent_head_ + recent_capacity_ - 1) % recent_capacity_];
 }
 
 nlohmann::json samples_to_json(const std::vector<MemorySample>& samples) {

@@ -100,7 +100,10 @@ void Watch::start() {
   if (options_.zmq_context) listener_->share_context(options_.zmq_context);
   listener_->start();
   if (death_->fd() >= 0) loop_.watch_fd(death_->fd(), [this] { on_death_fd(); });
-  on_sample_timer();
+  if (options_.first_sample_after.count() > 0)
+    sample_timer_ = loop_.after(options_.first_sample_after, [this] { on_sample_timer(); });
+  else
+    on_sample_timer();
 }
 
 bool Watch::needs_full_rate(std::int64_t now_ms) const {

@@ -19,6 +19,7 @@
 #include "kwd/daemon/kernel_processes.hpp"
 #include "kwd/daemon/process_events.hpp"
 #include "kwd/daemon/runtime_dir_watcher.hpp"
+#include "kwd/kernelspec/kernelspec.hpp"
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
 #include "kwd/metrics/exposition.hpp"
@@ -103,6 +104,9 @@ class Daemon {
   void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);
   void name_notebook(Kernel& k, bool now);
+  // The kernelspecs installed, read again when the last reading is over kKernelspecsFreshMs
+  // old: kernels found together (a server restoring its sessions) share one reading.
+  const std::vector<kernelspec::Kernelspec>& kernelspecs();
   void on_status_client();
   [[nodiscard]] nlohmann::json status_json() const;
   [[nodiscard]] metrics::DaemonFigures metrics_figures() const;
@@ -129,6 +133,10 @@ class Daemon {
   std::uint64_t reports_written_ = 0;
   std::map<std::string, std::int64_t> deaths_by_cause_;
   std::unique_ptr<JupyterSessions> sessions_;
+  static constexpr std::int64_t kKernelspecsFreshMs = 2'000;
+  std::vector<kernelspec::Kernelspec> kernelspecs_;
+  std::int64_t kernelspecs_read_ms_ = -1;
+  int first_sample_step_ = 0;  // where the next kernel's first sample falls (see start_watching)
   std::shared_ptr<zmq::context_t> zmq_context_;
   // One kernel log reader, one NVML thread, one meminfo reader for all the kernels.
   std::shared_ptr<probes::HostSources> host_sources_ = std::make_shared<probes::HostSources>();

@@ -40,6 +40,8 @@ class KernelProcessScanner {
   // Examines these pids now, whatever the scans knew of them (they have just exec'd): the
   // kernels among them. The scans then remember the verdicts.
   Found examine_now(const std::vector<pid_t>& pids);
+  // The kernels the last scans and examinations found, without looking at the table again.
+  [[nodiscard]] Found known() const;
 
  private:
   struct Seen {

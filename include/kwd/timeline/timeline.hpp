@@ -29,6 +29,8 @@ class Timeline {
  private:
   static void fold_max(MemorySample& into, const MemorySample& s);
 
+  std::size_t recent_capacity_;
+  std::size_t coarse_capacity_;
   std::vector<MemorySample> recent_;
   std::size_t recent_head_ = 0;
   std::size_t recent_count_ = 0;

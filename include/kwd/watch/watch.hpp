@@ -34,6 +34,10 @@ struct WatchOptions {
   // instead: an idle kernel costs almost nothing, and a busy or growing one is sampled at the
   // full rate. Cell edges, stderr writes and a dying kernel are sampled at once either way.
   std::chrono::milliseconds idle_sample_interval{1000};
+  // The first sample: at start (0), or this much later. The daemon spreads the first samples
+  // of kernels it finds together (a server restoring fifty sessions), so that the next ones
+  // are found before all those readings are made, and no one tick makes all of them.
+  std::chrono::milliseconds first_sample_after{0};
   std::chrono::seconds full_rate_window{120};
   protocol::ListenerOptions listener;
   probes::ProbeOptions probes;  // kernel_pid is filled in from kernel_pid

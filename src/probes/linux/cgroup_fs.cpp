@@ -1,11 +1,18 @@
 #include "kwd/probes/linux/cgroup_fs.hpp"
 
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <charconv>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "kwd/probes/linux/procfs.hpp"
+#include "kwd/util/unique_fd.hpp"
 
 namespace kwd::probes::linux_proc {
 namespace {
@@ -62,7 +69,57 @@ bool exists(const std::string& path) {
   return ::access(path.c_str(), F_OK) == 0;
 }
 
+// The mount table of each proc root, parsed once and read again only when the kernel says it
+// changed: an open mountinfo polls POLLPRI after any mount or unmount in its namespace. The
+// daemon makes probes for hundreds of kernels at once (a server restoring its sessions), and
+// each asked for the table three times. A proc root that is not procfs (a directory of text
+// files, as tests make) is read every time.
+class MountTables {
+ public:
+  std::optional<CgroupMounts> get(const std::string& proc_root) {
+    const std::lock_guard lock(mutex_);
+    Table& table = tables_[proc_root];
+    if (!table.mountinfo) {
+      table.mountinfo.reset(::open((proc_root + "/self/mountinfo").c_str(), O_RDONLY | O_CLOEXEC));
+      if (!table.mountinfo) return std::nullopt;
+      struct statfs fs {};
+      if (::fstatfs(table.mountinfo.get(), &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC) {
+        table.mountinfo.reset();
+        const auto text = read_small_file(proc_root + "/self/mountinfo");
+        if (!text) return std::nullopt;
+        return parse_cgroup_mounts(*text);
+      }
+    }
+    // Polling takes the change flag down: looked at before the read, so a change during the
+    // read shows at the next look.
+    pollfd changed{table.mountinfo.get(), POLLPRI, 0};
+    const int flagged = ::poll(&changed, 1, 0);
+    if (table.mounts && flagged == 0) return table.mounts;
+    const auto text = pread_all(table.mountinfo.get(), buffer_);
+    if (!text) {
+      tables_.erase(proc_root);
+      return std::nullopt;
+    }
+    table.mounts = parse_cgroup_mounts(*text);
+    return table.mounts;
+  }
+
+ private:
+  struct Table {
+    util::UniqueFd mountinfo;
+    std::optional<CgroupMounts> mounts;
+  };
+  std::mutex mutex_;
+  std::unordered_map<std::string, Table> tables_;
+  std::string buffer_;
+};
+
 }  // namespace
+
+std::optional<CgroupMounts> cgroup_mounts(const std::string& proc_root) {
+  static MountTables tables;
+  return tables.get(proc_root);
+}
 
 CgroupMounts parse_cgroup_mounts(std::string_view mountinfo) {
   CgroupMounts mounts;
@@ -116,10 +173,10 @@ std::optional<std::string> cgroup_dir(const CgroupMount& mount, std::string_view
 }
 
 std::optional<MemoryCgroup> memory_cgroup_of(pid_t pid, const std::string& proc_root) {
-  const auto mountinfo = read_small_file(proc_root + "/self/mountinfo");
+  const auto table = cgroup_mounts(proc_root);
   const auto membership = read_small_file(proc_root + "/" + std::to_string(pid) + "/cgroup");
-  if (!mountinfo || !membership) return std::nullopt;
-  const auto mounts = parse_cgroup_mounts(*mountinfo);
+  if (!table || !membership) return std::nullopt;
+  const CgroupMounts& mounts = *table;
   const auto where = parse_proc_cgroup(*membership);
   if (mounts.v2 && where.v2) {
     // memory.current exists only where the parent enabled the memory controller.
@@ -135,9 +192,9 @@ std::optional<MemoryCgroup> memory_cgroup_of(pid_t pid, const std::string& proc_
 }
 
 std::optional<MemoryCgroup> memory_cgroup_at(const std::string& dir, const std::string& proc_root) {
-  const auto mountinfo = read_small_file(proc_root + "/self/mountinfo");
-  if (!mountinfo) return std::nullopt;
-  const auto mounts = parse_cgroup_mounts(*mountinfo);
+  const auto table = cgroup_mounts(proc_root);
+  if (!table) return std::nullopt;
+  const CgroupMounts& mounts = *table;
   const auto relative = [&](const CgroupMount& m) -> std::optional<std::string> {
     if (dir != m.mount_point && !dir.starts_with(m.mount_point + "/")) return std::nullopt;
     std::string rest = dir.substr(m.mount_point.size());
@@ -154,10 +211,10 @@ std::optional<MemoryCgroup> memory_cgroup_at(const std::string& dir, const std::
 }
 
 std::optional<std::string> unified_dir_of(pid_t pid, const std::string& proc_root) {
-  const auto mountinfo = read_small_file(proc_root + "/self/mountinfo");
+  const auto table = cgroup_mounts(proc_root);
   const auto membership = read_small_file(proc_root + "/" + std::to_string(pid) + "/cgroup");
-  if (!mountinfo || !membership) return std::nullopt;
-  const auto mounts = parse_cgroup_mounts(*mountinfo);
+  if (!table || !membership) return std::nullopt;
+  const CgroupMounts& mounts = *table;
   const auto where = parse_proc_cgroup(*membership);
   if (!mounts.v2 || !where.v2) return std::nullopt;
   return cgroup_dir(*mounts.v2, *where.v2);

@@ -39,8 +39,8 @@ CgroupProbe::CgroupProbe(const ProbeOptions& options)
   } else if (const auto unified = unified_dir_of(options.kernel_pid, options.proc_root)) {
     // Hybrid: v1 charges the memory, v2 still accounts pressure per cgroup. Its root's
     // pressure is the system's, already reported.
-    if (const auto mounts = read_small_file(options.proc_root + "/self/mountinfo")) {
-      const auto top = parse_cgroup_mounts(*mounts).v2;
+    if (const auto mounts = cgroup_mounts(options.proc_root)) {
+      const auto& top = mounts->v2;
       if (top && *unified != top->mount_point) pressure_file = *unified + "/memory.pressure";
     }
   }

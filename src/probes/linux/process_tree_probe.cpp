@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -20,8 +21,26 @@ namespace {
 // reading of /proc/loadavg (never more than a probe's own rescan interval).
 constexpr std::int64_t kNewestPidShareMs = 50;
 
+// A kernel started this recently has no descendant with a pid below its own: pids grow with
+// creation, and the pid space does not wrap around in seconds.
+constexpr std::int64_t kYoungMs = 10'000;
+
 std::string pid_path(const std::string& proc, pid_t pid, const char* leaf) {
   return proc + "/" + std::to_string(pid) + "/" + leaf;
+}
+
+// Whether a process that started `start_ticks` after boot (its stat's starttime) did so within
+// kYoungMs. False when unsure.
+bool started_lately(std::uint64_t start_ticks) {
+  timespec now{};
+  const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+  if (start_ticks == 0 || ticks_per_s <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &now) != 0)
+    return false;
+  const std::int64_t now_ms =
+      static_cast<std::int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1'000'000;
+  const auto start_ms =
+      static_cast<std::int64_t>(start_ticks * 1000 / static_cast<std::uint64_t>(ticks_per_s));
+  return now_ms - start_ms < kYoungMs;
 }
 
 }  // namespace
@@ -138,6 +157,19 @@ void ProcessTreeProbe::rescan_if_needed(std::int64_t now_ms) {
   // unless pid numbers wrapped around.
   const pid_t newest = recent_->newest(std::min(kNewestPidShareMs, rescan_interval_ms_));
   if (newest >= 0 && newest == last_created_pid_) return;
+  if (newest >= 0 && last_created_pid_ < 0)
+    if (const auto root = members_.find(root_);
+        root != members_.end() && started_lately(root->second.start_time)) {
+      // The first look at a young kernel: its descendants are among the pids handed out after
+      // its own, each looked up once for every kernel's probe, where hundreds of kernels
+      // found together (a server restoring its sessions) would otherwise list /proc once
+      // each while processes keep being created among them. The newest pid, shared between
+      // probes, may predate the kernel: then it has no descendant yet that the next look
+      // (from that pid up) would miss.
+      last_created_pid_ = newest;
+      if (newest > root_) rescan(root_, newest);
+      return;
+    }
   const bool wrapped = newest < last_created_pid_;
   const pid_t created_after =
       (newest < 0 || last_created_pid_ < 0 || wrapped) ? 0 : last_created_pid_;

@@ -20,6 +20,9 @@ struct CgroupMounts {
   std::optional<CgroupMount> v2;         // the unified hierarchy
 };
 CgroupMounts parse_cgroup_mounts(std::string_view mountinfo);
+// Those of this process's mount namespace (PROC_ROOT/self/mountinfo), parsed again only when
+// the mount table has changed since the last call; nullopt if it cannot be read.
+std::optional<CgroupMounts> cgroup_mounts(const std::string& proc_root = "/proc");
 
 // A process's place in those hierarchies, from /proc/PID/cgroup.
 struct CgroupMembership {
