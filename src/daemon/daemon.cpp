@@ -189,6 +189,8 @@ int Daemon::run() {
   process_events_ = make_process_events();
   if (process_events_->fd() >= 0)
     loop_.watch_fd(process_events_->fd(), [this] { on_process_events(); });
+  else
+    process_events_.reset();  // none here: the scans alone find kernels
   if (status_listener_) loop_.watch_fd(status_listener_.get(), [this] { on_status_client(); });
   loop_.every(options_.scan_interval, [this] {
     dirs_->rewatch();
@@ -226,7 +228,7 @@ void Daemon::scan_soon() {
     // With process events, every exec was examined as it happened: what is left to do is to
     // watch the kernels whose connection file was not there yet, without listing the table
     // forty times a second while a server restores its sessions.
-    if (process_events_)
+    if (process_events_ && process_events_->fd() >= 0)
       consider(scanner_.known());
     else
       scan(KernelProcessScanner::ScanKind::quick);
@@ -369,11 +371,15 @@ void Daemon::start_watching(const KernelProcess& process) {
   // A background service: an idle kernel whose memory is flat is looked at every 5 s; a busy
   // or growing one at the full rate.
   wo.idle_sample_interval = std::max(options_.sample_interval, kDaemonIdleSampleInterval);
-  // Spread over one sample interval, in steps a little over 1/16 of it: kernels found in one
-  // burst do not all take their first readings in the same tick.
-  first_sample_step_ = (first_sample_step_ + 1) % 16;
-  wo.first_sample_after =
-      std::max(std::chrono::milliseconds(1), options_.sample_interval * first_sample_step_ / 16);
+  // A kernel found alone is sampled at once. Kernels found in a burst (each within a sample
+  // interval of the one before) take their first readings in sixteen steps over one
+  // interval, not all in the same tick.
+  const std::int64_t now_ms = util::steady_ms();
+  first_sample_step_ = now_ms - last_watch_started_ms_ < options_.sample_interval.count()
+                           ? (first_sample_step_ + 1) % 16
+                           : 0;
+  last_watch_started_ms_ = now_ms;
+  wo.first_sample_after = options_.sample_interval * first_sample_step_ / 16;
   wo.listener = options_.listener;
   wo.probes.nvml_library = options_.nvml_library;
   wo.probes.host = host_sources_;

@@ -1,6 +1,10 @@
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <string>
+#include <vector>
 
 #include "kwd/probes/linux/procfs.hpp"
 
@@ -55,4 +59,32 @@ TEST_CASE("find_kb_field reads kB lines as bytes") {
   // Found by tests/fuzz/fuzz_procfs.cpp: kB beyond what bytes in an int64 can say overflowed.
   CHECK_FALSE(find_kb_field("VmRSS:\t24677777777783620 kB\n", "VmRSS"));
   CHECK(find_kb_field("VmRSS:\t24677777777783620\n", "VmRSS") == 24677777777783620);
+}
+
+TEST_CASE("pread_to_end reads a file of many records whole, which one read does not") {
+  // Two hundred mappings of alternating protection (not merged): /proc/self/maps grows past
+  // several pages, and procfs hands it out about a page per read.
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::vector<void*> maps;
+  for (int i = 0; i < 200; ++i)
+    maps.push_back(::mmap(nullptr, static_cast<std::size_t>(page),
+                          i % 2 == 0 ? PROT_READ : PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::string whole_buf, once_buf;
+  whole_buf.reserve(1 << 20);
+  once_buf.reserve(1 << 20);
+  const auto whole = pread_to_end(fd, whole_buf);
+  const auto once = pread_all(fd, once_buf);
+  const auto read_whole = read_small_file("/proc/self/maps");
+  ::close(fd);
+  for (void* m : maps)
+    ::munmap(m, static_cast<std::size_t>(page));
+  REQUIRE(whole);
+  REQUIRE(once);
+  REQUIRE(read_whole);
+  CHECK(whole->size() > 3 * static_cast<std::size_t>(page));
+  CHECK(*whole == *read_whole);
+  CHECK(once->size() < whole->size());  // why pread_all is not for such files
 }

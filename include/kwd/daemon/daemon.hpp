@@ -136,7 +136,10 @@ class Daemon {
   static constexpr std::int64_t kKernelspecsFreshMs = 2'000;
   std::vector<kernelspec::Kernelspec> kernelspecs_;
   std::int64_t kernelspecs_read_ms_ = -1;
-  int first_sample_step_ = 0;  // where the next kernel's first sample falls (see start_watching)
+  // Where the next kernel's first sample falls, and when the last one was found (see
+  // start_watching).
+  int first_sample_step_ = 0;
+  std::int64_t last_watch_started_ms_ = INT64_MIN / 2;
   std::shared_ptr<zmq::context_t> zmq_context_;
   // One kernel log reader, one NVML thread, one meminfo reader for all the kernels.
   std::shared_ptr<probes::HostSources> host_sources_ = std::make_shared<probes::HostSources>();

@@ -95,7 +95,7 @@ class MountTables {
     pollfd changed{table.mountinfo.get(), POLLPRI, 0};
     const int flagged = ::poll(&changed, 1, 0);
     if (table.mounts && flagged == 0) return table.mounts;
-    const auto text = pread_all(table.mountinfo.get(), buffer_);
+    const auto text = pread_to_end(table.mountinfo.get(), buffer_);
     if (!text) {
       tables_.erase(proc_root);
       return std::nullopt;

@@ -21,8 +21,9 @@ namespace {
 // reading of /proc/loadavg (never more than a probe's own rescan interval).
 constexpr std::int64_t kNewestPidShareMs = 50;
 
-// A kernel started this recently has no descendant with a pid below its own: pids grow with
-// creation, and the pid space does not wrap around in seconds.
+// A kernel started this recently, with no pid below its own handed out since (which
+// rescan_if_needed checks), has no descendant with a lower pid: that would take the pid
+// numbers going all the way round (pid_max process creations) within these seconds.
 constexpr std::int64_t kYoungMs = 10'000;
 
 std::string pid_path(const std::string& proc, pid_t pid, const char* leaf) {
@@ -163,12 +164,16 @@ void ProcessTreeProbe::rescan_if_needed(std::int64_t now_ms) {
       // The first look at a young kernel: its descendants are among the pids handed out after
       // its own, each looked up once for every kernel's probe, where hundreds of kernels
       // found together (a server restoring its sessions) would otherwise list /proc once
-      // each while processes keep being created among them. The newest pid, shared between
-      // probes, may predate the kernel: then it has no descendant yet that the next look
-      // (from that pid up) would miss.
-      last_created_pid_ = newest;
-      if (newest > root_) rescan(root_, newest);
-      return;
+      // each while processes keep being created among them. A newest pid below the kernel's
+      // is a reading shared from before it started, or the pid numbers wrapped around since
+      // (then a child may have a lower pid than its parent): read afresh, and if it is still
+      // below, the whole table is listed as for any other first look.
+      const pid_t fresh = newest < root_ ? recent_->newest(0) : newest;
+      if (fresh >= root_) {
+        last_created_pid_ = fresh;
+        if (fresh > root_) rescan(root_, fresh);
+        return;
+      }
     }
   const bool wrapped = newest < last_created_pid_;
   const pid_t created_after =

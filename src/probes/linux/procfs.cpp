@@ -127,6 +127,24 @@ std::optional<std::string> read_small_file(const std::string& path) {
   return out;
 }
 
+std::optional<std::string_view> pread_to_end(int fd, std::string& buf) {
+  if (buf.size() < 4096) buf.resize(4096);
+  std::size_t used = 0;
+  for (;;) {
+    if (used == buf.size()) {
+      if (buf.size() >= (1u << 22)) break;  // nothing we read is this large; stop anyway
+      buf.resize(buf.size() * 2);
+    }
+    const ssize_t n = ::pread(fd, buf.data() + used, buf.size() - used, static_cast<off_t>(used));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  if (used == 0) return std::nullopt;
+  return std::string_view(buf.data(), used);
+}
+
 std::optional<std::string_view> pread_all(int fd, std::string& buf) {
   if (buf.size() < 1024) buf.resize(1024);
   for (;;) {

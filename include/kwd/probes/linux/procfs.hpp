@@ -34,7 +34,11 @@ std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_vie
 
 // Whole small file (procfs, sysfs, cgroupfs); nullopt when it cannot be read.
 std::optional<std::string> read_small_file(const std::string& path);
-// pread from offset 0 into `buf` (procfs regenerates the text); nullopt on error/empty.
+// pread from offset 0 into `buf` (procfs regenerates the text); nullopt on error/empty. One
+// read: for files the kernel writes in one piece (stat, statm, status, meminfo, loadavg).
 std::optional<std::string_view> pread_all(int fd, std::string& buf);
+// The same for files of many records (mountinfo, maps): the kernel hands those out about a
+// page per read, so they are read on until the end.
+std::optional<std::string_view> pread_to_end(int fd, std::string& buf);
 
 }  // namespace kwd::probes::linux_proc
