@@ -187,10 +187,12 @@ int Daemon::run() {
       if (dirs_->drain()) scan_soon();
     });
   process_events_ = make_process_events();
-  if (process_events_->fd() >= 0)
+  if (process_events_->fd() >= 0) {
     loop_.watch_fd(process_events_->fd(), [this] { on_process_events(); });
-  else
+    scanner_.set_execs_announced(true);
+  } else {
     process_events_.reset();  // none here: the scans alone find kernels
+  }
   if (status_listener_) loop_.watch_fd(status_listener_.get(), [this] { on_status_client(); });
   loop_.every(options_.scan_interval, [this] {
     dirs_->rewatch();
@@ -265,9 +267,17 @@ void Daemon::on_process_events() {
   if (batch.refused) {                        // scans only, from now on
     loop_.unwatch_fd(process_events_->fd());  // before the source closes it
     process_events_.reset();
+    scanner_.set_execs_announced(false);
+    scan();  // what exec'd before the refusal came was not examined at its exec
     return;
   }
-  if (batch.lost) scan();  // which execs were missed is not known: the whole table
+  if (batch.lost) {
+    // Which execs were missed is not known: the whole table, new processes looked at as if
+    // no exec had been announced.
+    scanner_.set_execs_announced(false);
+    scan();
+    scanner_.set_execs_announced(true);
+  }
   if (batch.exec.empty()) return;
   const auto found = scanner_.examine_now(batch.exec);
   consider(found);

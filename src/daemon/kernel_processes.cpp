@@ -76,8 +76,8 @@ KernelProcessScanner::Found KernelProcessScanner::scan(ScanKind kind) {
     // killer) the kernel lives on, reparented, and is the daemon's to watch.
     const bool recheck =
         regular && (regular_scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0;
-    const bool examine = entry.examined == 0 ||
-                         (!entry.kernel && (now_ms - entry.first_seen_ms < kNewForMs || recheck)) ||
+    const bool young = !execs_announced_ && now_ms - entry.first_seen_ms < kNewForMs;
+    const bool examine = entry.examined == 0 || (!entry.kernel && (young || recheck)) ||
                          (entry.kernel && entry.process.under_launcher && recheck);
     if (examine) {
       auto k = examine_process(pid, me);

@@ -260,3 +260,32 @@ TEST_CASE("event loop: timers fire in order of their due time; a coarse one wait
     CHECK(which != 9);
   }
 }
+
+TEST_CASE("event loop: an fd that becomes ready during a long run of due timers is not kept last") {
+  // Twenty timers due at once, each busy for 1 ms; the first makes a pipe readable. The fd is
+  // handled after a few of them (one pass fires timers for a couple of ms), not after all.
+  EventLoop loop;
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const kwd::util::UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  int fired = 0;
+  int fired_when_fd_handled = -1;
+  loop.watch_fd(read_end.get(), [&] {
+    char c;
+    (void)::read(read_end.get(), &c, 1);
+    fired_when_fd_handled = fired;
+    loop.unwatch_fd(read_end.get());
+  });
+  for (int i = 0; i < 20; ++i)
+    loop.after(0ms, [&, i] {
+      if (i == 0) (void)::write(write_end.get(), "x", 1);
+      const std::int64_t until = kwd::util::steady_ns() + 1'000'000;
+      while (kwd::util::steady_ns() < until) {
+      }
+      if (++fired == 20) loop.stop();
+    });
+  loop.run();
+  CHECK(fired == 20);
+  CHECK(fired_when_fd_handled >= 1);
+  CHECK(fired_when_fd_handled < 20);
+}

@@ -42,6 +42,10 @@ class KernelProcessScanner {
   Found examine_now(const std::vector<pid_t>& pids);
   // The kernels the last scans and examinations found, without looking at the table again.
   [[nodiscard]] Found known() const;
+  // Whether every exec is announced (process events): then a new process is examined by the
+  // scans once, not at every scan of its first seconds (those catch a fork's later exec,
+  // which examine_now is told of).
+  void set_execs_announced(bool announced) { execs_announced_ = announced; }
 
  private:
   struct Seen {
@@ -56,6 +60,7 @@ class KernelProcessScanner {
   std::unordered_map<pid_t, Seen> seen_;
   std::uint64_t scans_ = 0;
   std::uint64_t regular_scans_ = 0;
+  bool execs_announced_ = false;
 };
 
 }  // namespace kwd::daemon
