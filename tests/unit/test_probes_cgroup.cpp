@@ -345,6 +345,9 @@ TEST_CASE("kernels of one cgroup share one reader of its files while any of them
   };
   ProbeOptions options = options_for(::getpid(), cgroup);
   options.host = host;
+  // The mount table is the process's, read through one mountinfo fd kept for its lifetime
+  // (it pins no cgroup): opened here, before counting, whichever test case came first.
+  REQUIRE(cgroup_mounts());
   const std::size_t before = open_fds();
   {
     auto first = std::make_unique<CgroupProbe>(options);
