@@ -32,6 +32,8 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
   // What the kernel survived informs the story but takes no part in naming the cause.
   for (auto& h : hits)
     (h.survived() ? input.earlier_hits : input.hits).push_back(std::move(h));
+  for (auto& x : read_xid_events(input.view))
+    (x.survived() ? input.earlier_xid_events : input.xid_events).push_back(std::move(x));
   // A writer may have filled python_traceback already; else find it now. A stored one is
   // read through the tolerant view: its frames get the shape the rules expect.
   if (const auto* tb = input.view.find("/python_traceback"); tb && tb->is_object())

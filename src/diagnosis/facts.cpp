@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "kwd/diagnosis/findings.hpp"
 #include "kwd/timeline/trend.hpp"
@@ -140,6 +141,39 @@ std::vector<std::string> read_frameworks(const ReportView& view) {
         names.push_back(std::move(name));
       }
   return names;
+}
+
+std::string XidEvent::fact() const {
+  std::string text = "NVIDIA Xid " + xid_text + " on GPU " + device;
+  if (pid != 0) text += " for pid " + std::to_string(pid);
+  return text;
+}
+
+std::vector<XidEvent> read_xid_events(const ReportView& view) {
+  std::set<std::int64_t> pids;
+  if (auto pid = view.integer("/kernel/pid")) pids.insert(*pid);
+  for (const auto& m : view.array("/process_tree/members"))
+    if (const auto pid = ReportView(m).integer("/pid")) pids.insert(*pid);
+  std::vector<XidEvent> events;
+  const auto& xids = view.array("/gpu/xid_events");
+  for (std::size_t i = 0; i < xids.size(); ++i) {
+    if (!xids[i].is_object()) continue;
+    const ReportView e(xids[i]);
+    XidEvent event;
+    event.index = i;
+    event.pid = e.integer("/pid").value_or(0);
+    if (event.pid != 0 && !pids.contains(event.pid)) continue;
+    event.xid = e.integer("/xid").value_or(0);
+    event.xid_text = e.scalar("/xid").value_or("?");
+    event.device = e.scalar("/device").value_or("?");
+    if (const auto at = e.integer("/t_ms")) {
+      const auto placed = place_in_time(view, *at);
+      event.cell = placed.cell;
+      event.survived_until_cell = placed.survived_until_cell;
+    }
+    events.push_back(std::move(event));
+  }
+  return events;
 }
 
 }  // namespace kwd::diagnosis

@@ -109,15 +109,19 @@ std::optional<GpuContention> read_gpu_contention(const ReportView& view,
       c.others.push_back(std::move(n));
     }
   }
-  if (!c.capacity) {
-    std::int64_t total = 0;
-    for (const auto& item : view.array("/gpu/devices")) {
-      const ReportView d(item);
-      if (our_devices.empty() || our_devices.contains(d.integer("/index").value_or(0)))
-        total += std::max<std::int64_t>(d.integer("/memory_total").value_or(0), 0);
+  std::int64_t total = 0;
+  std::int64_t largest = 0;
+  for (const auto& item : view.array("/gpu/devices")) {
+    const ReportView d(item);
+    if (our_devices.empty() || our_devices.contains(d.integer("/index").value_or(0))) {
+      const auto memory = std::max<std::int64_t>(d.integer("/memory_total").value_or(0), 0);
+      total += memory;
+      largest = std::max(largest, memory);
     }
-    if (total > 0) c.capacity = total;
   }
+  c.one_device = c.capacity;  // the message's: "GPU 0 has a total capacity of ..."
+  if (!c.one_device && largest > 0) c.one_device = largest;
+  if (!c.capacity && total > 0) c.capacity = total;
   std::sort(c.others.begin(), c.others.end(),
             [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   for (const auto& o : c.others)

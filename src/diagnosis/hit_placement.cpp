@@ -61,33 +61,58 @@ std::optional<std::int64_t> arrival_of(const nlohmann::json& arrivals, std::size
 
 }  // namespace
 
+namespace {
+
+// The cell a thing seen at `at_ms` belongs to, when `cell` does not already say.
+std::optional<std::int64_t> cell_at(const std::vector<CellSpan>& finished,
+                                    const std::optional<CellSpan>& running, std::int64_t t) {
+  // The time is when the watchdog read the bytes (or got the event), not when the kernel
+  // wrote them: on a loaded machine a cell's last line is read after its end was published.
+  // A line that arrived while no cell ran belongs to the last cell that started before it.
+  std::optional<std::int64_t> cell;
+  const CellSpan* before = nullptr;
+  for (const auto& c : finished)
+    if (c.started_at_ms <= t && (before == nullptr || c.started_at_ms >= before->started_at_ms))
+      before = &c;
+  if (before != nullptr) cell = before->count;
+  if (running && running->started_at_ms <= t) cell = running->count;
+  return cell;
+}
+
+// Survived: a cell that started after it (or, when its cell is known by number, a later
+// cell) ran to its end. The last such cell, else nullopt.
+std::optional<std::int64_t> survived_until(const std::vector<CellSpan>& finished,
+                                           const std::optional<std::int64_t>& cell,
+                                           const std::optional<std::int64_t>& at_ms) {
+  std::optional<std::int64_t> until;
+  for (const auto& c : finished) {
+    const bool later = cell && c.count ? *c.count > *cell
+                       : at_ms         ? c.started_at_ms > *at_ms
+                                       : false;
+    if (later) until = c.count.value_or(-1);
+  }
+  return until;
+}
+
+}  // namespace
+
 void place_hits(const ReportView& view, std::vector<SignatureHit>& hits) {
   const auto finished = finished_cells(view);
   const auto running = cell_in_flight(view);
   for (auto& hit : hits) {
     if (!hit.arrivals_pointer.empty())
       hit.at_ms = arrival_of(view.array(hit.arrivals_pointer), hit.offset);
-    if (!hit.cell && hit.at_ms) {
-      const std::int64_t t = *hit.at_ms;
-      // The time is when the watchdog read the bytes, not when the kernel wrote them: on a
-      // loaded machine a cell's last line is read after its end was published. A line that
-      // arrived while no cell ran belongs to the last cell that started before it.
-      const CellSpan* before = nullptr;
-      for (const auto& c : finished)
-        if (c.started_at_ms <= t && (before == nullptr || c.started_at_ms >= before->started_at_ms))
-          before = &c;
-      if (before != nullptr) hit.cell = before->count;
-      if (running && running->started_at_ms <= t) hit.cell = running->count;
-    }
-    // Survived: a cell that started after the line was written (or, for an error whose cell
-    // is known by its number, a later cell) ran to its end.
-    for (const auto& c : finished) {
-      const bool later = hit.cell && c.count ? *c.count > *hit.cell
-                         : hit.at_ms         ? c.started_at_ms > *hit.at_ms
-                                             : false;
-      if (later) hit.survived_until_cell = c.count.value_or(-1);
-    }
+    if (!hit.cell && hit.at_ms) hit.cell = cell_at(finished, running, *hit.at_ms);
+    hit.survived_until_cell = survived_until(finished, hit.cell, hit.at_ms);
   }
+}
+
+TimePlacement place_in_time(const ReportView& view, std::int64_t at_ms) {
+  const auto finished = finished_cells(view);
+  TimePlacement placed;
+  placed.cell = cell_at(finished, cell_in_flight(view), at_ms);
+  placed.survived_until_cell = survived_until(finished, placed.cell, at_ms);
+  return placed;
 }
 
 }  // namespace kwd::diagnosis

@@ -25,6 +25,7 @@ const std::map<std::string_view, std::string_view> kRestatedBy{
     {"tensorflow.gpu_tensor_oom", "tensorflow.memory_growth"},
     {"cudnn.handle_internal_error", "tensorflow.memory_growth"},
     {"xla.resource_exhausted", "jax.preallocate"},
+    {"xla.bfc_allocator_out_of_memory", "gpu.smaller_model"},
     {"mlx.metal_command_buffer_oom", "mlx.memory_limit"},
     {"cuda.driver_out_of_memory", "gpu.other_processes"},
     {"cublas.alloc_failed", "torch.smaller_batch"},
@@ -287,6 +288,18 @@ class Advisor {
   }
 
   void gpu_oom() {
+    // A request larger than the whole device: no setting, cache or other process is the fix.
+    if (in_.gpu_contention && in_.gpu_contention->request_exceeds_device()) {
+      const auto& c = *in_.gpu_contention;
+      add("gpu.request_exceeds_device",
+          "Split the work: the failed allocation asked for " +
+              bytes(static_cast<double>(*c.requested)) + ", more than the whole device holds (" +
+              bytes(static_cast<double>(*c.one_device)) +
+              "), so no memory setting or restart makes room. Process it in smaller chunks or "
+              "batches, shard it across devices, or keep it in host memory.",
+          "The framework's message names the request; the device's total memory is smaller.");
+      return;
+    }
     // Others holding most of the device: that is the fix, before anything in the kernel.
     if (in_.gpu_contention && in_.gpu_contention->significant()) other_gpu_processes();
     const bool mps = hit_id("pytorch.mps_out_of_memory");
@@ -347,21 +360,20 @@ class Advisor {
           "again: the error will then name the operation that faulted.",
           "CUDA reports kernel failures asynchronously, so the Python line in the traceback can "
           "be a later, innocent call.");
-    for (const auto& e : v_.array("/gpu/xid_events"))
-      if (e.is_object()) {
-        const auto xid = ReportView(e).integer("/xid").value_or(0);
-        const bool hardware = xid == 79 || xid == 48 || xid == 74 || xid == 63 || xid == 64 ||
-                              xid == 92 || xid == 94 || xid == 95;
-        add("gpu.xid",
-            hardware ? "Xid " + std::to_string(xid) +
-                           " points at the hardware: check power, cooling, PCIe seating and ECC "
-                           "(nvidia-smi -q) before debugging the program."
-                     : "Xid " + std::to_string(xid) +
-                           " usually means a GPU kernel accessed memory out of bounds: check "
-                           "indices and custom CUDA ops; update the driver if it recurs.",
-            "The NVIDIA driver logged Xid " + std::to_string(xid) + " for the kernel.");
-        break;
-      }
+    // The first Xid of the death's own time; one the kernel survived advises nothing.
+    if (!in_.xid_events.empty()) {
+      const auto xid = in_.xid_events.front().xid;
+      const bool hardware = xid == 79 || xid == 48 || xid == 74 || xid == 63 || xid == 64 ||
+                            xid == 92 || xid == 94 || xid == 95;
+      add("gpu.xid",
+          hardware ? "Xid " + std::to_string(xid) +
+                         " points at the hardware: check power, cooling, PCIe seating and ECC "
+                         "(nvidia-smi -q) before debugging the program."
+                   : "Xid " + std::to_string(xid) +
+                         " usually means a GPU kernel accessed memory out of bounds: check "
+                         "indices and custom CUDA ops; update the driver if it recurs.",
+          "The NVIDIA driver logged Xid " + std::to_string(xid) + " for the kernel.");
+    }
     add("cuda.restart",
         "Restart the kernel before retrying: a CUDA context is unusable after an illegal access "
         "or a device-side assertion.",
@@ -496,15 +508,21 @@ class Advisor {
                                   ").";
       // Its fix is the setting the kernel already ran with: nothing to advise.
       if (setting_already_applied(h.signature->id)) continue;
-      if (const auto restated = kRestatedBy.find(h.signature->id); restated != kRestatedBy.end())
-        if (Remedy* own = given(restated->second)) {
-          if (ids_.insert("signature." + h.signature->id).second) {
-            std::string sentence = matched;
-            sentence[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sentence[0])));
-            own->why += " " + sentence;
-          }
-          continue;
+      // A request larger than the device makes every out-of-memory line's own advice moot.
+      Remedy* own = h.signature->supports == cause(CauseId::gpu_out_of_memory).id
+                        ? given("gpu.request_exceeds_device")
+                        : nullptr;
+      if (const auto restated = kRestatedBy.find(h.signature->id);
+          own == nullptr && restated != kRestatedBy.end())
+        own = given(restated->second);
+      if (own != nullptr) {
+        if (ids_.insert("signature." + h.signature->id).second) {
+          std::string sentence = matched;
+          sentence[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sentence[0])));
+          own->why += " " + sentence;
         }
+        continue;
+      }
       add("signature." + h.signature->id, h.signature->remedy, matched);
     }
   }

@@ -377,25 +377,9 @@ class Rules {
     return f;
   }
 
-  [[nodiscard]] std::vector<std::pair<std::size_t, json>> our_xid_events() const {
-    std::set<std::int64_t> pids;
-    if (auto pid = v_.integer("/kernel/pid")) pids.insert(*pid);
-    for (const auto& m : v_.array("/process_tree/members"))
-      if (const auto pid = ReportView(m).integer("/pid")) pids.insert(*pid);
-    std::vector<std::pair<std::size_t, json>> events;
-    const auto& xids = v_.array("/gpu/xid_events");
-    for (std::size_t i = 0; i < xids.size(); ++i) {
-      const auto& e = xids[i];
-      if (!e.is_object()) continue;
-      const auto pid = ReportView(e).integer("/pid").value_or(0);
-      if (pid == 0 || pids.contains(pid)) events.emplace_back(i, e);
-    }
-    return events;
-  }
-
   std::optional<Finding> gpu_fault() const {
     if (sigkill()) return std::nullopt;
-    const auto xids = our_xid_events();
+    const auto& xids = in_.xid_events;
     const SignatureHit* h = in_.best_hit(CauseId::gpu_driver_fault);
     if (xids.empty() && h == nullptr) return std::nullopt;
     Finding f;
@@ -403,14 +387,9 @@ class Rules {
     f.confidence =
         !xids.empty() || (h->recent() && h->signature->strength == "strong") ? "high" : "medium";
     std::string what;
-    for (const auto& [i, e] : xids) {
-      const ReportView event(e);
-      std::string fact = "NVIDIA Xid " + event.scalar("/xid").value_or("?") + " on GPU " +
-                         event.scalar("/device").value_or("?");
-      if (const auto pid = event.integer("/pid").value_or(0); pid != 0)
-        fact += " for pid " + std::to_string(pid);
-      f.evidence.push_back({fact, "/gpu/xid_events/" + std::to_string(i)});
-      if (what.empty()) what = "NVIDIA Xid " + event.scalar("/xid").value_or("?");
+    for (const auto& x : xids) {
+      f.evidence.push_back({x.fact(), x.pointer()});
+      if (what.empty()) what = "NVIDIA Xid " + x.xid_text;
     }
     if (h != nullptr) {
       hit(f, *h);
@@ -710,16 +689,29 @@ class Rules {
   // itself comes first, and none of this names the cause.
   void earlier(Finding& f) const {
     constexpr std::size_t kMaxSaid = 4;
+    const auto survived_phrase = [](const std::optional<std::int64_t>& until) {
+      return " (survived: " +
+             (until && *until >= 0 ? "cell [" + std::to_string(*until) + "]"
+                                   : std::string("a later cell")) +
+             " ran to its end after it), ";
+    };
+    // A GPU fault the kernel went on from (the device-side assert of cell 2, the kernel
+    // restarted nothing and cell 3 ran): the driver's word, said once per Xid.
+    std::set<std::int64_t> xids_said;
+    for (auto x = in_.earlier_xid_events.rbegin(); x != in_.earlier_xid_events.rend(); ++x) {
+      if (xids_said.size() >= kMaxSaid || !xids_said.insert(x->xid).second) continue;
+      std::string fact = "earlier";
+      if (x->cell) fact += ", in cell [" + std::to_string(*x->cell) + "]";
+      f.evidence.push_back(
+          {fact + survived_phrase(x->survived_until_cell) + x->fact(), x->pointer()});
+    }
     std::set<std::string> said;
     for (auto h = in_.earlier_hits.rbegin(); h != in_.earlier_hits.rend(); ++h) {
       if (said.size() >= kMaxSaid || !said.insert(h->signature->id).second) continue;
       std::string fact = "earlier";
       if (h->cell) fact += ", in cell [" + std::to_string(*h->cell) + "]";
-      const auto until = h->survived_until_cell.value_or(-1);
-      fact += " (survived: " +
-              (until >= 0 ? "cell [" + std::to_string(until) + "]" : std::string("a later cell")) +
-              " ran to its end after it), " + h->label + " line " + std::to_string(h->line) + ": " +
-              h->excerpt + "  [" + h->signature->id + "]";
+      fact += survived_phrase(h->survived_until_cell) + h->label + " line " +
+              std::to_string(h->line) + ": " + h->excerpt + "  [" + h->signature->id + "]";
       f.evidence.push_back({fact, h->pointer, h->line});
     }
   }

@@ -76,16 +76,38 @@ struct GpuContention {
   std::vector<GpuNeighbour> others;  // largest first
   std::int64_t held = 0;             // by all of them
   std::optional<std::int64_t> capacity;
+  // What one device holds in all (the message's capacity, else the largest of the kernel's
+  // devices): a request above it cannot fit however the memory is shared.
+  std::optional<std::int64_t> one_device;
   std::optional<std::int64_t> requested;  // what the failed allocation asked for
   std::optional<std::int64_t> free;
   std::optional<std::int64_t> kernel_held;
   std::string message_pointer;  // the message the numbers came from, and its line
   int message_line = 0;
   // Others held a real share of the device: a quarter of it, or more than the kernel.
+  [[nodiscard]] bool request_exceeds_device() const {
+    return requested && one_device && *requested > *one_device;
+  }
   [[nodiscard]] bool significant() const {
     return held > 0 &&
            ((capacity && held * 4 >= *capacity) || (kernel_held && held > *kernel_held));
   }
+};
+
+// An NVIDIA Xid event for one of the kernel's processes (or for no pid), placed in time like
+// a signature hit: one the kernel survived is context, never the cause.
+struct XidEvent {
+  std::size_t index = 0;  // in /gpu/xid_events
+  std::int64_t xid = 0;
+  std::string xid_text;  // as the report has it ("?" when unreadable)
+  std::string device;
+  std::int64_t pid = 0;  // 0: the driver named none
+  std::optional<std::int64_t> cell;
+  std::optional<std::int64_t> survived_until_cell;
+  [[nodiscard]] bool survived() const { return survived_until_cell.has_value(); }
+  [[nodiscard]] std::string pointer() const { return "/gpu/xid_events/" + std::to_string(index); }
+  // "NVIDIA Xid 43 on GPU 0 for pid 948"
+  [[nodiscard]] std::string fact() const;
 };
 
 // Everything the rules and the remedies read, gathered once.
@@ -97,6 +119,9 @@ struct DiagnosisInput {
   std::vector<SignatureHit> hits;
   // Hits the kernel survived (a later cell ran to its end): context only.
   std::vector<SignatureHit> earlier_hits;
+  // Xid events for the kernel's processes from the death's own time, and those it survived.
+  std::vector<XidEvent> xid_events;
+  std::vector<XidEvent> earlier_xid_events;
   nlohmann::json traceback;  // the python_traceback section, or null
   std::optional<MemoryPressure> pressure;
   std::vector<std::string> frameworks;  // lower-case names from the fingerprint
@@ -115,6 +140,9 @@ std::optional<GpuContention> read_gpu_contention(const ReportView& view,
                                                  const std::vector<SignatureHit>& hits);
 std::optional<MemoryPressure> read_memory_pressure(const ReportView& view);
 std::vector<std::string> read_frameworks(const ReportView& view);
+// The Xid events of the kernel's processes (its pid, its tree's members, or none named),
+// oldest first, each placed in its cell.
+std::vector<XidEvent> read_xid_events(const ReportView& view);
 
 // The rules, most specific first; the first that applies names the cause.
 Finding classify(const DiagnosisInput& input);

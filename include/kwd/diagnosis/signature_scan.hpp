@@ -57,6 +57,14 @@ std::vector<TextSource> text_sources(const nlohmann::json& report);
 class ReportView;
 void place_hits(const ReportView& view, std::vector<SignatureHit>& hits);
 
+// The same for anything else with a time (an Xid event): its cell, and the last cell that
+// ran to its end after it when the kernel survived it.
+struct TimePlacement {
+  std::optional<std::int64_t> cell;
+  std::optional<std::int64_t> survived_until_cell;
+};
+TimePlacement place_in_time(const ReportView& view, std::int64_t at_ms);
+
 // Every signature that matches, one hit per (signature, source), most recent line kept.
 std::vector<SignatureHit> scan(const SignatureTable& table, const std::vector<TextSource>& sources);
 
