@@ -13,6 +13,11 @@ them. The fake's Xid events are turned off (device.0.events=3): its event wait p
 script file every 10 ms, a cost of the fake that a driver's blocking wait does not have. On
 a machine with a GPU pass --library /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1.
 
+Then, at run's default GPU rate (2 Hz): the worker's CPU per second idle and with 10 cell
+ends a second, and how long the event loop waits at a cell's end for the reading it asks
+for (NvmlProbe::on_cell_edge: at most 2 ms, so that the next cell's work is not charged
+to the one that ended).
+
 Usage: /usr/bin/python3 bench/nvml_bench.py --build-dir build [--library PATH] [--seconds 5]
 """
 import argparse
@@ -102,6 +107,12 @@ def main():
                              check=True)
         ours = json.loads(out.stdout)
         raw_us, paced_us, processes = python_calls(library, args.iterations, args.seconds)
+        at_2hz = {}
+        for ends in ("0", "10"):
+            out = subprocess.run([str(build / "bench" / "kwd-nvml-bench"), str(library),
+                                  str(args.seconds), "500", ends], capture_output=True,
+                                 text=True, check=True)
+            at_2hz[ends] = json.loads(out.stdout)
     print(f"NVML sampling, {ours['devices']} device(s) with {ours['processes']} compute "
           f"processes, library {library}:")
     print(f"  watchdog worker thread: {ours['worker_cpu_us_per_sample']:8.2f} us CPU per sample "
@@ -113,6 +124,13 @@ def main():
     ours_us = ours["worker_cpu_us_per_sample"]
     print(f"  ratio watchdog/python: {ours_us / paced_us:.2f} against the paced loop "
           f"(target <= 2), {ours_us / raw_us:.2f} against the back-to-back calls")
+    edges = at_2hz["10"]
+    print(f"  at 2 Hz (run's default), worker CPU per second: "
+          f"{at_2hz['0']['worker_cpu_ms_per_s']:.3f} ms idle, "
+          f"{edges['worker_cpu_ms_per_s']:.3f} ms with 10 cell ends a second")
+    print(f"  the loop's wait for a cell end's reading: median {edges['cell_end_wait_us_p50']:.0f} us, "
+          f"max {edges['cell_end_wait_us_max']:.0f} us; not read within 2 ms: "
+          f"{edges['cell_ends_not_read_in_2ms']} of {edges['cell_ends']}")
 
 if __name__ == "__main__":
     main()

@@ -22,14 +22,41 @@ std::optional<CellTimeline::Reading> CellTimeline::first_reading_from(std::int64
   return *it;
 }
 
+std::optional<CellTimeline::Reading> CellTimeline::gpu_reading_at(std::int64_t t_ms) const {
+  for (auto it = readings_.rbegin(); it != readings_.rend(); ++it)
+    if (it->gpu >= 0 && it->gpu_t_ms <= t_ms) return *it;
+  return std::nullopt;
+}
+
+std::optional<CellTimeline::Reading> CellTimeline::first_gpu_reading_from(std::int64_t t_ms) const {
+  const auto it = std::find_if(readings_.begin(), readings_.end(), [t_ms](const Reading& r) {
+    return r.gpu >= 0 && r.gpu_t_ms >= t_ms;
+  });
+  if (it == readings_.end()) return std::nullopt;
+  return *it;
+}
+
 CellTimeline::Reading CellTimeline::peak_between(std::int64_t from_ms, std::int64_t to_ms) const {
-  Reading peak{from_ms, timeline::kUnknown, timeline::kUnknown};
+  Reading peak{from_ms, timeline::kUnknown, timeline::kUnknown, from_ms};
   for (const Reading& r : readings_) {
-    if (r.t_ms < from_ms || r.t_ms > to_ms) continue;
-    peak.rss = std::max(peak.rss, r.rss);  // kUnknown is below every known value
-    peak.gpu = std::max(peak.gpu, r.gpu);
+    // kUnknown is below every known value.
+    if (r.t_ms >= from_ms && r.t_ms <= to_ms) peak.rss = std::max(peak.rss, r.rss);
+    if (r.gpu_t_ms >= from_ms && r.gpu_t_ms <= to_ms) peak.gpu = std::max(peak.gpu, r.gpu);
   }
   return peak;
+}
+
+void CellTimeline::set_gpu_start(Cell& cell, std::int64_t t_ms) const {
+  const auto before = gpu_reading_at(t_ms);
+  const Cell* previous = finished_.empty() ? nullptr : &finished_.back();
+  // No GPU sample between the previous cell's end and this start: both are the one reading
+  // taken after that end (the previous cell's end, maybe still to come).
+  if (previous != nullptr && (!before || before->gpu_t_ms < previous->ended_at_ms)) {
+    cell.gpu.start = previous->gpu.end;
+    cell.gpu_start_awaiting = previous->awaiting_gpu_end;
+    return;
+  }
+  cell.gpu.start = before ? before->gpu : timeline::kUnknown;
 }
 
 void CellTimeline::request_started(std::string request_id, std::int64_t t_ms) {
@@ -47,10 +74,8 @@ void CellTimeline::begin(std::string request_id, std::int64_t t_ms) {
   Cell cell;
   cell.request_id = std::move(request_id);
   cell.started_at_ms = t_ms;
-  if (const auto before = reading_at(t_ms)) {
-    cell.rss.start = before->rss;
-    cell.gpu.start = before->gpu;
-  }
+  if (const auto before = reading_at(t_ms)) cell.rss.start = before->rss;
+  set_gpu_start(cell, t_ms);
   // Samples taken after it started but before we heard of it count towards its peak.
   const Reading since = peak_between(t_ms, INT64_MAX);
   cell.rss.peak = std::max(cell.rss.start, since.rss);
@@ -113,10 +138,15 @@ void CellTimeline::finish(std::int64_t t_ms, const char* status_if_running) {
   if (const auto after = first_reading_from(cell.ended_at_ms)) {
     set_end_reading(cell, *after);
   } else {
-    // Provisional: the next sample replaces them.
+    // Provisional: the next sample replaces it.
     cell.rss.end = latest_rss();
-    cell.gpu.end = latest_gpu();
     cell.awaiting_end_sample = true;
+  }
+  if (const auto after = first_gpu_reading_from(cell.ended_at_ms)) {
+    set_gpu_end(cell, after->gpu);
+  } else {
+    cell.gpu.end = latest_gpu();
+    cell.awaiting_gpu_end = true;
   }
   if (keep_last_ == 0) return;
   finished_.push_back(std::move(cell));
@@ -140,25 +170,51 @@ void CellTimeline::on_output(const std::string& request_id, const Message& messa
 
 void CellTimeline::on_memory_sample(const timeline::MemorySample& sample) {
   if (sample.rss < 0 && sample.gpu_used < 0) return;
-  const Reading reading{sample.t_ms, sample.rss, sample.gpu_used};
+  const std::int64_t gpu_t =
+      sample.gpu_sampled_at_ms >= 0 ? std::min(sample.gpu_sampled_at_ms, sample.t_ms) : sample.t_ms;
+  const Reading reading{sample.t_ms, sample.rss, sample.gpu_used, gpu_t};
   readings_.push_back(reading);
   while (readings_.size() > kReadings)
     readings_.pop_front();
-  if (in_flight_ && sample.t_ms >= in_flight_->started_at_ms) {
+  if (in_flight_ && sample.t_ms >= in_flight_->started_at_ms)
     in_flight_->rss.peak = std::max(in_flight_->rss.peak, sample.rss);
+  if (in_flight_ && gpu_t >= in_flight_->started_at_ms)
     in_flight_->gpu.peak = std::max(in_flight_->gpu.peak, sample.gpu_used);
-  }
   for (auto it = finished_.rbegin(); it != finished_.rend() && it->awaiting_end_sample; ++it)
     if (sample.t_ms >= it->ended_at_ms) set_end_reading(*it, reading);
+  if (reading.gpu >= 0) settle_gpu(reading);
+}
+
+void CellTimeline::settle_gpu(const Reading& reading) {
+  // Oldest first: a cell's end is handed on to the start of the cell after it.
+  const Cell* previous = nullptr;
+  const auto settle = [&](Cell& cell) {
+    if (cell.gpu_start_awaiting && previous != nullptr && !previous->awaiting_gpu_end) {
+      cell.gpu.start = previous->gpu.end;
+      cell.gpu.peak = std::max(cell.gpu.peak, cell.gpu.start);
+      cell.gpu.peak_running = std::max(cell.gpu.peak_running, cell.gpu.start);
+      cell.gpu_start_awaiting = false;
+    }
+    if (cell.awaiting_gpu_end && reading.gpu_t_ms >= cell.ended_at_ms)
+      set_gpu_end(cell, reading.gpu);
+    previous = &cell;
+  };
+  for (auto& cell : finished_)
+    settle(cell);
+  if (in_flight_) settle(*in_flight_);
 }
 
 void CellTimeline::set_end_reading(Cell& cell, const Reading& reading) {
   cell.rss.end = reading.rss;
-  cell.gpu.end = reading.gpu;
   cell.end_reading_at_ms = reading.t_ms;
   cell.rss.peak = std::max(cell.rss.peak_running, reading.rss);
-  cell.gpu.peak = std::max(cell.gpu.peak_running, reading.gpu);
   cell.awaiting_end_sample = false;
+}
+
+void CellTimeline::set_gpu_end(Cell& cell, std::int64_t gpu) {
+  cell.gpu.end = gpu;
+  cell.gpu.peak = std::max(cell.gpu.peak_running, gpu);
+  cell.awaiting_gpu_end = false;
 }
 
 void CellTimeline::settle_before(std::int64_t next_start_ms) {

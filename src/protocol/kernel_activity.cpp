@@ -111,18 +111,19 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
     // Without its execute_input, the count is inferred: one more than the last one seen.
     const std::int64_t count =
         c->input_seen ? c->execution_count : cells_.last_execution_count() + 1;
-    out["cell_in_flight"] = {{"execution_count", count >= 0 ? json(count) : json(nullptr)},
-                             {"execution_count_inferred", !c->input_seen},
-                             {"code", c->input_seen ? json(c->code) : json(nullptr)},
-                             {"code_truncated", c->code_truncated},
-                             {"announced_by_kernel", c->announced_by_kernel},
-                             {"started_at_ms", c->started_at_ms},
-                             {"running_for_s", seconds_between(c->started_at_ms, at_ms)},
-                             {"rss_at_start", bytes_or_null(c->rss.start)},
-                             {"rss_peak", bytes_or_null(c->rss.peak)},
-                             {"gpu_at_start", bytes_or_null(c->gpu.start)},
-                             {"gpu_peak", bytes_or_null(c->gpu.peak)},
-                             {"outputs", c->outputs.to_json()}};
+    out["cell_in_flight"] = {
+        {"execution_count", count >= 0 ? json(count) : json(nullptr)},
+        {"execution_count_inferred", !c->input_seen},
+        {"code", c->input_seen ? json(c->code) : json(nullptr)},
+        {"code_truncated", c->code_truncated},
+        {"announced_by_kernel", c->announced_by_kernel},
+        {"started_at_ms", c->started_at_ms},
+        {"running_for_s", seconds_between(c->started_at_ms, at_ms)},
+        {"rss_at_start", bytes_or_null(c->rss.start)},
+        {"rss_peak", bytes_or_null(c->rss.peak)},
+        {"gpu_at_start", bytes_or_null(cells_.gpu_start_of(*c))},
+        {"gpu_peak", bytes_or_null(std::max(c->gpu.peak, cells_.gpu_start_of(*c)))},
+        {"outputs", c->outputs.to_json()}};
   } else {
     out["cell_in_flight"] = nullptr;
   }
@@ -132,8 +133,8 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
     // A cell that ended after the last sample: the newest reading is the best there is.
     const std::int64_t rss_end =
         c.awaiting_end_sample && cells_.latest_rss() >= 0 ? cells_.latest_rss() : c.rss.end;
-    const std::int64_t gpu_end =
-        c.awaiting_end_sample && cells_.latest_gpu() >= 0 ? cells_.latest_gpu() : c.gpu.end;
+    const std::int64_t gpu_start = cells_.gpu_start_of(c);
+    const std::int64_t gpu_end = cells_.gpu_end_of(c);
     const auto delta = [](std::int64_t start, std::int64_t end) {
       return start >= 0 && end >= 0 ? json(end - start) : json(nullptr);
     };
@@ -148,10 +149,10 @@ nlohmann::json KernelActivity::to_json(std::int64_t at_ms) const {
          {"rss_end", bytes_or_null(rss_end)},
          {"rss_peak", bytes_or_null(std::max(c.rss.peak, rss_end))},
          {"rss_delta", delta(c.rss.start, rss_end)},
-         {"gpu_start", bytes_or_null(c.gpu.start)},
+         {"gpu_start", bytes_or_null(gpu_start)},
          {"gpu_end", bytes_or_null(gpu_end)},
-         {"gpu_peak", bytes_or_null(std::max(c.gpu.peak, gpu_end))},
-         {"gpu_delta", delta(c.gpu.start, gpu_end)},
+         {"gpu_peak", bytes_or_null(std::max({c.gpu.peak, gpu_start, gpu_end}))},
+         {"gpu_delta", delta(gpu_start, gpu_end)},
          {"status", c.status},
          {"outputs", c.outputs.to_json()}});
   }

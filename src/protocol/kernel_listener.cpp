@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "kwd/protocol/content_fields.hpp"
 #include "kwd/protocol/iopub_listener.hpp"
 #include "kwd/protocol/port_readiness.hpp"
 #include "kwd/util/clock.hpp"
@@ -49,13 +50,13 @@ std::int64_t ms_since(std::int64_t steady_ns) {
 }  // namespace
 
 KernelListener::KernelListener(loop::EventLoop& loop, pid_t kernel_pid, std::string connection_file,
-                               ListenerOptions options, HangHandler on_hang, SampleNow sample_now)
+                               ListenerOptions options, HangHandler on_hang, CellEdge on_cell_edge)
     : loop_(loop),
       kernel_pid_(kernel_pid),
       path_(std::move(connection_file)),
       options_(options),
       on_hang_(std::move(on_hang)),
-      sample_now_(std::move(sample_now)),
+      on_cell_edge_(std::move(on_cell_edge)),
       activity_(options.last_cells) {}
 
 KernelListener::~KernelListener() {
@@ -218,9 +219,9 @@ void KernelListener::on_cell_announced(std::int64_t execution_count, const std::
                                        bool truncated) {
   if (draining_) return;
   // A cell's edge, like its busy on IOPub: its memory at start is taken now.
-  if (sample_now_) {
+  if (on_cell_edge_) {
     last_edge_sample_ns_ = util::steady_ns();
-    sample_now_();
+    on_cell_edge_(true, true);
   }
   activity_.on_cell_announced(execution_count, code, truncated, util::wall_ms());
 }
@@ -229,13 +230,12 @@ void KernelListener::on_message(const Message& m) {
   // busy/idle around an execute_request are a cell's edges: sample before the cell's RSS
   // at start (or end) is taken. A flood of tiny executions is sampled at most every 5 ms.
   // Not while draining after the kernel's death: there is nothing left to sample.
-  if (sample_now_ && !draining_ && m.msg_type == "status" &&
+  if (on_cell_edge_ && !draining_ && m.msg_type == "status" &&
       m.parent_msg_type == "execute_request") {
     const std::int64_t now = util::steady_ns();
-    if (now - last_edge_sample_ns_ >= kMinEdgeSampleGapNs) {
-      last_edge_sample_ns_ = now;
-      sample_now_();
-    }
+    const bool sample = now - last_edge_sample_ns_ >= kMinEdgeSampleGapNs;
+    if (sample) last_edge_sample_ns_ = now;
+    on_cell_edge_(text_field(m.content, "execution_state") == "busy", sample);
   }
   activity_.on_message(m, util::wall_ms());
 }

@@ -96,7 +96,7 @@ void Watch::start() {
   // once and the process is watched regardless.
   listener_ = std::make_unique<protocol::KernelListener>(
       loop_, options_.kernel_pid, options_.connection_file, options_.listener, on_hang_,
-      [this] { sample_now(); });
+      [this](bool running, bool sample) { cell_edge(running, sample); });
   if (options_.zmq_context) listener_->share_context(options_.zmq_context);
   listener_->start();
   if (death_->fd() >= 0) loop_.watch_fd(death_->fd(), [this] { on_death_fd(); });
@@ -135,6 +135,18 @@ void Watch::on_sample_timer() {
 
 void Watch::sample_now() {
   on_sample_tick();
+}
+
+void Watch::cell_edge(bool running, bool sample) {
+  if (dead_) return;
+  for (auto& p : probes_) {
+    try {
+      p->on_cell_edge(running);
+    } catch (const std::exception& e) {
+      spdlog::debug("probe {}: {}", p->status().name, e.what());
+    }
+  }
+  if (sample) on_sample_tick();
 }
 
 void Watch::kernel_dying() {

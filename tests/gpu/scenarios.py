@@ -97,6 +97,18 @@ SCENARIOS = {
         ],
         "expect": "native_crash",
     },
+    # "Run all": short cells back to back, each allocating; each cell's GPU delta must be its
+    # own (the GPU is sampled at 2 Hz on a thread of its own; a cell's end is read at once).
+    "run_all_short_cells": {
+        "cells": [
+            ("ok", "import torch, ctypes, time"),
+            ("ok", "a = torch.empty(8 * 2**30, dtype=torch.uint8, device='cuda')"),
+            ("ok", "b = torch.empty(4 * 2**30, dtype=torch.uint8, device='cuda')"),
+            ("ok", "del a; torch.cuda.empty_cache()"),
+            ("death", "time.sleep(0.7)\nctypes.string_at(0)"),
+        ],
+        "expect": "native_crash",
+    },
     # A device-side assert the kernel survived (Xid 43 through NVML events), then an abort in
     # a later cell: the assert is context, the abort the cause.
     "survived_device_assert_then_abort": {

@@ -359,3 +359,45 @@ TEST_CASE("NVML probes of two kernels share one worker, and each gets every Xid 
   late.contribute(c);
   CHECK(c["gpu"]["xid_events"].empty());
 }
+
+namespace {
+
+std::size_t count_of(const std::string& log, const std::string& call) {
+  std::size_t n = 0;
+  for (auto at = log.find(call + " "); at != std::string::npos; at = log.find(call + " ", at + 1))
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+// The GPU is sampled at its own rate (2 Hz by default); a cell's end is read when it happens,
+// or a short cell's allocation is charged to the next one (seen on an H200), and an Xid of
+// that cell is had with it, before the next cell can start.
+TEST_CASE("NVML worker: a cell's end is read at once, with the Xid events that came") {
+  FakeScript script(kTwoDevices);
+  NvmlWorker worker(kCurrent, 60s);  // no sample of its own schedule within the test
+  REQUIRE(worker.wait_started(5s));
+  const auto samples = [&] { return count_of(script.log(), "nvmlDeviceGetMemoryInfo_v2"); };
+  const std::size_t before = samples();
+  const auto cursor_at_start = worker.xid_events_end();
+
+  script.write(kTwoDevices + "xid=1:43\n");
+  REQUIRE(worker.sample_and_wait(5s));
+  CHECK(samples() == before + 2);  // one call per device
+  std::uint64_t cursor = cursor_at_start;
+  std::vector<XidEvent> xids;
+  worker.follow_xid_events(cursor, xids);
+  REQUIRE(xids.size() == 1);
+  CHECK(xids[0].xid == 43);
+  CHECK(xids[0].device == 1);
+
+  // Between samples it looks for events after each of its own sleeps (about 4 a second),
+  // without waiting in NVML: a cell's end wakes it at once.
+  const std::size_t looks = count_of(script.log(), "nvmlEventSetWait_v2");
+  std::this_thread::sleep_for(1s);
+  const std::size_t in_a_second = count_of(script.log(), "nvmlEventSetWait_v2") - looks;
+  INFO("event looks in 1 s: " << in_a_second);
+  CHECK(in_a_second >= 2);
+  CHECK(in_a_second <= 8);
+}

@@ -122,6 +122,59 @@ TEST_CASE("cells get their GPU memory like their RSS: start, end, peak and delta
   CHECK(flight["gpu_peak"] == 7000 * MB);
 }
 
+// As recorded on an H200: the GPU is sampled at 2 Hz on its own thread, so the RSS samples
+// around a short cell carry a GPU reading taken before it. Cell 1 allocated 30 GiB and ended
+// before the GPU was sampled again; cell 2 started at once. The 30 GiB are cell 1's.
+TEST_CASE("a cell's GPU memory is the GPU sample taken after its end, at the GPU's own rate") {
+  const auto sample = [](std::int64_t t_ms, std::int64_t gpu_bytes, std::int64_t gpu_at_ms) {
+    auto s = rss(t_ms, 700 * MB);
+    s.gpu_used = gpu_bytes;
+    s.gpu_sampled_at_ms = gpu_at_ms;
+    return s;
+  };
+  constexpr std::int64_t GB = 1024 * MB;
+  KernelActivity a(10);
+  a.on_memory_sample(sample(900, 0, 800));
+  a.on_message(msg("status", "r1", {{"execution_state", "busy"}}), 1000);
+  a.on_message(
+      msg("execute_input", "r1", {{"code", "x = torch.empty(30 << 30)"}, {"execution_count", 1}}),
+      1000);
+  a.on_memory_sample(sample(1100, 0, 800));  // RSS samples with the old GPU reading
+  a.on_memory_sample(sample(1200, 0, 800));
+  a.on_message(msg("status", "r1", {{"execution_state", "idle"}}), 1250);
+  a.on_memory_sample(sample(1260, 0, 800));
+  run_cell(a, "r2", 2, "time.sleep(1.2)", 1270, 2500);  // no GPU sample before it started
+  a.on_memory_sample(sample(1300, 30 * GB, 1290));      // the first one after cell 1's end
+  a.on_memory_sample(sample(2600, 30 * GB, 2550));
+  a.on_message(msg("status", "r3", {{"execution_state", "busy"}}), 2700);
+  a.on_message(msg("execute_input", "r3", {{"code", "y = 1"}, {"execution_count", 3}}), 2700);
+
+  const json e = a.to_json(3000);
+  const auto& last = e["last_cells"];
+  REQUIRE(last.size() == 2);
+  CHECK(last[0]["gpu_start"] == 0);
+  CHECK(last[0]["gpu_end"] == 30 * GB);
+  CHECK(last[0]["gpu_delta"] == 30 * GB);
+  CHECK(last[0]["gpu_peak"] == 30 * GB);
+  CHECK(last[1]["gpu_start"] == 30 * GB);  // cell 1's end, not the stale reading before it
+  CHECK(last[1]["gpu_delta"] == 0);
+  CHECK(e["cell_in_flight"]["gpu_at_start"] == 30 * GB);
+
+  // Before that GPU sample came, the newest reading stands for both (provisional).
+  KernelActivity b(10);
+  b.on_memory_sample(sample(900, 0, 800));
+  run_cell(b, "r1", 1, "x = alloc()", 1000, 1250);
+  run_cell(b, "r2", 2, "time.sleep(1.2)", 1270, 2500);
+  const json early = b.to_json(2550);
+  CHECK(early["last_cells"][0]["gpu_delta"] == 0);
+  CHECK(early["last_cells"][1]["gpu_start"] == 0);
+  b.on_memory_sample(sample(2560, 30 * GB, 2555));
+  const json later = b.to_json(2600);
+  CHECK(later["last_cells"][0]["gpu_delta"] == 30 * GB);
+  CHECK(later["last_cells"][1]["gpu_start"] == 30 * GB);
+  CHECK(later["last_cells"][1]["gpu_delta"] == 0);
+}
+
 TEST_CASE("without a GPU, a cell's GPU fields are null, not zero") {
   KernelActivity a(10);
   a.on_memory_sample(rss(900, 100 * MB));

@@ -49,6 +49,9 @@ class Probe {
   // The kernel has begun to die (faulthandler is writing its dump) but still lives for a
   // moment: the last chance to read what only a live process shows.
   virtual void on_kernel_dying() {}
+  // A cell started (`running`) or ended, and a sample is being taken for its edge: a probe
+  // whose source is read at a slower rate of its own reads it again soon.
+  virtual void on_cell_edge(bool /*running*/) {}
 };
 
 struct ProbeOptions {

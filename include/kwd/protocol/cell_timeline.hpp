@@ -39,10 +39,16 @@ struct Cell {
   // between.
   CellMemory rss;
   CellMemory gpu;
-  // When the end reading was taken: a reading taken after the next cell already started
+  // When the RSS end reading was taken: a reading taken after the next cell already started
   // belongs to that one, so the end is taken again from before that start.
   std::int64_t end_reading_at_ms = -1;
   bool awaiting_end_sample = false;
+  // GPU samples come at the GPU's own, slower rate: a cell's end is the first GPU sample
+  // taken after it, even when that comes while the next cell runs, and a cell that starts
+  // before the previous one's end was sampled starts from that same reading (nothing counted
+  // twice, nothing lost).
+  bool awaiting_gpu_end = false;
+  bool gpu_start_awaiting = false;
   std::string status = "running";  // running, ok, error, unknown (its end was not seen)
   // The kernel itself said it starts (the shim's pre_run_cell record) before IOPub did, or
   // instead of it: request_id is empty until IOPub names the request.
@@ -82,6 +88,13 @@ class CellTimeline {
   [[nodiscard]] std::int64_t latest_gpu() const {
     return readings_.empty() ? timeline::kUnknown : readings_.back().gpu;
   }
+  // A cell's GPU start and end as a report says them: a reading still awaited is the newest.
+  [[nodiscard]] std::int64_t gpu_start_of(const Cell& cell) const {
+    return cell.gpu_start_awaiting && latest_gpu() >= 0 ? latest_gpu() : cell.gpu.start;
+  }
+  [[nodiscard]] std::int64_t gpu_end_of(const Cell& cell) const {
+    return cell.awaiting_gpu_end && latest_gpu() >= 0 ? latest_gpu() : cell.gpu.end;
+  }
   [[nodiscard]] std::uint64_t cells_started() const { return started_; }
   // The highest execution_count seen (0 before any): the next cell's is usually one more.
   [[nodiscard]] std::int64_t last_execution_count() const { return last_count_; }
@@ -91,6 +104,7 @@ class CellTimeline {
     std::int64_t t_ms;
     std::int64_t rss;
     std::int64_t gpu;
+    std::int64_t gpu_t_ms;  // when the GPU reading was taken (at or before t_ms)
   };
   static constexpr std::size_t kReadings = 600;  // a minute at the default 10 Hz
 
@@ -101,8 +115,15 @@ class CellTimeline {
   // `next_start_ms`, get the last one from before that start.
   void settle_before(std::int64_t next_start_ms);
   static void set_end_reading(Cell& cell, const Reading& reading);
+  static void set_gpu_end(Cell& cell, std::int64_t gpu);
+  // The GPU reading that starts a cell at `t_ms` (see Cell::gpu_start_awaiting).
+  void set_gpu_start(Cell& cell, std::int64_t t_ms) const;
+  // A GPU reading taken after cells' ends: theirs, and the start of a cell that waited on it.
+  void settle_gpu(const Reading& reading);
   [[nodiscard]] std::optional<Reading> reading_at(std::int64_t t_ms) const;
   [[nodiscard]] std::optional<Reading> first_reading_from(std::int64_t t_ms) const;
+  [[nodiscard]] std::optional<Reading> gpu_reading_at(std::int64_t t_ms) const;
+  [[nodiscard]] std::optional<Reading> first_gpu_reading_from(std::int64_t t_ms) const;
   // The highest of each quantity sampled from `from_ms` to `to_ms` (kUnknown when none).
   [[nodiscard]] Reading peak_between(std::int64_t from_ms, std::int64_t to_ms) const;
 

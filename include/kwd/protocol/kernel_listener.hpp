@@ -42,14 +42,15 @@ struct HangEvidence {
 class KernelListener {
  public:
   using HangHandler = std::function<void(const HangEvidence&)>;
-  // Takes a memory sample now (and hands it to on_memory_sample()): called when a cell
-  // starts and ends, so that its memory delta is measured at its edges, not up to one
-  // sampling interval away (where it would be charged to its neighbour).
-  using SampleNow = std::function<void()>;
+  // A cell started (`running`) or ended. With `sample`, a memory sample is to be taken now
+  // (and handed to on_memory_sample()), so that the cell's memory delta is measured at its
+  // edges, not up to one sampling interval away (where it would be charged to its
+  // neighbour); without, an edge was sampled a moment ago.
+  using CellEdge = std::function<void(bool running, bool sample)>;
 
   // `connection_file` may be empty (a command line without one): nothing is listened to.
   KernelListener(loop::EventLoop& loop, pid_t kernel_pid, std::string connection_file,
-                 ListenerOptions options, HangHandler on_hang, SampleNow sample_now = {});
+                 ListenerOptions options, HangHandler on_hang, CellEdge on_cell_edge = {});
   ~KernelListener();
   KernelListener(const KernelListener&) = delete;
   KernelListener& operator=(const KernelListener&) = delete;
@@ -105,7 +106,7 @@ class KernelListener {
   std::string path_;
   ListenerOptions options_;
   HangHandler on_hang_;
-  SampleNow sample_now_;
+  CellEdge on_cell_edge_;
   std::int64_t last_edge_sample_ns_ = 0;
   bool draining_ = false;  // the kernel is dead: reading its last words only
 

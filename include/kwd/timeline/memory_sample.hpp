@@ -30,6 +30,9 @@ struct MemorySample {
   // Not series: the ceilings the limits are computed against (carried on every sample so
   // the last one before death says what was in force).
   std::int64_t mem_total = kUnknown;  // system MemTotal
+  // When the GPU readings above were taken: the GPU is sampled on a thread of its own at its
+  // own rate, so they can be older than t_ms. kUnknown: taken at t_ms.
+  std::int64_t gpu_sampled_at_ms = kUnknown;
 };
 
 struct SeriesField {

@@ -30,6 +30,12 @@ NvmlProbe::NvmlProbe(const ProbeOptions& options)
   if (worker_->wait_started(std::chrono::milliseconds(100))) refresh();
 }
 
+void NvmlProbe::on_cell_edge(bool running) {
+  // A start needs nothing: between the last cell's end (read then) and it, nothing ran. An
+  // end is read before the next cell can start, or its first allocation counts as ours.
+  if (!running && state_.phase == GpuState::Phase::running) worker_->sample_and_wait(kEdgeWait);
+}
+
 ProbeStatus NvmlProbe::status() const {
   switch (state_.phase) {
     case GpuState::Phase::running:
@@ -108,6 +114,7 @@ void NvmlProbe::attribute(const XidEvent& event) {
 void NvmlProbe::sample(timeline::MemorySample& into) {
   refresh();
   if (gpu_used_ >= 0) into.gpu_used = gpu_used_;
+  if (gpu_used_ >= 0 || gpu_device_used_ >= 0) into.gpu_sampled_at_ms = state_.sampled_at_ms;
   if (gpu_device_used_ >= 0) into.gpu_device_used = gpu_device_used_;
   if (gpu_total_ >= 0) into.gpu_total = gpu_total_;
 }

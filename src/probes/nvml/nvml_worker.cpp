@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <utility>
 
 #include "kwd/util/clock.hpp"
 
@@ -64,6 +65,15 @@ std::uint64_t NvmlWorker::xid_events_end() {
   return xid_end_;
 }
 
+bool NvmlWorker::sample_and_wait(std::chrono::microseconds wait) {
+  std::unique_lock lock(mutex_);
+  if (!started_ || published_.phase != GpuState::Phase::running) return false;
+  sample_requested_ = true;
+  const std::uint64_t sampled = generation_ + 1;
+  wake_.notify_all();
+  return wake_.wait_for(lock, wait, [&] { return generation_ >= sampled; });
+}
+
 bool NvmlWorker::unavailable() {
   std::lock_guard lock(mutex_);
   return published_.phase == GpuState::Phase::unavailable;
@@ -107,6 +117,36 @@ void NvmlWorker::sample_devices(const NvmlLibrary& lib, std::vector<Device>& han
     if (rc != kSuccess) note_problem(state, prefix + "running processes: " + lib.error_string(rc));
   }
   state.sampled_at_ms = util::wall_ms();
+}
+
+void NvmlWorker::take_xid_events(const NvmlLibrary& lib, EventSet events,
+                                 const std::vector<Device>& handles, GpuState& state,
+                                 ProcessBuffer& buffer, std::vector<GpuProcess>& on_device) {
+  for (;;) {
+    EventData data{};
+    const Return rc = lib.wait_event(events, data, 0);
+    if (rc == kErrorTimeout) return;
+    if (rc != kSuccess) {
+      note_problem(state, "nvmlEventSetWait: " + lib.error_string(rc));
+      return;
+    }
+    if ((data.eventType & kEventTypeXidCriticalError) == 0) continue;
+    XidEvent xid;
+    xid.t_ms = util::wall_ms();
+    xid.xid = data.eventData;
+    const auto at = std::find(handles.begin(), handles.end(), data.device);
+    xid.device = at == handles.end()
+                     ? 0u
+                     : state.devices[static_cast<std::size_t>(at - handles.begin())].index;
+    // Who was on the device when it faulted: NVML's event does not say.
+    if (at != handles.end() && lib.compute_processes(*at, buffer, on_device) == kSuccess)
+      for (const auto& p : on_device)
+        xid.pids_on_device.push_back(p.pid);
+    std::lock_guard lock(mutex_);
+    if (xid_recent_.size() == kXidKept) xid_recent_.pop_front();
+    xid_recent_.push_back(std::move(xid));
+    ++xid_end_;
+  }
 }
 
 void NvmlWorker::run(const std::stop_token& stop) {
@@ -185,52 +225,35 @@ void NvmlWorker::run(const std::stop_token& stop) {
     ProcessBuffer event_buffer;
     std::vector<GpuProcess> on_device;
     auto next_sample = util::steady_ms() + interval_.count();
+    const auto requested = [this] {
+      std::lock_guard lock(mutex_);
+      return std::exchange(sample_requested_, false);
+    };
     while (!stop.stop_requested()) {
       const auto now = util::steady_ms();
-      if (now >= next_sample) {
+      const bool due = now >= next_sample;
+      if (due || requested()) {
+        // A cell's end asked: an Xid of that cell is had with its reading.
+        if (events && !due)
+          take_xid_events(*lib, events->get(), handles, state, event_buffer, on_device);
         sample_devices(*lib, handles, state, buffer);
         // The API versions in it are settled after the first samples: rebuilt only then.
         if (auto reason = describe(); reason != state.reason) state.reason = std::move(reason);
         publish(state);
-        do
+        // A cell edge's sample leaves the schedule as it was.
+        while (due && next_sample <= now)
           next_sample += interval_.count();
-        while (next_sample <= now);
         continue;
       }
-      const auto slice =
-          static_cast<unsigned int>(std::min<std::int64_t>(next_sample - now, kWaitSliceMs));
-      if (!events) {
-        std::unique_lock lock(mutex_);
-        wake_.wait_for(lock, stop, std::chrono::milliseconds(slice), [] { return false; });
-        continue;
-      }
-      EventData data{};
-      const Return rc = lib->wait_event(events->get(), data, slice);
-      if (rc == kErrorTimeout) continue;
-      if (rc != kSuccess) {
-        note_problem(state, "nvmlEventSetWait: " + lib->error_string(rc));
-        std::unique_lock lock(mutex_);
-        wake_.wait_for(lock, stop, std::chrono::milliseconds(slice), [] { return false; });
-        continue;
-      }
-      if ((data.eventType & kEventTypeXidCriticalError) == 0) continue;
-      XidEvent xid;
-      xid.t_ms = util::wall_ms();
-      xid.xid = data.eventData;
-      const auto at = std::find(handles.begin(), handles.end(), data.device);
-      xid.device = at == handles.end()
-                       ? 0u
-                       : state.devices[static_cast<std::size_t>(at - handles.begin())].index;
-      // Who was on the device when it faulted: NVML's event does not say.
-      if (at != handles.end() && lib->compute_processes(*at, event_buffer, on_device) == kSuccess)
-        for (const auto& p : on_device)
-          xid.pids_on_device.push_back(p.pid);
+      // NVML's event wait cannot be woken, so the worker never blocks in it: it sleeps where
+      // a cell's end wakes it at once, and takes the Xid events that came after each sleep.
+      const auto slice = std::min<std::int64_t>(next_sample - now, kWaitSliceMs);
       {
-        std::lock_guard lock(mutex_);
-        if (xid_recent_.size() == kXidKept) xid_recent_.pop_front();
-        xid_recent_.push_back(std::move(xid));
-        ++xid_end_;
+        std::unique_lock lock(mutex_);
+        wake_.wait_for(lock, stop, std::chrono::milliseconds(slice),
+                       [this] { return sample_requested_; });
       }
+      if (events) take_xid_events(*lib, events->get(), handles, state, event_buffer, on_device);
     }
   } catch (const std::exception& e) {
     // Nothing may leave the thread; the probe reports what happened.

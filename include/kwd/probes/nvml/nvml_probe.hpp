@@ -28,6 +28,7 @@ class NvmlProbe final : public Probe {
   void sample(timeline::MemorySample& into) override;
   void contribute(nlohmann::json& report) const override;
   void on_kernel_exit(const KernelExit& how) override;
+  void on_cell_edge(bool running) override;
 
   // Tests and benchmarks: until the worker has loaded the library (or failed to).
   bool wait_started(std::chrono::milliseconds timeout) { return worker_->wait_started(timeout); }
@@ -38,6 +39,9 @@ class NvmlProbe final : public Probe {
   static constexpr std::size_t kXidKept = 64;
   static constexpr std::size_t kProcessesKept = 64;
   static constexpr std::size_t kOtherProcessesReported = 8;
+  // How long the loop waits at a cell's end for the worker's reading (one NVML sample takes
+  // about 0.2 ms on an H100/H200); a worker caught in a slow driver call is not waited for.
+  static constexpr std::chrono::microseconds kEdgeWait{2000};
 
  private:
   struct TrackedProcess {

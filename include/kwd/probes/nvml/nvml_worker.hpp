@@ -16,8 +16,9 @@ namespace kwd::probes::nvml {
 
 // The thread that does all NVML work, so a driver call that blocks (GPU initialisation
 // without persistence mode, a GPU being reset) never stalls the event loop. It loads and
-// initialises the library, samples every device at `interval`, and in between waits for
-// Xid events (nvmlEventSetWait_v2, in slices short enough to notice a stop request).
+// initialises the library, samples every device at `interval` and when a cell's edge asks,
+// and in between sleeps, taking the Xid events that came after each sleep
+// (nvmlEventSetWait_v2 without a wait).
 // Results are handed to the loop under a mutex: the loop copies the state when it changed
 // and takes the queued Xid events on its sample tick.
 class NvmlWorker {
@@ -35,6 +36,12 @@ class NvmlWorker {
   std::uint64_t follow_xid_events(std::uint64_t& cursor, std::vector<XidEvent>& into);
   // The cursor of a reader that wants only the events from now on.
   std::uint64_t xid_events_end();
+  // A cell ended: take the Xid events that came, sample now, and wait up to `wait` for it,
+  // so that the reading (and an Xid of that cell) is had before the next cell can start
+  // and counts as this one's. True when it came. The GPU is sampled on this thread at its
+  // own rate: without this, a short cell's allocation was charged to the next cell (seen
+  // on an H200).
+  bool sample_and_wait(std::chrono::microseconds wait);
   // Until the library is loaded and sampled once, or refused; false on timeout.
   bool wait_started(std::chrono::milliseconds timeout);
   // The thread has given up: no driver, no device, or NVML failed (the reason is in the
@@ -50,6 +57,9 @@ class NvmlWorker {
   void note_problem(GpuState& state, std::string problem);
   void sample_devices(const NvmlLibrary& lib, std::vector<Device>& handles, GpuState& state,
                       ProcessBuffer& buffer);
+  // The Xid events waiting in the set, without waiting for more.
+  void take_xid_events(const NvmlLibrary& lib, EventSet events, const std::vector<Device>& handles,
+                       GpuState& state, ProcessBuffer& buffer, std::vector<GpuProcess>& on_device);
 
   std::filesystem::path library_;
   std::chrono::milliseconds interval_;
@@ -61,6 +71,7 @@ class NvmlWorker {
   bool started_ = false;
   std::deque<XidEvent> xid_recent_;  // the newest kXidKept
   std::uint64_t xid_end_ = 0;        // events ever seen; the last of xid_recent_ is number end-1
+  bool sample_requested_ = false;    // by sample_and_wait; the worker's sleeps end at once
 
   std::jthread thread_;  // last: started after everything above exists, stopped first
 };
