@@ -165,6 +165,13 @@ TEST_CASE("recorded H100 reports re-diagnose right", "[diagnosis]") {
       {"device_assert.json", "gpu_driver_fault", "Xid 43"},
       {"hold20g_abort.json", "abort", "Aborted"},
       {"illegal_address.json", "gpu_driver_fault", "Xid 31"},
+      // Real ipykernels under `run` on an H200 (tests/gpu/scenarios.py, 2026-11-26).
+      {"ipykernel_contention_jax_holder.json", "gpu_out_of_memory", "other processes held"},
+      {"ipykernel_jax_oom_last_words.json", "gpu_out_of_memory", "GPU_0_bfc"},
+      {"ipykernel_run_all_short_cells.json", "native_crash", "SIGSEGV"},
+      {"ipykernel_segv_holding_gpu.json", "native_crash", "SIGSEGV"},
+      {"ipykernel_survived_cuda_oom_then_segv.json", "native_crash", "load_batch()"},
+      {"ipykernel_survived_device_assert_then_abort.json", "abort", "Aborted"},
       {"jax_oom.json", "gpu_out_of_memory", "RESOURCE_EXHAUSTED"},
       {"segv_holding_gpu.json", "native_crash", "SIGSEGV"},
       {"torch_oom_grow.json", "gpu_out_of_memory", "Tried to allocate 8.00 GiB"},
@@ -186,6 +193,61 @@ TEST_CASE("recorded H100 reports re-diagnose right", "[diagnosis]") {
     // No over-claim: every piece of evidence points at a fact in the report.
     for (const auto& ev : d["evidence"])
       CHECK(report.contains(json::json_pointer(ev["pointer"].get<std::string>())));
+  }
+}
+
+namespace {
+
+json rediagnosed_gpu_fixture(const char* name) {
+  std::ifstream in(fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "gpu" / name);
+  return kwd::diagnosis::rediagnose(json::parse(in));
+}
+
+bool evidence_says(const json& diagnosis, const std::string& words) {
+  for (const auto& e : diagnosis["evidence"])
+    if (e["fact"].get<std::string>().find(words) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+// What the kernel survived on a real GPU is told as context, and the advice fits the death.
+TEST_CASE("H200 recordings: survived GPU errors are context, holders and requests shape the advice",
+          "[diagnosis]") {
+  SECTION("a device-side assert survived (Xid 43 in cell 2), then an abort in cell 4") {
+    const json d =
+        rediagnosed_gpu_fixture("ipykernel_survived_device_assert_then_abort.json")["diagnosis"];
+    INFO(d.dump(1));
+    CHECK(evidence_says(d,
+                        "earlier, in cell [2] (survived: cell [3] ran to its end after it), "
+                        "NVIDIA Xid 43 on GPU 0"));
+    for (const auto& r : d["remedies"])
+      CHECK(r["id"] != "gpu.xid");  // a fault the kernel went on from advises nothing
+  }
+  SECTION("a CUDA OOM survived in cell 2, a segfault in cell 4") {
+    const json d =
+        rediagnosed_gpu_fixture("ipykernel_survived_cuda_oom_then_segv.json")["diagnosis"];
+    INFO(d.dump(1));
+    CHECK(evidence_says(d, "earlier, in cell [2] (survived: cell [3] ran to its end after it)"));
+    CHECK(evidence_says(d, "CUDA out of memory"));
+  }
+  SECTION("another process (JAX, preallocated) held the device when PyTorch ran out") {
+    const json d = rediagnosed_gpu_fixture("ipykernel_contention_jax_holder.json")["diagnosis"];
+    INFO(d.dump(1));
+    REQUIRE(!d["remedies"].empty());
+    CHECK(d["remedies"][0]["id"] == "gpu.other_processes");
+    CHECK_THAT(d["remedies"][0]["text"].get<std::string>(),
+               Catch::Contains("XLA_PYTHON_CLIENT_PREALLOCATE"));
+    CHECK(evidence_says(d, "it has loaded jax"));
+  }
+  SECTION("XLA asked for more than the whole device: split the work, nothing else") {
+    const json d = rediagnosed_gpu_fixture("ipykernel_jax_oom_last_words.json")["diagnosis"];
+    INFO(d.dump(1));
+    REQUIRE(d["remedies"].size() == 1);
+    CHECK(d["remedies"][0]["id"] == "gpu.request_exceeds_device");
+    CHECK_THAT(d["remedies"][0]["text"].get<std::string>(), Catch::Contains("256.0 GiB"));
+    CHECK_THAT(d["remedies"][0]["why"].get<std::string>(),
+               Catch::Contains("xla.bfc_allocator_out_of_memory"));
   }
 }
 
