@@ -2,15 +2,20 @@
 // loaded through the same dlopen path), measured on its thread alone.
 //
 //   kwd-nvml-bench LIBRARY [SECONDS] [INTERVAL_MS] [CELL_ENDS_PER_S]
+//   kwd-nvml-bench LIBRARY --calls N
 //
 // Prints one JSON object: samples taken, the worker thread's CPU time per sample in
 // microseconds and per second in milliseconds (its looks for Xid events between samples
 // included), and what one sample holds (devices, processes). With CELL_ENDS_PER_S, the
 // main thread plays the event loop at that many cell ends a second (sample_and_wait, as
-// NvmlProbe at each end) and the time it waited for each reading is printed too.
+// NvmlProbe at each end) and the time it waited for each reading is printed too. With
+// --calls, the calls one sample makes (memory info, then the running processes, through
+// NvmlLibrary as the worker makes them) N times back to back: their CPU per sample, for the
+// raw-call comparison.
 // bench/nvml_bench.py runs it next to the same NVML calls made from Python through ctypes (what
 // pynvml does).
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "kwd/probes/nvml/nvml_library.hpp"
 #include "kwd/probes/nvml/nvml_worker.hpp"
 
 namespace {
@@ -43,6 +49,39 @@ long long other_threads_cpu_ns() {
   return total;
 }
 
+// The worker's calls for one device, back to back, on this thread.
+int calls_back_to_back(const char* library, long iterations) {
+  std::string problem;
+  const auto lib = kwd::probes::nvml::NvmlLibrary::load(library, problem);
+  if (!lib) {
+    std::fprintf(stderr, "NVML unavailable: %s\n", problem.c_str());
+    return 1;
+  }
+  const auto device = lib->device(0);
+  if (!device.ok()) {
+    std::fprintf(stderr, "no device 0\n");
+    return 1;
+  }
+  kwd::probes::nvml::ProcessBuffer buffer;
+  std::vector<kwd::probes::nvml::GpuProcess> processes;
+  const auto one = [&] {
+    (void)lib->memory(device.value);
+    (void)lib->compute_processes(device.value, buffer, processes);
+  };
+  for (int i = 0; i < 200; ++i)
+    one();
+  timespec t0{}, t1{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  for (long i = 0; i < iterations; ++i)
+    one();
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+  const double ns = static_cast<double>(t1.tv_sec - t0.tv_sec) * 1e9 +
+                    static_cast<double>(t1.tv_nsec - t0.tv_nsec);
+  std::printf("{\"calls_cpu_us_per_sample\": %.2f, \"iterations\": %ld, \"processes\": %zu}\n",
+              ns / 1000.0 / static_cast<double>(iterations), iterations, processes.size());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,6 +90,8 @@ int main(int argc, char** argv) {
                  "usage: kwd-nvml-bench LIBRARY [SECONDS] [INTERVAL_MS] [CELL_ENDS_PER_S]\n");
     return 2;
   }
+  if (argc > 3 && std::string(argv[2]) == "--calls")
+    return calls_back_to_back(argv[1], std::atol(argv[3]));
   const double seconds = argc > 2 ? std::atof(argv[2]) : 5.0;
   const int interval_ms = argc > 3 ? std::atoi(argv[3]) : 10;
   const int cell_ends_per_s = argc > 4 ? std::atoi(argv[4]) : 0;

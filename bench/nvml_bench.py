@@ -113,6 +113,9 @@ def main():
                                   str(args.seconds), "500", ends], capture_output=True,
                                  text=True, check=True)
             at_2hz[ends] = json.loads(out.stdout)
+        out = subprocess.run([str(build / "bench" / "kwd-nvml-bench"), str(library), "--calls",
+                              str(args.iterations)], capture_output=True, text=True, check=True)
+        our_calls_us = json.loads(out.stdout)["calls_cpu_us_per_sample"]
     print(f"NVML sampling, {ours['devices']} device(s) with {ours['processes']} compute "
           f"processes, library {library}:")
     print(f"  watchdog worker thread: {ours['worker_cpu_us_per_sample']:8.2f} us CPU per sample "
@@ -124,6 +127,9 @@ def main():
     ours_us = ours["worker_cpu_us_per_sample"]
     print(f"  ratio watchdog/python: {ours_us / paced_us:.2f} against the paced loop "
           f"(target <= 2), {ours_us / raw_us:.2f} against the back-to-back calls")
+    print(f"  the watchdog's own calls (NvmlLibrary, as the worker makes them), back to back: "
+          f"{our_calls_us:8.2f} us per sample: {our_calls_us / raw_us:.2f} x Python's; the rest "
+          f"of a paced sample, in both, is the wake-up")
     edges = at_2hz["10"]
     print(f"  at 2 Hz (run's default), worker CPU per second: "
           f"{at_2hz['0']['worker_cpu_ms_per_s']:.3f} ms idle, "
