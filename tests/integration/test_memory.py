@@ -379,6 +379,31 @@ def test_gpu_memory_per_cell_through_fake_nvml(start_kernel, jupyter_env):
     assert "(GPU 1.0 GiB at start, peak 5.0 GiB)" in summary, summary
 
 
+def test_xid_just_before_the_death_is_in_the_report(start_kernel, jupyter_env):
+    """An illegal address kills a CUDA program within milliseconds of its Xid (CuPy on an
+    H100: Xid 31, then exit code 1). The NVML worker looks for events every 250 ms; at the
+    death it is asked at once, so the Xid is in the report and names the cause."""
+    library = FAKE_NVML / "current" / "libnvidia-ml.so.1"
+    fake = FakeNvml(jupyter_env["tmp"], TWO_GPUS)
+    name = wrap_kernelspec(jupyter_env, "python3-gpu-xid", f"--nvml-library={library}")
+    k = start_kernel(name, env_overrides=fake.env())
+    kernel_pid = k.kernel_pid
+    fake.write(TWO_GPUS + f"device.0.process={kernel_pid}:{1024 * MiB}\n")
+    time.sleep(1.0)
+    fault = (
+        "import os, pathlib\n"
+        f"script = pathlib.Path({str(fake.path)!r})\n"
+        "tmp = script.with_suffix('.cell')\n"
+        f"tmp.write_text({TWO_GPUS!r} + f'device.0.process={{os.getpid()}}:{1024 * MiB}\\nxid=0:31\\n')\n"
+        "tmp.replace(script)\n"
+        "os._exit(1)\n")
+    k.execute_until_death(fault)
+    report = only_report(jupyter_env)
+    assert [(x["xid"], x["pid"]) for x in report["gpu"]["xid_events"]] == [(31, kernel_pid)]
+    assert report["diagnosis"]["cause"] == "gpu_driver_fault"
+    assert "Xid 31" in report["diagnosis"]["headline"]
+
+
 @pytest.mark.parametrize("how", ["driver-not-loaded", "no-library"])
 def test_no_nvidia_driver_is_reported_and_everything_else_works(how, start_kernel, jupyter_env):
     if how == "driver-not-loaded":
