@@ -97,6 +97,17 @@ SCENARIOS = {
         ],
         "expect": "native_crash",
     },
+    # An illegal address (Xid 31) and the exit that follows within milliseconds, as a CUDA
+    # program dies of it: the Xid must be in the report (asked for at the death).
+    "illegal_address_then_exit": {
+        "cells": [
+            ("ok", "import cupy, os\nk = cupy.RawKernel(r'extern \"C\" __global__ void "
+                   "f(int* p) { *(int*)0x10 = 1; }', 'f')\nz = cupy.zeros(1, dtype=cupy.int32)"),
+            ("death", "try:\n    k((1,), (1,), (z,))\n    cupy.cuda.runtime.deviceSynchronize()\n"
+                      "finally:\n    os._exit(1)"),
+        ],
+        "expect": "gpu_driver_fault",
+    },
     # "Run all": short cells back to back, each allocating; each cell's GPU delta must be its
     # own (the GPU is sampled at 2 Hz on a thread of its own; a cell's end is read at once).
     "run_all_short_cells": {

@@ -167,6 +167,7 @@ TEST_CASE("recorded H100 reports re-diagnose right", "[diagnosis]") {
       {"illegal_address.json", "gpu_driver_fault", "Xid 31"},
       // Real ipykernels under `run` on an H200 (tests/gpu/scenarios.py, 2026-11-26).
       {"ipykernel_contention_jax_holder.json", "gpu_out_of_memory", "other processes held"},
+      {"ipykernel_illegal_address_then_exit.json", "gpu_driver_fault", "Xid 31"},
       {"ipykernel_jax_oom_last_words.json", "gpu_out_of_memory", "GPU_0_bfc"},
       {"ipykernel_run_all_short_cells.json", "native_crash", "SIGSEGV"},
       {"ipykernel_segv_holding_gpu.json", "native_crash", "SIGSEGV"},
