@@ -120,6 +120,7 @@ std::optional<GpuContention> read_gpu_contention(const ReportView& view,
     }
   }
   c.one_device = c.capacity;  // the message's: "GPU 0 has a total capacity of ..."
+  c.one_device_from_message = c.one_device.has_value();
   if (!c.one_device && largest > 0) c.one_device = largest;
   if (!c.capacity && total > 0) c.capacity = total;
   std::sort(c.others.begin(), c.others.end(),

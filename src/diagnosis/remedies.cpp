@@ -297,7 +297,10 @@ class Advisor {
               bytes(static_cast<double>(*c.one_device)) +
               "), so no memory setting or restart makes room. Process it in smaller chunks or "
               "batches, shard it across devices, or keep it in host memory.",
-          "The framework's message names the request; the device's total memory is smaller.");
+          std::string("The framework's message names the request; ") +
+              (c.one_device_from_message ? "it gives the device's total memory too."
+                                         : "NVML gives the total memory of the largest device the "
+                                           "kernel used (or of all, when it was seen on none)."));
       return;
     }
     // Others holding most of the device: that is the fix, before anything in the kernel.
@@ -513,8 +516,14 @@ class Advisor {
                         ? given("gpu.request_exceeds_device")
                         : nullptr;
       if (const auto restated = kRestatedBy.find(h.signature->id);
-          own == nullptr && restated != kRestatedBy.end())
+          own == nullptr && restated != kRestatedBy.end()) {
         own = given(restated->second);
+        // "Shrink what lives on the device" is said by the framework's own remedy when there
+        // is one (gpu.smaller_model then stays out).
+        if (own == nullptr && restated->second == "gpu.smaller_model")
+          for (const char* shrink : {"torch.smaller_batch", "mps.batch", "mlx.memory_limit"})
+            if (own == nullptr) own = given(shrink);
+      }
       if (own != nullptr) {
         if (ids_.insert("signature." + h.signature->id).second) {
           std::string sentence = matched;

@@ -48,12 +48,12 @@ CellTimeline::Reading CellTimeline::peak_between(std::int64_t from_ms, std::int6
 
 void CellTimeline::set_gpu_start(Cell& cell, std::int64_t t_ms) const {
   const auto before = gpu_reading_at(t_ms);
-  const Cell* previous = finished_.empty() ? nullptr : &finished_.back();
   // No GPU sample between the previous cell's end and this start: both are the one reading
   // taken after that end (the previous cell's end, maybe still to come).
-  if (previous != nullptr && (!before || before->gpu_t_ms < previous->ended_at_ms)) {
-    cell.gpu.start = previous->gpu.end;
-    cell.gpu_start_awaiting = previous->awaiting_gpu_end;
+  if (last_end_.at_ms >= 0 && (!before || before->gpu_t_ms < last_end_.at_ms)) {
+    cell.gpu.start = last_end_.gpu;
+    cell.gpu_start_awaiting = last_end_.awaiting;
+    cell.gpu_start_from_ms = last_end_.at_ms;
     return;
   }
   cell.gpu.start = before ? before->gpu : timeline::kUnknown;
@@ -123,7 +123,17 @@ void CellTimeline::start(std::string request_id, std::int64_t execution_count,
 }
 
 void CellTimeline::end(const std::string& request_id, std::int64_t t_ms) {
-  if (in_flight_ && in_flight_->request_id == request_id) finish(t_ms, "ok");
+  if (in_flight_ && in_flight_->request_id == request_id) {
+    finish(t_ms, "ok");
+    return;
+  }
+  // A cell closed when the kernel announced the next one (in a "run all", the shim's record
+  // of cell N+1 can come before IOPub's idle of cell N): its idle says it ran to its end.
+  for (auto it = finished_.rbegin(); it != finished_.rend(); ++it)
+    if (!request_id.empty() && it->request_id == request_id) {
+      if (it->status == "unknown") it->status = "ok";
+      break;
+    }
 }
 
 void CellTimeline::finish(std::int64_t t_ms, const char* status_if_running) {
@@ -148,6 +158,7 @@ void CellTimeline::finish(std::int64_t t_ms, const char* status_if_running) {
     cell.gpu.end = latest_gpu();
     cell.awaiting_gpu_end = true;
   }
+  last_end_ = {cell.ended_at_ms, cell.gpu.end, cell.awaiting_gpu_end};
   if (keep_last_ == 0) return;
   finished_.push_back(std::move(cell));
   while (finished_.size() > keep_last_)
@@ -186,22 +197,31 @@ void CellTimeline::on_memory_sample(const timeline::MemorySample& sample) {
 }
 
 void CellTimeline::settle_gpu(const Reading& reading) {
-  // Oldest first: a cell's end is handed on to the start of the cell after it.
-  const Cell* previous = nullptr;
-  const auto settle = [&](Cell& cell) {
-    if (cell.gpu_start_awaiting && previous != nullptr && !previous->awaiting_gpu_end) {
-      cell.gpu.start = previous->gpu.end;
+  const std::int64_t t = reading.gpu_t_ms;
+  if (last_end_.awaiting && t >= last_end_.at_ms) last_end_ = {last_end_.at_ms, reading.gpu, false};
+  // A reading taken after a boundary is that boundary's only if no cell ended in between:
+  // else it holds that cell's work too, and neither side's part can be told (kUnknown).
+  const auto settle = [&](Cell& cell, const Cell* next) {
+    if (cell.gpu_start_awaiting && t >= cell.gpu_start_from_ms) {
+      cell.gpu.start =
+          cell.ended_at_ms >= 0 && cell.ended_at_ms <= t ? timeline::kUnknown : reading.gpu;
       cell.gpu.peak = std::max(cell.gpu.peak, cell.gpu.start);
       cell.gpu.peak_running = std::max(cell.gpu.peak_running, cell.gpu.start);
       cell.gpu_start_awaiting = false;
     }
-    if (cell.awaiting_gpu_end && reading.gpu_t_ms >= cell.ended_at_ms)
-      set_gpu_end(cell, reading.gpu);
-    previous = &cell;
+    if (cell.awaiting_gpu_end && t >= cell.ended_at_ms) {
+      if (next != nullptr && next->ended_at_ms >= 0 && next->ended_at_ms <= t) {
+        cell.gpu.end = timeline::kUnknown;
+        cell.gpu.peak = cell.gpu.peak_running;
+        cell.awaiting_gpu_end = false;
+      } else {
+        set_gpu_end(cell, reading.gpu);
+      }
+    }
   };
-  for (auto& cell : finished_)
-    settle(cell);
-  if (in_flight_) settle(*in_flight_);
+  for (std::size_t i = 0; i < finished_.size(); ++i)
+    settle(finished_[i], i + 1 < finished_.size() ? &finished_[i + 1] : nullptr);
+  if (in_flight_) settle(*in_flight_, nullptr);
 }
 
 void CellTimeline::set_end_reading(Cell& cell, const Reading& reading) {

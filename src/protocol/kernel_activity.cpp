@@ -29,12 +29,15 @@ nlohmann::json bytes_or_null(std::int64_t v) {
 KernelActivity::KernelActivity(std::size_t last_cells)
     : cells_(last_cells, kMaxCodeBytes), stderr_stream_(kStderrStreamBytes) {}
 
+std::int64_t KernelActivity::made_at(const Message& m, std::int64_t now_ms) {
+  // By the kernel's clock (the same machine's, for a local kernel): the message may have
+  // left the kernel long after it was made. A date far from now (a remote kernel's clock, a
+  // kernel that writes none) is not trusted.
+  return m.date_ms > 0 && std::abs(m.date_ms - now_ms) <= kMaxClockSkewMs ? m.date_ms : now_ms;
+}
+
 void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
-  // When it happened, by the kernel's clock (the same machine's, for a local kernel): the
-  // message may have left the kernel long after it was made. A date far from now (a
-  // remote kernel's clock, a kernel that writes none) is not trusted.
-  const std::int64_t at_ms =
-      m.date_ms > 0 && std::abs(m.date_ms - now_ms) <= kMaxClockSkewMs ? m.date_ms : now_ms;
+  const std::int64_t at_ms = made_at(m, now_ms);
   const auto& type = m.msg_type;
   if (type == "status") {
     const auto state = text_field(m.content, "execution_state", {}, 64);

@@ -221,7 +221,7 @@ void KernelListener::on_cell_announced(std::int64_t execution_count, const std::
   // A cell's edge, like its busy on IOPub: its memory at start is taken now.
   if (on_cell_edge_) {
     last_edge_sample_ns_ = util::steady_ns();
-    on_cell_edge_(true, true);
+    on_cell_edge_(true, true, util::wall_ms());
   }
   activity_.on_cell_announced(execution_count, code, truncated, util::wall_ms());
 }
@@ -235,7 +235,8 @@ void KernelListener::on_message(const Message& m) {
     const std::int64_t now = util::steady_ns();
     const bool sample = now - last_edge_sample_ns_ >= kMinEdgeSampleGapNs;
     if (sample) last_edge_sample_ns_ = now;
-    on_cell_edge_(text_field(m.content, "execution_state") == "busy", sample);
+    on_cell_edge_(text_field(m.content, "execution_state") == "busy", sample,
+                  KernelActivity::made_at(m, util::wall_ms()));
   }
   activity_.on_message(m, util::wall_ms());
 }

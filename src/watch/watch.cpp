@@ -96,7 +96,7 @@ void Watch::start() {
   // once and the process is watched regardless.
   listener_ = std::make_unique<protocol::KernelListener>(
       loop_, options_.kernel_pid, options_.connection_file, options_.listener, on_hang_,
-      [this](bool running, bool sample) { cell_edge(running, sample); });
+      [this](bool running, bool sample, std::int64_t at_ms) { cell_edge(running, sample, at_ms); });
   if (options_.zmq_context) listener_->share_context(options_.zmq_context);
   listener_->start();
   if (death_->fd() >= 0) loop_.watch_fd(death_->fd(), [this] { on_death_fd(); });
@@ -137,15 +137,17 @@ void Watch::sample_now() {
   on_sample_tick();
 }
 
-void Watch::cell_edge(bool running, bool sample) {
+void Watch::cell_edge(bool running, bool sample, std::int64_t at_ms) {
   if (dead_) return;
   for (auto& p : probes_) {
     try {
-      p->on_cell_edge(running);
+      p->on_cell_edge(running, at_ms, sample);
     } catch (const std::exception& e) {
       spdlog::debug("probe {}: {}", p->status().name, e.what());
     }
   }
+  // An edge a moment after one that was sampled is not sampled again (a flood of tiny
+  // executions costs little more than its messages).
   if (sample) on_sample_tick();
 }
 

@@ -108,9 +108,11 @@ SCENARIOS = {
         ],
         "expect": "gpu_driver_fault",
     },
-    # "Run all": short cells back to back, each allocating; each cell's GPU delta must be its
-    # own (the GPU is sampled at 2 Hz on a thread of its own; a cell's end is read at once).
+    # "Run all": short cells queued at once, each allocating; each cell's GPU delta must be
+    # its own (the GPU is sampled at 2 Hz on a thread of its own; a cell's end is read at
+    # once).
     "run_all_short_cells": {
+        "queued": True,
         "cells": [
             ("ok", "import torch, ctypes, time"),
             ("ok", "a = torch.empty(8 * 2**30, dtype=torch.uint8, device='cuda')"),
@@ -119,6 +121,20 @@ SCENARIOS = {
             ("death", "time.sleep(0.7)\nctypes.string_at(0)"),
         ],
         "expect": "native_crash",
+    },
+    # The same as "run all" really sends it: every cell queued at once, so each starts a
+    # millisecond after the one before ends. The assert's Xid is taken at cell 2's end, after
+    # cell 3 began; it must still count as cell 2's, which the kernel went on from.
+    "run_all_survived_device_assert_then_abort": {
+        "queued": True,
+        "cells": [
+            ("ok", "import torch, os, time\nv = torch.zeros(10, device='cuda')\n"
+                   "i = torch.tensor([100], device='cuda')"),
+            ("error", "w = v[i]\ntorch.cuda.synchronize()"),
+            ("ok", "print('carrying on')"),
+            ("death", "time.sleep(0.3)\nos.abort()"),
+        ],
+        "expect": "abort",
     },
     # A device-side assert the kernel survived (Xid 43 through NVML events), then an abort in
     # a later cell: the assert is context, the abort the cause.
@@ -214,7 +230,17 @@ def run_scenario(name, scenario, kw, out, timeout):
             kc = km.client()
             kc.start_channels()
             kc.wait_for_ready(timeout=120)
-            for want, code in scenario["cells"]:
+            if scenario.get("queued"):
+                # Cell 1 alone (imports, CUDA context), then the rest sent at once.
+                want, code = scenario["cells"][0]
+                result["cells"].append({"want": want, "got": execute(km, kc, code, timeout)})
+                for want, code in scenario["cells"][1:]:
+                    kc.execute(code, stop_on_error=False)
+                    result["cells"].append({"want": want, "got": "queued"})
+                deadline = time.monotonic() + timeout
+                while km.is_alive() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            for want, code in [] if scenario.get("queued") else scenario["cells"]:
                 got = execute(km, kc, code, timeout)
                 result["cells"].append({"want": want, "got": got})
                 if got in ("death", "timeout") or not km.is_alive():

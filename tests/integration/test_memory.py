@@ -379,6 +379,19 @@ def test_gpu_memory_per_cell_through_fake_nvml(start_kernel, jupyter_env):
     assert "(GPU 1.0 GiB at start, peak 5.0 GiB)" in summary, summary
 
 
+def xid_cell(fake, xid, then, before=""):
+    """A cell that has the fake driver report Xid `xid` on device 0 for the kernel (holding
+    1 GiB there), then runs `then`."""
+    return (
+        "import os, pathlib, time\n"
+        + before
+        + f"script = pathlib.Path({str(fake.path)!r})\n"
+        "tmp = script.with_suffix('.cell')\n"
+        f"tmp.write_text({TWO_GPUS!r} + f'device.0.process={{os.getpid()}}:{1024 * MiB}\\nxid=0:{xid}\\n')\n"
+        "tmp.replace(script)\n"
+        + then)
+
+
 def test_xid_just_before_the_death_is_in_the_report(start_kernel, jupyter_env):
     """An illegal address kills a CUDA program within milliseconds of its Xid (CuPy on an
     H100: Xid 31, then exit code 1). The NVML worker looks for events every 250 ms; at the
@@ -390,18 +403,43 @@ def test_xid_just_before_the_death_is_in_the_report(start_kernel, jupyter_env):
     kernel_pid = k.kernel_pid
     fake.write(TWO_GPUS + f"device.0.process={kernel_pid}:{1024 * MiB}\n")
     time.sleep(1.0)
-    fault = (
-        "import os, pathlib\n"
-        f"script = pathlib.Path({str(fake.path)!r})\n"
-        "tmp = script.with_suffix('.cell')\n"
-        f"tmp.write_text({TWO_GPUS!r} + f'device.0.process={{os.getpid()}}:{1024 * MiB}\\nxid=0:31\\n')\n"
-        "tmp.replace(script)\n"
-        "os._exit(1)\n")
+    fault = xid_cell(fake, 31, "os._exit(1)\n")
     k.execute_until_death(fault)
     report = only_report(jupyter_env)
     assert [(x["xid"], x["pid"]) for x in report["gpu"]["xid_events"]] == [(31, kernel_pid)]
     assert report["diagnosis"]["cause"] == "gpu_driver_fault"
     assert "Xid 31" in report["diagnosis"]["headline"]
+
+
+def test_xid_of_a_cell_the_kernel_went_on_from_is_context(start_kernel, jupyter_env):
+    """"Run all": cell 2 faults (an Xid, an error the notebook shows), cell 3 runs to its end,
+    cell 4 aborts. The cells are queued at once, so cell 3 starts a millisecond after cell 2
+    ends, before the NVML worker has handed the Xid over: taken at cell 2's end, it is cell
+    2's, which the kernel survived. The death is the abort."""
+    library = FAKE_NVML / "current" / "libnvidia-ml.so.1"
+    fake = FakeNvml(jupyter_env["tmp"], TWO_GPUS)
+    name = wrap_kernelspec(jupyter_env, "python3-gpu-runall", f"--nvml-library={library}")
+    k = start_kernel(name, env_overrides=fake.env())
+    # The fault at the very end of cell 2: the worker takes it when that end asks, not in a
+    # look of its own during the cell.
+    fault = xid_cell(fake, 43, "raise RuntimeError('CUDA error: device-side assert triggered')\n",
+                     before="time.sleep(0.1)\n")
+    r, _ = k.execute("x = 1")
+    assert r["status"] == "ok"
+    time.sleep(1.0)
+    # (The abort waits a moment: ipykernel sends IOPub from a thread, and an instant abort
+    # can take cell 3's idle with it.)
+    for code in (fault, "y = 2", "import os, time; time.sleep(0.3); os.abort()"):
+        k.kc.execute(code, stop_on_error=False)
+    k.wait_for_death()
+    report = only_report(jupyter_env)
+    cells = {c["execution_count"]: c["status"] for c in report["execution"]["last_cells"]}
+    assert cells.get(2) == "error" and cells.get(3) == "ok", cells
+    assert [x["xid"] for x in report["gpu"]["xid_events"]] == [43]
+    diagnosis = report["diagnosis"]
+    assert diagnosis["cause"] == "abort", diagnosis["headline"]
+    assert any(e["fact"].startswith("earlier, in cell [2] (survived") and "Xid 43" in e["fact"]
+               for e in diagnosis["evidence"]), diagnosis["evidence"]
 
 
 @pytest.mark.parametrize("how", ["driver-not-loaded", "no-library"])

@@ -30,6 +30,15 @@ kwd::timeline::MemorySample rss(std::int64_t t_ms, std::int64_t bytes) {
 
 constexpr std::int64_t MB = 1 << 20;
 
+// An RSS sample carrying a GPU reading taken at `gpu_at_ms` (the NVML thread's own time).
+kwd::timeline::MemorySample sample(std::int64_t t_ms, std::int64_t gpu_bytes,
+                                   std::int64_t gpu_at_ms) {
+  auto s = rss(t_ms, 700 * MB);
+  s.gpu_used = gpu_bytes;
+  s.gpu_sampled_at_ms = gpu_at_ms;
+  return s;
+}
+
 // One cell: busy, execute_input, outputs..., idle.
 void run_cell(KernelActivity& a, const std::string& req, int count, const std::string& code,
               std::int64_t t0, std::int64_t t1) {
@@ -126,12 +135,6 @@ TEST_CASE("cells get their GPU memory like their RSS: start, end, peak and delta
 // around a short cell carry a GPU reading taken before it. Cell 1 allocated 30 GiB and ended
 // before the GPU was sampled again; cell 2 started at once. The 30 GiB are cell 1's.
 TEST_CASE("a cell's GPU memory is the GPU sample taken after its end, at the GPU's own rate") {
-  const auto sample = [](std::int64_t t_ms, std::int64_t gpu_bytes, std::int64_t gpu_at_ms) {
-    auto s = rss(t_ms, 700 * MB);
-    s.gpu_used = gpu_bytes;
-    s.gpu_sampled_at_ms = gpu_at_ms;
-    return s;
-  };
   constexpr std::int64_t GB = 1024 * MB;
   KernelActivity a(10);
   a.on_memory_sample(sample(900, 0, 800));
@@ -160,19 +163,56 @@ TEST_CASE("a cell's GPU memory is the GPU sample taken after its end, at the GPU
   CHECK(last[1]["gpu_delta"] == 0);
   CHECK(e["cell_in_flight"]["gpu_at_start"] == 30 * GB);
 
-  // Before that GPU sample came, the newest reading stands for both (provisional).
+  // While cell 2 runs, before that GPU sample came, the newest reading stands for the
+  // boundary (provisional); the sample, when it comes, settles it.
   KernelActivity b(10);
   b.on_memory_sample(sample(900, 0, 800));
   run_cell(b, "r1", 1, "x = alloc()", 1000, 1250);
-  run_cell(b, "r2", 2, "time.sleep(1.2)", 1270, 2500);
-  const json early = b.to_json(2550);
+  b.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 1270);
+  b.on_message(msg("execute_input", "r2", {{"code", "time.sleep(1.2)"}, {"execution_count", 2}}),
+               1270);
+  const json early = b.to_json(1280);
   CHECK(early["last_cells"][0]["gpu_delta"] == 0);
-  CHECK(early["last_cells"][1]["gpu_start"] == 0);
-  b.on_memory_sample(sample(2560, 30 * GB, 2555));
-  const json later = b.to_json(2600);
+  CHECK(early["cell_in_flight"]["gpu_at_start"] == 0);
+  b.on_memory_sample(sample(1300, 30 * GB, 1290));
+  const json later = b.to_json(1400);
   CHECK(later["last_cells"][0]["gpu_delta"] == 30 * GB);
-  CHECK(later["last_cells"][1]["gpu_start"] == 30 * GB);
-  CHECK(later["last_cells"][1]["gpu_delta"] == 0);
+  CHECK(later["cell_in_flight"]["gpu_at_start"] == 30 * GB);
+}
+
+// The link between a cell's end and the next one's start does not depend on the finished
+// cells kept (--last-cells 0 keeps none; 1 pushes the previous one out), and a boundary with
+// no GPU reading before the next cell also ended cannot be told (null), not guessed.
+TEST_CASE("GPU boundaries: kept cells do not matter, and an unreadable boundary is null") {
+  for (const std::size_t kept : {0, 1}) {
+    INFO("last cells kept: " << kept);
+    KernelActivity a(kept);
+    a.on_memory_sample(sample(900, 0, 900));
+    run_cell(a, "r1", 1, "x = alloc(3 GiB)", 1000, 1010);
+    run_cell(a, "r2", 2, "y = 1", 1011, 1020);  // no GPU reading since cell 1 started
+    a.on_message(msg("status", "r3", {{"execution_state", "busy"}}), 1021);
+    a.on_message(msg("execute_input", "r3", {{"code", "z = 2"}, {"execution_count", 3}}), 1021);
+    a.on_memory_sample(sample(1100, 3072 * MB, 1090));  // cell 2 ended before it was taken
+    const json e = a.to_json(1200);
+    CHECK(e["cell_in_flight"]["gpu_at_start"] == 3072 * MB);
+    if (kept == 1) {
+      REQUIRE(e["last_cells"].size() == 1);
+      CHECK(e["last_cells"][0]["execution_count"] == 2);
+      CHECK(e["last_cells"][0]["gpu_start"].is_null());  // cell 1's 3 GiB or cell 2's: unknown
+      CHECK(e["last_cells"][0]["gpu_delta"].is_null());
+    }
+  }
+  KernelActivity a(10);
+  a.on_memory_sample(sample(900, 0, 900));
+  run_cell(a, "r1", 1, "x = alloc(3 GiB)", 1000, 1010);
+  run_cell(a, "r2", 2, "y = 1", 1011, 1020);
+  a.on_memory_sample(sample(1100, 3072 * MB, 1090));
+  const json e = a.to_json(1200);
+  REQUIRE(e["last_cells"].size() == 2);
+  CHECK(e["last_cells"][0]["gpu_end"].is_null());  // taken after cell 2 had ended too
+  CHECK(e["last_cells"][0]["gpu_delta"].is_null());
+  CHECK(e["last_cells"][1]["gpu_start"].is_null());
+  CHECK(e["last_cells"][1]["gpu_end"] == 3072 * MB);
 }
 
 TEST_CASE("without a GPU, a cell's GPU fields are null, not zero") {
@@ -404,6 +444,23 @@ TEST_CASE("fields of the wrong type are read as not given, never thrown on") {
   CHECK(a.stderr_tail() == "kept\n");
   REQUIRE(a.last_error());
   CHECK(a.last_error()->ename.empty());
+}
+
+// "Run all": the kernel announces cell 3 (through the shim's pipe) before IOPub's idle of
+// cell 2 reaches the watchdog. Cell 2 did run to its end: that idle, late, says so (a cell
+// left "unknown" does not count as one the kernel went on from).
+TEST_CASE("a cell closed by the next one's announcement is ok when its late idle comes") {
+  KernelActivity a(10);
+  run_cell(a, "r1", 1, "x = 1", 1000, 1100);
+  a.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 1200);
+  a.on_message(msg("execute_input", "r2", {{"code", "y = 2"}, {"execution_count", 2}}), 1200);
+  a.on_cell_announced(3, "boom()", false, 1301);
+  a.on_message(msg("status", "r2", {{"execution_state", "idle"}}), 1300);
+  const json j = a.to_json(1400);
+  REQUIRE(j["last_cells"].size() == 2);
+  CHECK(j["last_cells"][1]["execution_count"] == 2);
+  CHECK(j["last_cells"][1]["status"] == "ok");
+  CHECK(j["cell_in_flight"]["execution_count"] == 3);
 }
 
 TEST_CASE("a cell the kernel announced is the cell in flight, and IOPub's messages join it") {

@@ -79,6 +79,7 @@ struct GpuContention {
   // What one device holds in all (the message's capacity, else the largest of the kernel's
   // devices): a request above it cannot fit however the memory is shared.
   std::optional<std::int64_t> one_device;
+  bool one_device_from_message = false;   // else NVML's largest device
   std::optional<std::int64_t> requested;  // what the failed allocation asked for
   std::optional<std::int64_t> free;
   std::optional<std::int64_t> kernel_held;

@@ -49,9 +49,11 @@ class Probe {
   // The kernel has begun to die (faulthandler is writing its dump) but still lives for a
   // moment: the last chance to read what only a live process shows.
   virtual void on_kernel_dying() {}
-  // A cell started (`running`) or ended, and a sample is being taken for its edge: a probe
-  // whose source is read at a slower rate of its own reads it again soon.
-  virtual void on_cell_edge(bool /*running*/) {}
+  // A cell started (`running`) or ended at `at_ms` (the kernel's clock): a probe whose source
+  // is read at a slower rate of its own reads it now. With `sampled`, a sample is being
+  // taken for the edge; without, one was a moment ago (a flood of tiny executions), and the
+  // probe may ask but not wait.
+  virtual void on_cell_edge(bool /*running*/, std::int64_t /*at_ms*/, bool /*sampled*/) {}
 };
 
 struct ProbeOptions {

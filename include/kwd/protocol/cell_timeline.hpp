@@ -49,7 +49,8 @@ struct Cell {
   // twice, nothing lost).
   bool awaiting_gpu_end = false;
   bool gpu_start_awaiting = false;
-  std::string status = "running";  // running, ok, error, unknown (its end was not seen)
+  std::int64_t gpu_start_from_ms = -1;  // the previous cell's end, whose reading it awaits
+  std::string status = "running";       // running, ok, error, unknown (its end was not seen)
   // The kernel itself said it starts (the shim's pre_run_cell record) before IOPub did, or
   // instead of it: request_id is empty until IOPub names the request.
   bool announced_by_kernel = false;
@@ -88,12 +89,15 @@ class CellTimeline {
   [[nodiscard]] std::int64_t latest_gpu() const {
     return readings_.empty() ? timeline::kUnknown : readings_.back().gpu;
   }
-  // A cell's GPU start and end as a report says them: a reading still awaited is the newest.
+  // A cell's GPU start and end as a report says them. A reading still awaited is the newest
+  // while no later cell has ended; after that none can tell this cell's part (kUnknown).
   [[nodiscard]] std::int64_t gpu_start_of(const Cell& cell) const {
-    return cell.gpu_start_awaiting && latest_gpu() >= 0 ? latest_gpu() : cell.gpu.start;
+    if (!cell.gpu_start_awaiting) return cell.gpu.start;
+    return cell.ended_at_ms < 0 ? latest_gpu() : timeline::kUnknown;
   }
   [[nodiscard]] std::int64_t gpu_end_of(const Cell& cell) const {
-    return cell.awaiting_gpu_end && latest_gpu() >= 0 ? latest_gpu() : cell.gpu.end;
+    if (!cell.awaiting_gpu_end) return cell.gpu.end;
+    return !finished_.empty() && &finished_.back() == &cell ? latest_gpu() : timeline::kUnknown;
   }
   [[nodiscard]] std::uint64_t cells_started() const { return started_; }
   // The highest execution_count seen (0 before any): the next cell's is usually one more.
@@ -134,6 +138,14 @@ class CellTimeline {
   std::deque<Reading> readings_;
   std::uint64_t started_ = 0;
   std::int64_t last_count_ = 0;
+  // The last finished cell's end and its GPU reading, kept when the cell is not (--last-cells
+  // 0, or pushed out): the next cell's GPU start is that reading.
+  struct LastEnd {
+    std::int64_t at_ms = -1;
+    std::int64_t gpu = timeline::kUnknown;
+    bool awaiting = false;
+  };
+  LastEnd last_end_;
 };
 
 }  // namespace kwd::protocol

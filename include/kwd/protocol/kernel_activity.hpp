@@ -25,6 +25,9 @@ struct ShownError {
 // their outputs, the last error, the stderr stream, and whether a shutdown was asked for.
 class KernelActivity {
  public:
+  // When the kernel made the message (its header's date), or `now_ms` when that is missing
+  // or far from the watchdog's clock: the time cells and their edges are placed by.
+  static std::int64_t made_at(const Message& m, std::int64_t now_ms);
   explicit KernelActivity(std::size_t last_cells);
 
   void on_message(const Message& message, std::int64_t now_ms);

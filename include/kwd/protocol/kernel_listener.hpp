@@ -42,11 +42,11 @@ struct HangEvidence {
 class KernelListener {
  public:
   using HangHandler = std::function<void(const HangEvidence&)>;
-  // A cell started (`running`) or ended. With `sample`, a memory sample is to be taken now
-  // (and handed to on_memory_sample()), so that the cell's memory delta is measured at its
-  // edges, not up to one sampling interval away (where it would be charged to its
-  // neighbour); without, an edge was sampled a moment ago.
-  using CellEdge = std::function<void(bool running, bool sample)>;
+  // A cell started (`running`) or ended, at `at_ms` by the kernel's clock. With `sample`, a
+  // memory sample is to be taken now (and handed to on_memory_sample()), so that the cell's
+  // memory delta is measured at its edges, not up to one sampling interval away (where it
+  // would be charged to its neighbour); without, an edge was sampled a moment ago.
+  using CellEdge = std::function<void(bool running, bool sample, std::int64_t at_ms)>;
 
   // `connection_file` may be empty (a command line without one): nothing is listened to.
   KernelListener(loop::EventLoop& loop, pid_t kernel_pid, std::string connection_file,

@@ -114,7 +114,7 @@ class Watch {
  private:
   void on_sample_tick();
   // A cell started or ended (KernelListener::CellEdge): the probes hear of it first.
-  void cell_edge(bool running, bool sample);
+  void cell_edge(bool running, bool sample, std::int64_t at_ms);
   // The timer's tick: a sample, then the next one at the rate the kernel's state calls for.
   void on_sample_timer();
   [[nodiscard]] bool needs_full_rate(std::int64_t now_ms) const;

@@ -30,10 +30,20 @@ NvmlProbe::NvmlProbe(const ProbeOptions& options)
   if (worker_->wait_started(std::chrono::milliseconds(100))) refresh();
 }
 
-void NvmlProbe::on_cell_edge(bool running) {
+void NvmlProbe::on_cell_edge(bool running, std::int64_t at_ms, bool sampled) {
   // A start needs nothing: between the last cell's end (read then) and it, nothing ran. An
-  // end is read before the next cell can start, or its first allocation counts as ours.
-  if (!running && state_.phase == GpuState::Phase::running) worker_->sample_and_wait(kEdgeWait);
+  // end is read before the next cell can start, or its first allocation counts as ours, and
+  // an Xid taken with it happened by that end (a fault the kernel survived must not pass
+  // for one of the next cell).
+  if (running || state_.phase != GpuState::Phase::running) return;
+  // Before the end's own millisecond, which the next cell's start can share.
+  const std::int64_t placed_at = at_ms - 1;
+  for (auto& x : xids_)  // taken since the end, before the loop heard of it
+    x.t_ms = std::min(x.t_ms, placed_at);
+  std::uint64_t request = 0;
+  worker_->sample_and_wait(sampled ? kEdgeWait : std::chrono::microseconds(0), &request);
+  if (request != 0) end_asked_ = EndAsked{request, placed_at};
+  refresh();
 }
 
 ProbeStatus NvmlProbe::status() const {
@@ -83,10 +93,17 @@ void NvmlProbe::refresh() {
     gpu_device_used_ = memory_known ? used : -1;
     gpu_total_ = memory_known ? total : -1;
   }
+  // Read before the events: once the answer to a cell end's request is published, every
+  // event its look took is among those followed now.
+  const bool end_answered = end_asked_ && worker_->served() >= end_asked_->request;
   xids_dropped_ += worker_->follow_xid_events(xid_cursor_, incoming_);
-  for (const auto& e : incoming_)
+  for (auto& e : incoming_) {
+    if (end_asked_ && e.served_before < end_asked_->request)
+      e.t_ms = std::min(e.t_ms, end_asked_->placed_at_ms);
     attribute(e);
+  }
   incoming_.clear();
+  if (end_answered) end_asked_.reset();
 }
 
 void NvmlProbe::attribute(const XidEvent& event) {

@@ -65,13 +65,18 @@ std::uint64_t NvmlWorker::xid_events_end() {
   return xid_end_;
 }
 
-bool NvmlWorker::sample_and_wait(std::chrono::microseconds wait) {
+std::uint64_t NvmlWorker::served() {
+  std::lock_guard lock(mutex_);
+  return served_;
+}
+
+bool NvmlWorker::sample_and_wait(std::chrono::microseconds wait, std::uint64_t* number) {
   std::unique_lock lock(mutex_);
   if (!started_ || published_.phase != GpuState::Phase::running) return false;
-  sample_requested_ = true;
-  const std::uint64_t sampled = generation_ + 1;
+  const std::uint64_t request = ++requests_;
+  if (number != nullptr) *number = request;
   wake_.notify_all();
-  return wake_.wait_for(lock, wait, [&] { return generation_ >= sampled; });
+  return wake_.wait_for(lock, wait, [&] { return served_ >= request; });
 }
 
 bool NvmlWorker::unavailable() {
@@ -84,11 +89,12 @@ bool NvmlWorker::wait_started(std::chrono::milliseconds timeout) {
   return wake_.wait_for(lock, timeout, [this] { return started_; });
 }
 
-void NvmlWorker::publish(const GpuState& state) {
+void NvmlWorker::publish(const GpuState& state, std::optional<std::uint64_t> served) {
   {
     std::lock_guard lock(mutex_);
     published_ = state;
     ++generation_;
+    if (served) served_ = std::max(served_, *served);
     if (state.phase != GpuState::Phase::starting) started_ = true;
   }
   wake_.notify_all();
@@ -102,6 +108,9 @@ void NvmlWorker::note_problem(GpuState& state, std::string problem) {
 
 void NvmlWorker::sample_devices(const NvmlLibrary& lib, std::vector<Device>& handles,
                                 GpuState& state, ProcessBuffer& buffer) {
+  // When the calls began: a reading counts as a cell's end only if it was begun after that
+  // end (one begun just before the end was asked for is not it).
+  const std::int64_t began_ms = util::wall_ms();
   for (std::size_t i = 0; i < handles.size(); ++i) {
     GpuDeviceState& dev = state.devices[i];
     const auto prefix = "device " + std::to_string(dev.index) + ": ";
@@ -116,7 +125,7 @@ void NvmlWorker::sample_devices(const NvmlLibrary& lib, std::vector<Device>& han
     dev.processes_known = rc == kSuccess;
     if (rc != kSuccess) note_problem(state, prefix + "running processes: " + lib.error_string(rc));
   }
-  state.sampled_at_ms = util::wall_ms();
+  state.sampled_at_ms = began_ms;
 }
 
 void NvmlWorker::take_xid_events(const NvmlLibrary& lib, EventSet events,
@@ -125,14 +134,15 @@ void NvmlWorker::take_xid_events(const NvmlLibrary& lib, EventSet events,
   for (;;) {
     EventData data{};
     const Return rc = lib.wait_event(events, data, 0);
-    if (rc == kErrorTimeout) return;
+    if (rc == kErrorTimeout) break;
     if (rc != kSuccess) {
       note_problem(state, "nvmlEventSetWait: " + lib.error_string(rc));
-      return;
+      break;
     }
     if ((data.eventType & kEventTypeXidCriticalError) == 0) continue;
     XidEvent xid;
     xid.t_ms = util::wall_ms();
+    xid.served_before = served_;  // written by this thread only (under the lock)
     xid.xid = data.eventData;
     const auto at = std::find(handles.begin(), handles.end(), data.device);
     xid.device = at == handles.end()
@@ -225,21 +235,23 @@ void NvmlWorker::run(const std::stop_token& stop) {
     ProcessBuffer event_buffer;
     std::vector<GpuProcess> on_device;
     auto next_sample = util::steady_ms() + interval_.count();
-    const auto requested = [this] {
-      std::lock_guard lock(mutex_);
-      return std::exchange(sample_requested_, false);
-    };
     while (!stop.stop_requested()) {
       const auto now = util::steady_ms();
       const bool due = now >= next_sample;
-      if (due || requested()) {
-        // A cell's end asked: an Xid of that cell is had with its reading.
-        if (events && !due)
-          take_xid_events(*lib, events->get(), handles, state, event_buffer, on_device);
+      std::uint64_t serving = 0;  // the requests made before this sample begins
+      bool asked = false;
+      {
+        std::lock_guard lock(mutex_);
+        serving = requests_;
+        asked = requests_ != served_;
+      }
+      if (due || asked) {
+        // The Xid events that came are had with every reading (a cell's end asks for both).
+        if (events) take_xid_events(*lib, events->get(), handles, state, event_buffer, on_device);
         sample_devices(*lib, handles, state, buffer);
         // The API versions in it are settled after the first samples: rebuilt only then.
         if (auto reason = describe(); reason != state.reason) state.reason = std::move(reason);
-        publish(state);
+        publish(state, serving);
         // A cell edge's sample leaves the schedule as it was.
         while (due && next_sample <= now)
           next_sample += interval_.count();
@@ -251,7 +263,7 @@ void NvmlWorker::run(const std::stop_token& stop) {
       {
         std::unique_lock lock(mutex_);
         wake_.wait_for(lock, stop, std::chrono::milliseconds(slice),
-                       [this] { return sample_requested_; });
+                       [this] { return requests_ != served_; });
       }
       if (events) take_xid_events(*lib, events->get(), handles, state, event_buffer, on_device);
     }

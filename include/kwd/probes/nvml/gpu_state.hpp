@@ -27,13 +27,17 @@ struct GpuState {
   std::string driver_version;
   std::vector<GpuDeviceState> devices;
   std::vector<std::string> problems;  // each distinct problem once, in order of appearance
-  std::int64_t sampled_at_ms = 0;     // wall clock of the last device sample
+  std::int64_t sampled_at_ms = 0;     // wall clock when the last device sample began
 };
 
 // An Xid (nvmlEventTypeXidCriticalError) as the worker received it. NVML does not say
 // which process caused it, so the processes on that device at that moment are kept.
 struct XidEvent {
-  std::int64_t t_ms = 0;  // wall clock when the event was delivered
+  std::int64_t t_ms = 0;  // wall clock when the worker took the event
+  // The last sample_and_wait request answered when it was taken: a cell's end that asked for
+  // a request above this one had not been answered yet, so the fault came before that
+  // answer (and is counted as that cell's, whose end it followed by milliseconds at most).
+  std::uint64_t served_before = 0;
   unsigned long long xid = 0;
   unsigned int device = 0;
   std::vector<unsigned int> pids_on_device;

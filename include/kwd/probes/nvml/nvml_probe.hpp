@@ -28,7 +28,7 @@ class NvmlProbe final : public Probe {
   void sample(timeline::MemorySample& into) override;
   void contribute(nlohmann::json& report) const override;
   void on_kernel_exit(const KernelExit& how) override;
-  void on_cell_edge(bool running) override;
+  void on_cell_edge(bool running, std::int64_t at_ms, bool sampled) override;
 
   // Tests and benchmarks: until the worker has loaded the library (or failed to).
   bool wait_started(std::chrono::milliseconds timeout) { return worker_->wait_started(timeout); }
@@ -58,6 +58,7 @@ class NvmlProbe final : public Probe {
     std::optional<pid_t> pid;  // the kernel's process on that device, when there was one
   };
 
+  // Copies what the worker published, and the Xid events it took.
   void refresh();
   [[nodiscard]] nlohmann::json other_processes() const;
   void attribute(const XidEvent& event);
@@ -73,6 +74,14 @@ class NvmlProbe final : public Probe {
   std::vector<RecordedXid> xids_;
   std::uint64_t xids_dropped_ = 0;
   std::int64_t gpu_used_ = -1, gpu_device_used_ = -1, gpu_total_ = -1;
+  // The last cell end's request to the worker: the Xid events taken before its answer are
+  // counted as that cell's (placed just before its end), though taken after the next cell
+  // began, as in a "run all" where cells are milliseconds apart.
+  struct EndAsked {
+    std::uint64_t request = 0;
+    std::int64_t placed_at_ms = 0;
+  };
+  std::optional<EndAsked> end_asked_;
 };
 
 }  // namespace kwd::probes::nvml

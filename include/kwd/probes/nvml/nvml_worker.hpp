@@ -6,6 +6,7 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -36,12 +37,15 @@ class NvmlWorker {
   std::uint64_t follow_xid_events(std::uint64_t& cursor, std::vector<XidEvent>& into);
   // The cursor of a reader that wants only the events from now on.
   std::uint64_t xid_events_end();
-  // A cell ended: take the Xid events that came, sample now, and wait up to `wait` for it,
-  // so that the reading (and an Xid of that cell) is had before the next cell can start
-  // and counts as this one's. True when it came. The GPU is sampled on this thread at its
-  // own rate: without this, a short cell's allocation was charged to the next cell (seen
-  // on an H200).
-  bool sample_and_wait(std::chrono::microseconds wait);
+  // A cell ended: take the Xid events that came, sample now, and wait up to `wait` for a
+  // sample begun after this call, so that the reading (and an Xid of that cell) is had
+  // before the next cell can start and counts as this one's. True when it came. The GPU is sampled
+  // on this thread at its own rate: without this, a short cell's allocation was charged to the next
+  // cell (seen on an H200). `request` (when given) gets the request's number (see
+  // XidEvent::served_before), whether or not the answer came in time.
+  bool sample_and_wait(std::chrono::microseconds wait, std::uint64_t* request = nullptr);
+  // The highest request a published sample has answered.
+  std::uint64_t served();
   // Until the library is loaded and sampled once, or refused; false on timeout.
   bool wait_started(std::chrono::milliseconds timeout);
   // The thread has given up: no driver, no device, or NVML failed (the reason is in the
@@ -53,7 +57,8 @@ class NvmlWorker {
 
  private:
   void run(const std::stop_token& stop);
-  void publish(const GpuState& state);
+  // `served`: the requests (sample_and_wait) this sample answers, those made before it began.
+  void publish(const GpuState& state, std::optional<std::uint64_t> served = std::nullopt);
   void note_problem(GpuState& state, std::string problem);
   void sample_devices(const NvmlLibrary& lib, std::vector<Device>& handles, GpuState& state,
                       ProcessBuffer& buffer);
@@ -71,7 +76,11 @@ class NvmlWorker {
   bool started_ = false;
   std::deque<XidEvent> xid_recent_;  // the newest kXidKept
   std::uint64_t xid_end_ = 0;        // events ever seen; the last of xid_recent_ is number end-1
-  bool sample_requested_ = false;    // by sample_and_wait; the worker's sleeps end at once
+  // sample_and_wait's requests, numbered, and the last one a published sample answers (a
+  // sample begun before a request does not): the worker's sleeps end at once while
+  // requests_ != served_.
+  std::uint64_t requests_ = 0;
+  std::uint64_t served_ = 0;
 
   std::jthread thread_;  // last: started after everything above exists, stopped first
 };
