@@ -170,6 +170,7 @@ TEST_CASE("recorded H100 reports re-diagnose right", "[diagnosis]") {
       {"ipykernel_illegal_address_then_exit.json", "gpu_driver_fault", "Xid 31"},
       {"ipykernel_jax_oom_last_words.json", "gpu_out_of_memory", "GPU_0_bfc"},
       {"ipykernel_run_all_short_cells.json", "native_crash", "SIGSEGV"},
+      {"ipykernel_run_all_survived_device_assert_then_abort.json", "abort", "Aborted"},
       {"ipykernel_segv_holding_gpu.json", "native_crash", "SIGSEGV"},
       {"ipykernel_survived_cuda_oom_then_segv.json", "native_crash", "load_batch()"},
       {"ipykernel_survived_device_assert_then_abort.json", "abort", "Aborted"},
@@ -224,6 +225,14 @@ TEST_CASE("H200 recordings: survived GPU errors are context, holders and request
                         "NVIDIA Xid 43 on GPU 0"));
     for (const auto& r : d["remedies"])
       CHECK(r["id"] != "gpu.xid");  // a fault the kernel went on from advises nothing
+  }
+  SECTION("the same with every cell queued at once (\"run all\")") {
+    const json d = rediagnosed_gpu_fixture(
+        "ipykernel_run_all_survived_device_assert_then_abort.json")["diagnosis"];
+    INFO(d.dump(1));
+    CHECK(evidence_says(d,
+                        "earlier, in cell [2] (survived: cell [3] ran to its end after it), "
+                        "NVIDIA Xid 43 on GPU 0"));
   }
   SECTION("a CUDA OOM survived in cell 2, a segfault in cell 4") {
     const json d =
