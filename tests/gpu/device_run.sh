@@ -4,7 +4,8 @@
 #   device: bash .gpu/enter.sh bash tests/gpu/device_run.sh [--only SCENARIO ...]
 # It writes $OUT/gpu-run.tgz: every scenario's report, re-diagnosis, terminal view and logs
 # (tests/gpu/scenarios.py), the NVML sampling cost with the real driver beside the same calls
-# from Python (bench/nvml_bench.py), and the driver's Xid lines and device state.
+# from Python (bench/nvml_bench.py), the daemon watching an unwrapped kernel on the GPU
+# (tests/gpu/daemon_check.py), and the driver's Xid lines and device state.
 set -u
 out=${OUT:-/tmp/kwd-gpu-out}
 dir=$out/gpu
@@ -38,6 +39,7 @@ cat "$dir/nvml_bench.txt"
 pack
 
 timeout 420 python3 tests/gpu/scenarios.py --out "$dir" "$@" 2>&1 | tee "$dir/scenarios.log"
+timeout 120 python3 tests/gpu/daemon_check.py --out "$dir/daemon" 2>&1 | tail -30
 (dmesg 2>&1 | grep -i -E 'xid|nvrm' | tail -50) > "$dir/xid.txt"
 pack
 ls -la "$out"
