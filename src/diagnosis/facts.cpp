@@ -149,11 +149,16 @@ std::string XidEvent::fact() const {
   return text;
 }
 
-std::vector<XidEvent> read_xid_events(const ReportView& view) {
+std::set<std::int64_t> kernel_pids(const ReportView& view) {
   std::set<std::int64_t> pids;
   if (auto pid = view.integer("/kernel/pid")) pids.insert(*pid);
   for (const auto& m : view.array("/process_tree/members"))
     if (const auto pid = ReportView(m).integer("/pid")) pids.insert(*pid);
+  return pids;
+}
+
+std::vector<XidEvent> read_xid_events(const ReportView& view) {
+  const auto pids = kernel_pids(view);
   std::vector<XidEvent> events;
   const auto& xids = view.array("/gpu/xid_events");
   for (std::size_t i = 0; i < xids.size(); ++i) {

@@ -15,15 +15,6 @@ std::string line_of(const ReportView& view, const SignatureHit& hit) {
   return text->substr(hit.offset, end == std::string::npos ? std::string::npos : end - hit.offset);
 }
 
-std::set<std::int64_t> kernel_pids(const ReportView& view) {
-  std::set<std::int64_t> pids;
-  if (auto pid = view.integer("/kernel/pid")) pids.insert(*pid);
-  for (const auto& m : view.array("/process_tree/members"))
-    if (m.is_object() && m.contains("pid") && m["pid"].is_number_integer())
-      pids.insert(m["pid"].get<std::int64_t>());
-  return pids;
-}
-
 }  // namespace
 
 std::string GpuNeighbour::label(std::size_t command_columns) const {

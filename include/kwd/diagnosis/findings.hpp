@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,8 @@ std::optional<GpuContention> read_gpu_contention(const ReportView& view,
                                                  const std::vector<SignatureHit>& hits);
 std::optional<MemoryPressure> read_memory_pressure(const ReportView& view);
 std::vector<std::string> read_frameworks(const ReportView& view);
+// The kernel's pid and its process tree's members, as the report lists them.
+std::set<std::int64_t> kernel_pids(const ReportView& view);
 // The Xid events of the kernel's processes (its pid, its tree's members, or none named),
 // oldest first, each placed in its cell.
 std::vector<XidEvent> read_xid_events(const ReportView& view);
