@@ -272,12 +272,24 @@ def test_gpu_memory_processes_and_xid_through_fake_nvml(flavour, apis, start_ker
     time.sleep(1.5)  # the GPU is sampled at 2 Hz
     r, _ = k.execute("x = 1")
     assert r["status"] == "ok"
+    processes_call = "nvmlDeviceGetComputeRunningProcesses" + ("_v3" if flavour == "current" else "")
+    # Device 1's processes are the last call of every sample. The cell's end asks for one, and
+    # an Xid taken with that look counts as the ended cell's (placed at its end): two whole
+    # samples after the reply, that look is over, so the Xid below is taken on its own.
+    samples = fake.calls().count(f"{processes_call} 3\n")
+    assert wait_until(lambda: fake.calls().count(f"{processes_call} 3\n") >= samples + 2)
 
     before = int(time.time() * 1000)
     fake.write(TWO_GPUS + f"device.0.process={kernel_pid}:{gpu_mem}\nxid=0:31\n")
-    wait_call = "nvmlEventSetWait_v2 0" if flavour == "current" else "nvmlEventSetWait 0"
-    assert wait_until(lambda: wait_call in fake.calls()), "the Xid was never waited for"
-    time.sleep(0.3)  # the next sample tick takes it from the worker
+    wait_call = "nvmlEventSetWait_v2 0\n" if flavour == "current" else "nvmlEventSetWait 0\n"
+
+    def stamped():
+        # The worker stamps the event, then asks who is on its device: once that call is
+        # logged after the delivery, the stamp is in the past (however slow the thread).
+        calls = fake.calls()
+        return wait_call in calls and processes_call in calls[calls.index(wait_call):]
+
+    assert wait_until(stamped), "the Xid was never waited for"
     after = int(time.time() * 1000)
     k.execute_until_death("import os; os.abort()")
     report = only_report(jupyter_env)
@@ -299,7 +311,6 @@ def test_gpu_memory_processes_and_xid_through_fake_nvml(flavour, apis, start_ker
     # Only the kernel's own process, found among 101 (the buffer grew on INSUFFICIENT_SIZE).
     assert [(p["pid"], p["device"], p["used_memory"]) for p in gpu["processes"]] == \
         [(kernel_pid, 0, gpu_mem)]
-    processes_call = "nvmlDeviceGetComputeRunningProcesses" + ("_v3" if flavour == "current" else "")
     assert f"{processes_call} 7\n" in fake.calls()
     assert f"{processes_call} 0\n" in fake.calls()
     (xid,) = gpu["xid_events"]
