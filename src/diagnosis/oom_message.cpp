@@ -27,9 +27,12 @@ std::optional<std::int64_t> size_of(const std::string& number, const std::string
 
 constexpr const char* kSize = R"(([0-9]+(?:\.[0-9]+)?) ?(bytes|[KMGT]i?B))";
 
-std::optional<std::int64_t> find_size(const std::string& line, const std::string& before,
-                                      const std::string& after = "") {
-  const std::regex re(before + kSize + after, std::regex::icase);
+// Compiled once: an icase regex takes far longer to build than to run on one quoted line.
+std::regex size_pattern(const std::string& before, const std::string& after = "") {
+  return std::regex(before + kSize + after, std::regex::icase);
+}
+
+std::optional<std::int64_t> find_size(const std::string& line, const std::regex& re) {
   std::smatch m;
   if (!std::regex_search(line, m, re)) return std::nullopt;
   return size_of(m[1].str(), m[2].str());
@@ -42,11 +45,17 @@ OomNumbers parse_oom_numbers(std::string_view text) {
   constexpr std::size_t kMaxLine = 4096;
   const std::string line(text.substr(0, kMaxLine));
   OomNumbers n;
-  n.requested = find_size(line, R"((?:[Tt]ried to allocate|trying to allocate) )");
-  n.capacity = find_size(line, R"(total capacity of )");
-  n.free = find_size(line, R"(of which )", R"( (?:is )?free)");
-  if (!n.free) n.free = find_size(line, R"(; )", R"( free)");
-  n.this_process = find_size(line, R"(this process has )", R"( memory in use)");
+  static const std::regex requested =
+      size_pattern(R"((?:[Tt]ried to allocate|trying to allocate) )");
+  static const std::regex capacity = size_pattern(R"(total capacity of )");
+  static const std::regex free_of = size_pattern(R"(of which )", R"( (?:is )?free)");
+  static const std::regex free_after = size_pattern(R"(; )", R"( free)");
+  static const std::regex this_process = size_pattern(R"(this process has )", R"( memory in use)");
+  n.requested = find_size(line, requested);
+  n.capacity = find_size(line, capacity);
+  n.free = find_size(line, free_of);
+  if (!n.free) n.free = find_size(line, free_after);
+  n.this_process = find_size(line, this_process);
   static const std::regex holder(std::string(R"([Pp]rocess ([0-9]+) has )") + kSize +
                                  R"( memory in use)");
   for (auto it = std::sregex_iterator(line.begin(), line.end(), holder);
