@@ -5,12 +5,16 @@ unwrapped python3 kernelspec into a private runtime dir, and --synthetic M conne
 (500), each named by the argv of a sleeping process (`tail -f FILE`: a process whose argv
 carries `-f <connection file>`, as a kernel's does) whose ports nobody listens on. Printed:
 
-- discovery latency, connection file written -> the daemon's "watching kernel" log line
-  (its JSON log's time), p50 / p99 (target p99 <= 100 ms): for all of them started in one
-  stampede, and for the real kernels from their process's start (a plain KernelManager
-  writes its file to the temp dir, found by the 1 s process scan); then for --one-by-one
-  more (half real kernels, half synthetic), their files written into the runtime dir one at
-  a time on the settled machine, as a user starts kernels;
+- discovery latency -> the daemon's "watching kernel" log line (its JSON log's time), p50 /
+  p99 (target p99 <= 100 ms), counted from when both the connection file and its process's
+  argv exist (the later of the file's write and the process's exec, which the daemon's log
+  gives from the process-events connector's time stamp; else its fork, /proc's start time
+  in 10 ms steps): a manager writes the file and spawns the kernel after, and no watcher
+  can watch a process before it exec's. Also printed from the file's write alone, which
+  adds the manager's own spawn time. For all of them started in one stampede (a plain KernelManager
+  writes its file to the temp dir: the kernel is found at its exec, by its argv), then for
+  --one-by-one more (half real kernels, half synthetic), their files written into the
+  runtime dir one at a time on the settled machine, as a user starts kernels;
 - the daemon's CPU over --idle-seconds with everything watched, as a share of one core
   (target < 1 % in total), next to a psutil poll of the same real kernels' process trees
   the way jupyter-resource-usage reads them (memory_info of the kernel and its children),
@@ -28,6 +32,7 @@ import calendar
 import json
 import os
 import pathlib
+import re
 import secrets
 import signal
 import socket
@@ -36,8 +41,12 @@ import subprocess
 import tempfile
 import time
 
-import psutil
 from jupyter_client import KernelManager
+
+try:
+    import psutil
+except ImportError:  # the GPU machine's Python has none: the daemon's own figures still count
+    psutil = None
 
 MiB = 1024 * 1024
 
@@ -84,8 +93,10 @@ def synthetic_connection_file(path):
         "signature_scheme": "hmac-sha256", "kernel_name": "python3"}))
 
 
-def watched_at(log_path):
-    """kernel id -> when the daemon logged that it watches it (epoch seconds)."""
+def watched_at(log_path, exec_at=None):
+    """kernel id -> when the daemon logged that it watches it (epoch seconds). With exec_at,
+    also kernel id -> when its process exec'd, where the daemon found it at that exec (its
+    log says how long after, from the process-events connector's own time stamp)."""
     out = {}
     for line in log_path.read_text().splitlines():
         try:
@@ -95,6 +106,9 @@ def watched_at(log_path):
         if record.get("kernel_id") and record["message"].startswith("watching kernel"):
             t = time.strptime(record["time"][:19], "%Y-%m-%dT%H:%M:%S")
             out[record["kernel_id"]] = calendar.timegm(t) + int(record["time"][20:23]) / 1000
+            after = re.search(r"([0-9.]+) ms after its exec", record["message"])
+            if exec_at is not None and after:
+                exec_at[record["kernel_id"]] = out[record["kernel_id"]] - float(after[1]) / 1000
     return out
 
 
@@ -111,9 +125,24 @@ def psutil_poll(pids):
     return total
 
 
-def cpu_seconds(proc):
-    t = proc.cpu_times()
-    return t.user + t.system
+def cpu_seconds(pid):
+    """A process's user + system CPU time, from /proc (the same figures psutil reads)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def forked_at(pid):
+    """When a process was forked, on the wall clock. /proc gives its start in clock ticks
+    since boot (10 ms steps, rounded down), read here against CLOCK_BOOTTIME: never later
+    than its exec, when the daemon can first see its argv, so a latency from it is never
+    flattered."""
+    ticks = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    since_boot = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    return time.time() - since_boot
+
+
+def rss_bytes(pid):
+    return int(pathlib.Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def main():
@@ -144,28 +173,29 @@ def main():
             assert daemon.poll() is None, log.read_text()
             time.sleep(0.05)
         time.sleep(1)
-        dproc = psutil.Process(daemon.pid)
-        base_rss = dproc.memory_info().rss
+        base_rss = rss_bytes(daemon.pid)
 
-        written = {}  # kernel id -> when its connection file was written
-        # Real kernel id -> when start_kernel returned: its process exists from then on (the
-        # manager writes the file first, then spawns, and the daemon can only watch a
-        # process; the process's own create_time counts from a boot time /proc gives in
-        # whole seconds, too coarse for this).
-        spawned = {}
+        # Kernel id -> when its connection file was written, and when its process was forked.
+        # A manager writes the file first and spawns the kernel after (250-400 ms later for
+        # a plain KernelManager in this stampede on two cores): the daemon can watch only a
+        # process, so its latency counts from the later of the two.
+        written, forked, real = {}, {}, set()
         for _ in range(args.kernels):
             km = KernelManager(kernel_name="python3")
             km.start_kernel()
-            cf = pathlib.Path(km.connection_file)
-            written[cf.stem.removeprefix("kernel-")] = cf.stat().st_mtime_ns / 1e9
-            spawned[cf.stem.removeprefix("kernel-")] = time.time()  # its process exists now
+            kid = pathlib.Path(km.connection_file).stem.removeprefix("kernel-")
+            written[kid] = pathlib.Path(km.connection_file).stat().st_mtime_ns / 1e9
+            forked[kid] = forked_at(km.provisioner.process.pid)
+            real.add(kid)
             managers.append(km)
         for i in range(args.synthetic):
             cf = runtime / f"kernel-synthetic-{i:04d}.json"
             synthetic_connection_file(cf)
-            written[cf.stem.removeprefix("kernel-")] = time.time()
+            kid = cf.stem.removeprefix("kernel-")
+            written[kid] = time.time()
             sleepers.append(subprocess.Popen(["tail", "-f", str(cf)], stdout=subprocess.DEVNULL,
                                              stderr=subprocess.DEVNULL))
+            forked[kid] = forked_at(sleepers[-1].pid)
         # A kernel that could not start (jupyter_client's port choice raced another bind) is
         # left out, not waited for.
         managers = [km for km in managers if km.is_alive()]
@@ -179,52 +209,61 @@ def main():
             kc.stop_channels()
         time.sleep(6)  # past the first seconds' fast look for ports that never open
 
-        seen = watched_at(log)
-        latencies = [(seen[k] - t) * 1000 for k, t in written.items() if k in seen]
-        real_latencies = [(seen[k] - t) * 1000 for k, t in spawned.items() if k in seen]
-        # Where the tail is: a real kernel's file is written before its process exists (the
-        # manager spawns it after), a synthetic one's just before its `tail -f` starts.
-        slowest = sorted(((seen[k] - t) * 1000, k) for k, t in written.items() if k in seen)[-6:]
-        tail = [{"ms": round(ms, 1), "kind": "real" if k in spawned else "synthetic",
-                 "after_start_kernel_returned_ms": round((seen[k] - spawned[k]) * 1000, 1)
-                 if k in spawned else None} for ms, k in reversed(slowest)]
-        synthetic_latencies = [(seen[k] - t) * 1000 for k, t in written.items()
-                               if k in seen and k not in spawned]
+        execd = {}
+        seen = watched_at(log, execd)
+        found = [k for k in written if k in seen]
+        # The process's exec where the daemon's log says (its argv is what the daemon can see
+        # first), else its fork.
+        started = {k: execd.get(k, forked[k]) for k in found}
+        latency = {k: (seen[k] - max(written[k], started[k])) * 1000 for k in found}
+        latencies = list(latency.values())
+        from_file = [(seen[k] - written[k]) * 1000 for k in found]
+        real_latencies = [latency[k] for k in found if k in real]
+        synthetic_latencies = [latency[k] for k in found if k not in real]
+        tail = [{"ms": round(latency[k], 1), "kind": "real" if k in real else "synthetic",
+                 "from_file_written_ms": round((seen[k] - written[k]) * 1000, 1),
+                 "process_forked_after_file_ms": round((forked[k] - written[k]) * 1000, 1),
+                 "process_execd_after_file_ms": round((execd[k] - written[k]) * 1000, 1)
+                 if k in execd else None}
+                for k in sorted(found, key=latency.get)[-6:][::-1]]
 
-        watched_rss = dproc.memory_info().rss
-        before = cpu_seconds(dproc)
+        watched_rss = rss_bytes(daemon.pid)
+        before = cpu_seconds(daemon.pid)
         t0 = time.monotonic()
         time.sleep(args.idle_seconds)
-        daemon_share = (cpu_seconds(dproc) - before) / (time.monotonic() - t0)
+        daemon_share = (cpu_seconds(daemon.pid) - before) / (time.monotonic() - t0)
 
         pids = [km.provisioner.process.pid for km in managers]
-        me = psutil.Process()
-        before = cpu_seconds(me)
-        polls = max(1, int(min(args.idle_seconds, 10)))
-        for _ in range(polls):
-            psutil_poll(pids)
-        psutil_per_poll = (cpu_seconds(me) - before) / polls  # at 1 Hz: this share of a core
+        psutil_per_poll = None
+        if psutil is not None:
+            before = cpu_seconds(os.getpid())
+            polls = max(1, int(min(args.idle_seconds, 10)))
+            for _ in range(polls):
+                psutil_poll(pids)
+            psutil_per_poll = (cpu_seconds(os.getpid()) - before) / polls  # at 1 Hz: a core's share
 
         # Discovery on a settled machine, one kernel at a time, as a user starts them: the
         # stampede above (fifty kernels importing ipykernel at once on a few cores) measures
         # the machine's run queue as much as the daemon. Each connection file is written into
         # the runtime dir before its process starts, as jupyter_server's managers do.
-        one_by_one = {}
+        one_by_one = {}  # kernel id -> the later of its file's write and its process's fork
         for i in range(args.one_by_one):
             if i % 2 == 0:
                 kid = f"one-by-one-{i:03d}"
                 km = KernelManager(kernel_name="python3",
                                    connection_file=str(runtime / f"kernel-{kid}.json"))
                 km.start_kernel()
-                one_by_one[kid] = pathlib.Path(km.connection_file).stat().st_mtime_ns / 1e9
+                one_by_one[kid] = max(pathlib.Path(km.connection_file).stat().st_mtime_ns / 1e9,
+                                      forked_at(km.provisioner.process.pid))
                 managers.append(km)
             else:
                 cf = runtime / f"kernel-one-by-one-{i:03d}.json"
                 synthetic_connection_file(cf)
-                one_by_one[cf.stem.removeprefix("kernel-")] = time.time()
+                at = time.time()
                 sleepers.append(subprocess.Popen(["tail", "-f", str(cf)],
                                                  stdout=subprocess.DEVNULL,
                                                  stderr=subprocess.DEVNULL))
+                one_by_one[cf.stem.removeprefix("kernel-")] = max(at, forked_at(sleepers[-1].pid))
             time.sleep(2)
         seen = watched_at(log)
         settled_latencies = [(seen[k] - t) * 1000 for k, t in one_by_one.items() if k in seen]
@@ -245,16 +284,16 @@ def main():
 
         watched = initial_kernels + args.synthetic
         print(json.dumps({
-            "kernels": initial_kernels, "synthetic": args.synthetic,
+            "cores": os.cpu_count(), "kernels": initial_kernels, "synthetic": args.synthetic,
             "discovery_ms_p50": round(statistics.median(latencies), 1),
             "discovery_ms_p99": round(percentile(latencies, 99), 1),
-            "discovery_real_kernels_after_start_kernel_returned_ms_p50":
-                round(statistics.median(real_latencies), 1) if real_latencies else None,
-            "discovery_real_kernels_after_start_kernel_returned_ms_p99":
-                round(percentile(real_latencies, 99), 1) if real_latencies else None,
             "discovered": len(latencies),
+            "discovery_real_kernels_ms_p99":
+                round(percentile(real_latencies, 99), 1) if real_latencies else None,
             "discovery_synthetic_ms_p99": round(percentile(synthetic_latencies, 99), 1)
             if synthetic_latencies else None,
+            "discovery_from_file_written_ms_p50": round(statistics.median(from_file), 1),
+            "discovery_from_file_written_ms_p99": round(percentile(from_file, 99), 1),
             "discovery_slowest": tail,
             "discovery_one_at_a_time_ms_p50":
                 round(statistics.median(settled_latencies), 1) if settled_latencies else None,
@@ -262,9 +301,10 @@ def main():
                 round(percentile(settled_latencies, 99), 1) if settled_latencies else None,
             "discovered_one_at_a_time": f"{len(settled_latencies)} of {args.one_by_one}",
             "daemon_cpu_percent_of_core": round(daemon_share * 100, 3),
-            "psutil_poll_cpu_percent_of_core_at_1hz": round(psutil_per_poll * 100, 3),
+            "psutil_poll_cpu_percent_of_core_at_1hz":
+            round(psutil_per_poll * 100, 3) if psutil_per_poll is not None else None,
             "ratio_daemon_to_psutil_poll": round(daemon_share / psutil_per_poll, 2)
-            if psutil_per_poll > 0 else None,
+            if psutil_per_poll else None,
             "daemon_rss_base_mib": round(base_rss / MiB, 1),
             "daemon_rss_watching_mib": round(watched_rss / MiB, 1),
             "daemon_rss_per_kernel_kib": round((watched_rss - base_rss) / watched / 1024, 1),

@@ -280,7 +280,10 @@ void Daemon::on_process_events() {
   }
   if (batch.exec.empty()) return;
   const auto found = scanner_.examine_now(batch.exec);
+  for (std::size_t i = 0; i < batch.exec.size() && i < batch.exec_at_ns.size(); ++i)
+    exec_at_ns_[batch.exec[i]] = batch.exec_at_ns[i];
   consider(found);
+  exec_at_ns_.clear();
   // A kernel started without a connection file writes its own once its ports are bound:
   // looked for by the quick scans, not left to the next full one.
   for (const KernelProcess* process : found) {
@@ -402,7 +405,11 @@ void Daemon::start_watching(const KernelProcess& process) {
   auto& placed = kernels_[pid] = std::move(kernel);
   placed.watch->start();
   const logging::LogFields fields({{"kernel_id", placed.kernel_id}});
-  spdlog::info("watching kernel {} (pid {}{}{})", placed.kernel_id, pid,
+  std::string found_at;
+  if (const auto exec = exec_at_ns_.find(pid); exec != exec_at_ns_.end() && exec->second > 0)
+    found_at = fmt::format(", {:.1f} ms after its exec",
+                           static_cast<double>(util::steady_ns() - exec->second) / 1e6);
+  spdlog::info("watching kernel {} (pid {}{}{}{})", placed.kernel_id, pid, found_at,
                notebook.path.empty() ? "" : ", ", notebook.path);
 }
 

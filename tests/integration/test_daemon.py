@@ -331,6 +331,36 @@ def test_kernels_share_one_kernel_log_reader_and_one_nvml_thread(world, daemon, 
     assert len(nvml_threads) == 1
 
 
+def thread_nice_values(pid):
+    return {int(pathlib.Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(")", 1)[1].split()[16])
+            for t in os.listdir(f"/proc/{pid}/task")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a higher priority needs root here")
+def test_daemon_runs_above_the_kernels_it_watches_where_allowed(world, daemon, kernels, tmp_path):
+    """Fifty kernels starting on two cores starve a daemon at their priority (found 200-500 ms
+    late in daemon_bench): it asks for nice -5, and every thread of it (ZeroMQ's too) has it."""
+    d = daemon()
+    k = kernels()
+    d.kernel(k.km.connection_file, k.km.provisioner.process.pid)
+    assert len(os.listdir(f"/proc/{d.proc.pid}/task")) > 1  # ZeroMQ's threads are up
+    assert thread_nice_values(d.proc.pid) == {-5}
+    assert "scheduling priority: nice -5 (was 0)" in d.stop()
+
+    # Where it may not (another user, no CAP_SYS_NICE, no RLIMIT_NICE) it says so and runs.
+    open_dir = tmp_path / "unprivileged"
+    open_dir.mkdir(mode=0o777)
+    open_dir.chmod(0o777)
+    r = subprocess.run(
+        ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+         "env", f"HOME={open_dir}", "timeout", "-s", "TERM", "1", KWD_BINARY, "daemon",
+         "--runtime-dir", str(open_dir), "--report-dir", str(open_dir / "reports"),
+         "--status-socket", str(open_dir / "d.sock")],
+        capture_output=True, text=True, timeout=30)
+    assert "scheduling priority: nice 0 kept (Permission denied for nice -5" in r.stderr, r.stderr
+    assert "daemon started" in r.stderr, r.stderr
+
+
 def test_clean_shutdown_and_restart(world, daemon, kernels):
     d = daemon()
     k = kernels()

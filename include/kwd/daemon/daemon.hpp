@@ -127,6 +127,9 @@ class Daemon {
   // Kernels whose death was handled: a scan may still list one until its manager reaps it.
   std::set<std::pair<pid_t, std::uint64_t>> ended_;
   std::map<std::string, std::string> last_death_by_file_;  // connection file -> report id
+  // While a batch of execs is considered: when each exec'd (steady ns), for the log's "found
+  // N ms after its exec", which says how late the daemon was.
+  std::map<pid_t, std::int64_t> exec_at_ns_;
   std::optional<loop::EventLoop::TimerId> quick_scan_;
   int quick_scans_left_ = 0;
   std::int64_t started_ms_ = 0;

@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -20,9 +21,11 @@ class ProcessEvents {
 
   struct Batch {
     std::vector<pid_t> exec;  // each pid once, in the order they exec'd
-    bool lost = false;        // events were dropped (a full socket buffer): scan the table
-    bool refused = false;     // the kernel refused the subscription (said once in the log):
-                              // the caller stops watching fd() and drops the source
+    // When each of them exec'd (the steady clock's ns, util::steady_ns), in the same order.
+    std::vector<std::int64_t> exec_at_ns;
+    bool lost = false;     // events were dropped (a full socket buffer): scan the table
+    bool refused = false;  // the kernel refused the subscription (said once in the log):
+                           // the caller stops watching fd() and drops the source
   };
   // Reads what fd() announced (a bounded amount per call; fd() stays readable while more wait).
   virtual Batch drain() = 0;

@@ -148,8 +148,11 @@ class ConnectorProcessEvents final : public ProcessEvents {
     }
     if (what != kEventExec) return;
     const pid_t pid = event.event_data.exec.process_tgid;
-    if (std::find(batch.exec.begin(), batch.exec.end(), pid) == batch.exec.end())
+    if (std::find(batch.exec.begin(), batch.exec.end(), pid) == batch.exec.end()) {
       batch.exec.push_back(pid);
+      // The connector stamps events with the monotonic clock (ktime_get_ns), steady_ns's.
+      batch.exec_at_ns.push_back(static_cast<std::int64_t>(event.timestamp_ns));
+    }
   }
 
   // Tells our subscription's answer from another listener's.
