@@ -148,7 +148,7 @@ Command add_daemon_command(CLI::App& app) {
   cmd->add_option("--metrics-textfile", options->metrics_textfile,
                   "Also write the metrics to this file, atomically, for node_exporter's "
                   "textfile collector (e.g. /var/lib/node_exporter/textfile/kernel-watchdog.prom)");
-  auto nice = std::make_shared<int>(-5);
+  auto nice = std::make_shared<int>(-10);
   cmd->add_option("--nice", *nice,
                   "Scheduling priority to ask for (a nice value): taken where allowed (root, "
                   "CAP_SYS_NICE, RLIMIT_NICE), else the daemon runs at its own. Above the kernels "
