@@ -174,7 +174,7 @@ Command add_daemon_command(CLI::App& app) {
             options->sample_interval = std::chrono::milliseconds(
                 std::max<long>(10, static_cast<long>(1000.0 / *sample_hz)));
             // Before the daemon's threads (ZeroMQ's, NVML's) start: they take this one's.
-            spdlog::info("{}", daemon::raise_scheduling_priority(*nice).text);
+            spdlog::info("{}", daemon::raise_scheduling_priority(*nice));
             daemon::Daemon d(*options);
             return d.run();
           }};

@@ -23,27 +23,28 @@ int lowest_allowed_nice(int current) {
 
 }  // namespace
 
-PriorityOutcome raise_scheduling_priority(int wanted) {
+std::string raise_scheduling_priority(int wanted) {
   errno = 0;
   const int current = ::getpriority(PRIO_PROCESS, 0);
   if (current == -1 && errno != 0)
-    return {false, fmt::format("scheduling priority left as it is: getpriority: {}",
-                               std::strerror(errno))};
+    return fmt::format("scheduling priority left as it is: getpriority: {}", std::strerror(errno));
   if (wanted >= current)
-    return {false, fmt::format("scheduling priority: nice {} (--nice {} asks for no more)", current,
-                               wanted)};
+    return fmt::format("scheduling priority: nice {} (--nice {} asks for no more)", current,
+                       wanted);
   if (::setpriority(PRIO_PROCESS, 0, wanted) == 0)
-    return {true, fmt::format("scheduling priority: nice {} (was {})", wanted, current)};
+    return fmt::format("scheduling priority: nice {} (was {})", wanted, current);
   const int refused = errno;
   if (const int floor = lowest_allowed_nice(current);
       floor < current && ::setpriority(PRIO_PROCESS, 0, floor) == 0)
-    return {true, fmt::format("scheduling priority: nice {} (was {}; RLIMIT_NICE allows no "
-                              "lower than {}, --nice asked for {})",
-                              floor, current, floor, wanted)};
-  return {false, fmt::format("scheduling priority: nice {} kept ({} for nice {}: a higher "
-                             "priority needs root, CAP_SYS_NICE or RLIMIT_NICE); under load "
-                             "new kernels may be found later",
-                             current, std::strerror(refused), wanted)};
+    return fmt::format(
+        "scheduling priority: nice {} (was {}; RLIMIT_NICE allows no "
+        "lower than {}, --nice asked for {})",
+        floor, current, floor, wanted);
+  return fmt::format(
+      "scheduling priority: nice {} kept ({} for nice {}: a higher "
+      "priority needs root, CAP_SYS_NICE or RLIMIT_NICE); under load "
+      "new kernels may be found later",
+      current, std::strerror(refused), wanted);
 }
 
 }  // namespace kwd::daemon

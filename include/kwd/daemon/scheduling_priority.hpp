@@ -11,10 +11,7 @@ namespace kwd::daemon {
 // may (root, CAP_SYS_NICE, or as far as RLIMIT_NICE allows) and carries on as it is where it
 // may not. Call before any thread starts: on Linux the nice value is a thread's, and new
 // threads take their creator's.
-struct PriorityOutcome {
-  bool raised = false;
-  std::string text;  // one line for the log
-};
-PriorityOutcome raise_scheduling_priority(int nice);
+// Returns what it got, as one line for the log.
+std::string raise_scheduling_priority(int nice);
 
 }  // namespace kwd::daemon
