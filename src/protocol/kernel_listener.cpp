@@ -173,10 +173,10 @@ void KernelListener::poll_ports() {
   if (!info_ || !context_) return;
   const milliseconds listing_age = polling_slowly_ ? kSlowPortListingAge : kFastPortListingAge;
   if (!iopub_ && !fed_by_client() && problem_.empty() &&
-      port_state(kernel_pid_, *info_, info_->iopub_port, listing_age) != PortState::not_yet)
+      kernel_listens(info_->iopub_port, "IOPub", listing_age))
     connect_iopub();
   if (!heartbeat_ && !heartbeat_failed_ && problem_.empty() &&
-      port_state(kernel_pid_, *info_, info_->hb_port, listing_age) != PortState::not_yet)
+      kernel_listens(info_->hb_port, "heartbeat", listing_age))
     connect_heartbeat();
   const bool done = (iopub_ || fed_by_client()) && (heartbeat_ || heartbeat_failed_);
   if (done || !problem_.empty()) {
@@ -199,6 +199,18 @@ void KernelListener::poll_ports() {
     spdlog::warn("the kernel has not bound its {} port after {} s; still waiting to connect",
                  iopub_ || fed_by_client() ? "heartbeat" : "IOPub", kSlowBindAfterMs / 1000);
   }
+}
+
+bool KernelListener::kernel_listens(int port, const char* channel, milliseconds listing_age) {
+  const PortState state = port_state(kernel_pid_, *info_, port, listing_age);
+  if (state == PortState::held_by_another && !warned_port_held_) {
+    warned_port_held_ = true;
+    spdlog::warn(
+        "the kernel's {} port {} is held by another process, not by the kernel (pid {}) or "
+        "its children; not connecting there until the kernel listens on it",
+        channel, port, kernel_pid_);
+  }
+  return may_connect(state);
 }
 
 void KernelListener::connect_iopub() {
@@ -257,7 +269,7 @@ void KernelListener::check_iopub_connection() {
   if (!iopub_ || !iopub_->connection_lost()) return;  // libzmq reconnected by itself
   // Only towards a port that is listening again (see port_readiness.hpp for why); a kernel
   // that is going away will be reaped before it matters.
-  if (port_state(kernel_pid_, *info_, info_->iopub_port) != PortState::not_yet) {
+  if (may_connect(port_state(kernel_pid_, *info_, info_->iopub_port))) {
     spdlog::info("iopub: connection lost and not restored by libzmq; reconnecting");
     try {
       iopub_->reconnect();

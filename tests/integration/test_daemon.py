@@ -417,6 +417,47 @@ def test_garbage_connection_files_are_skipped_and_daemon_carries_on(world, daemo
     assert sum(str(garbage) in line for line in log.splitlines()) == 1, log
 
 
+def test_ports_another_process_holds_are_never_connected_to(world, daemon):
+    """A kernel whose ports another process took first (its own bind fails) must not have
+    the daemon subscribe and ping that process: it can be another kernel's shell socket."""
+    d = daemon()
+    impostors = []
+    for _ in range(2):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        s.setblocking(False)
+        impostors.append(s)
+    iopub, hb = (s.getsockname()[1] for s in impostors)
+    free = []
+    for _ in range(3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            free.append(s.getsockname()[1])
+    cf = world["runtime"] / "kernel-ports-taken.json"
+    cf.write_text(json.dumps({
+        "shell_port": free[0], "iopub_port": iopub, "stdin_port": free[1],
+        "control_port": free[2], "hb_port": hb, "ip": "127.0.0.1",
+        "key": secrets.token_hex(16), "transport": "tcp", "signature_scheme": "hmac-sha256",
+        "kernel_name": "python3"}))
+    # A "kernel" that never binds, named by its connection file as a real one is.
+    kernel = subprocess.Popen(["tail", "-f", str(cf)], stdout=subprocess.DEVNULL)
+    try:
+        d.kernel(cf, kernel.pid)
+        time.sleep(1.5)  # many port polls, 50 ms apart while the kernel is young
+        for s in impostors:
+            with pytest.raises(BlockingIOError):
+                s.accept()
+    finally:
+        kernel.kill()
+        kernel.wait()
+        for s in impostors:
+            s.close()
+    log = d.stop()
+    assert f"IOPub port {iopub} is held by another process" in log, log
+    assert log.count("is held by another process") == 1, log
+
+
 def test_daemon_restart_picks_up_running_kernels_and_sigterm_is_clean(world, daemon, kernels):
     d = daemon()
     k = kernels()

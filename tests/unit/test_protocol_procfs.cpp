@@ -1,5 +1,6 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 
 #include "kwd/hang/thread_snapshot.hpp"
 #include "kwd/protocol/linux/listening_sockets.hpp"
+#include "kwd/protocol/linux/socket_owner.hpp"
 #include "kwd/protocol/port_readiness.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -76,6 +78,7 @@ TEST_CASE("a TCP port is seen listening only once it is bound and listening") {
 TEST_CASE("sock_diag and /proc/net agree on listening sockets, IPv4 and IPv6") {
   using kwd::protocol::linux_net::listening_by_sock_diag;
   using kwd::protocol::linux_net::listening_in_proc_net;
+  using kwd::protocol::linux_net::SocketInodes;
   const std::string proc_net = "/proc/" + std::to_string(::getpid()) + "/net/";
   for (const int family : {AF_INET, AF_INET6}) {
     kwd::util::UniqueFd fd(::socket(family, SOCK_STREAM, 0));
@@ -104,21 +107,111 @@ TEST_CASE("sock_diag and /proc/net agree on listening sockets, IPv4 and IPv6") {
                                 : reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port);
     const std::string table = proc_net + (family == AF_INET ? "tcp" : "tcp6");
     INFO("family " << family << ", port " << port);
-    CHECK(listening_by_sock_diag(family, port) == false);  // bound, not listening
-    CHECK(listening_in_proc_net(table, port) == false);
+    const auto listeners = [&](std::chrono::milliseconds max_age = {}) {
+      return listening_by_sock_diag(family, port, max_age).value_or(SocketInodes{99});
+    };
+    const auto listeners_in_table = [&] {
+      return listening_in_proc_net(table, port).value_or(SocketInodes{99});
+    };
+    CHECK(listeners().empty());  // bound, not listening
+    CHECK(listeners_in_table().empty());
     // A listing up to an hour old may be used: the one just taken, before listen().
-    CHECK(listening_by_sock_diag(family, port, std::chrono::hours(1)) == false);
+    CHECK(listeners(std::chrono::hours(1)).empty());
     REQUIRE(::listen(fd.get(), 1) == 0);
-    CHECK(listening_by_sock_diag(family, port, std::chrono::hours(1)) == false);
-    CHECK(listening_by_sock_diag(family, port) == true);
-    CHECK(listening_by_sock_diag(family, port, std::chrono::hours(1)) == true);
-    CHECK(listening_in_proc_net(table, port) == true);
+    CHECK(listeners(std::chrono::hours(1)).empty());
+    struct stat socket_file {};
+    REQUIRE(::fstat(fd.get(), &socket_file) == 0);
+    const SocketInodes ours{static_cast<std::uint64_t>(socket_file.st_ino)};
+    CHECK(listeners() == ours);
+    CHECK(listeners(std::chrono::hours(1)) == ours);
+    CHECK(listeners_in_table() == ours);
     // The other family's table does not have it.
     const int other = family == AF_INET ? AF_INET6 : AF_INET;
-    CHECK(listening_by_sock_diag(other, port) != true);
+    CHECK(listening_by_sock_diag(other, port).value_or(SocketInodes{}).empty());
     fd.reset();
-    CHECK(listening_by_sock_diag(family, port) == false);
-    CHECK(listening_in_proc_net(table, port) == false);
+    CHECK(listeners().empty());
+    CHECK(listeners_in_table().empty());
   }
   CHECK_FALSE(listening_in_proc_net("/nonexistent/tcp", 1));
+}
+
+namespace {
+
+// A TCP socket listening on a loopback port of its own.
+std::pair<kwd::util::UniqueFd, int> listening_socket() {
+  kwd::util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      ::listen(fd.get(), 1) != 0)
+    return {kwd::util::UniqueFd(), 0};
+  return {std::move(fd), ntohs(addr.sin_port)};
+}
+
+// A child that waits on a pipe for its end, holding whatever fds it was given.
+struct WaitingChild {
+  pid_t pid = -1;
+  kwd::util::UniqueFd release;
+  ~WaitingChild() {
+    release.reset();
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
+  }
+};
+
+WaitingChild waiting_child() {
+  int ends[2];
+  if (::pipe(ends) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ends[1]);
+    char byte;
+    while (::read(ends[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    ::_exit(0);
+  }
+  ::close(ends[0]);
+  return {pid, kwd::util::UniqueFd(ends[1])};
+}
+
+}  // namespace
+
+TEST_CASE("a port another process listens on is not the kernel's, one its child holds is") {
+  using kwd::protocol::PortState;
+  kwd::protocol::ConnectionInfo info;
+  // The "kernel" is a child that never bound the port (forked before it was): the listener
+  // is its parent's.
+  const WaitingChild kernel = waiting_child();
+  REQUIRE(kernel.pid > 0);
+  auto [socket_fd, port] = listening_socket();
+  REQUIRE(port > 0);
+  CHECK(kwd::protocol::port_state(kernel.pid, info, port) == PortState::held_by_another);
+  CHECK_FALSE(kwd::protocol::may_connect(PortState::held_by_another));
+  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::listening);
+  // Now the socket lives only in a child of this process: this process's tree holds it, as a
+  // kernel started through a wrapper that forks holds its ports in the wrapper's child.
+  const WaitingChild holder = waiting_child();
+  REQUIRE(holder.pid > 0);
+  socket_fd.reset();
+  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::listening);
+  CHECK(kwd::protocol::port_state(holder.pid, info, port) == PortState::listening);
+  CHECK(kwd::protocol::port_state(kernel.pid, info, port) == PortState::held_by_another);
+}
+
+TEST_CASE("whose socket it is cannot be told of a process tree that cannot be read") {
+  using kwd::protocol::linux_net::process_tree_holds;
+  CHECK(process_tree_holds(::getpid(), {}) == false);
+  // A process gone holds nothing.
+  CHECK(process_tree_holds(0x3fffffff, {1}) == false);
+  // A procfs that lists no children (CONFIG_PROC_CHILDREN off): no answer, not a "no".
+  char proc[] = "/tmp/kwd-proc-XXXXXX";
+  REQUIRE(::mkdtemp(proc) != nullptr);
+  const std::string root(proc);
+  for (const char* dir : {"/7", "/7/fd", "/7/task", "/7/task/7"})
+    REQUIRE(::mkdir((root + dir).c_str(), 0700) == 0);
+  CHECK_FALSE(process_tree_holds(7, {1}, root).has_value());
+  for (const char* dir : {"/7/task/7", "/7/task", "/7/fd", "/7", ""})
+    ::rmdir((root + dir).c_str());
 }

@@ -91,6 +91,9 @@ class KernelListener {
  private:
   void try_load();
   void poll_ports();
+  // Whether the kernel itself now listens on `port` (or whose it is cannot be told); says once
+  // when another process holds it.
+  bool kernel_listens(int port, const char* channel, std::chrono::milliseconds listing_age);
   void connect_iopub();
   void connect_heartbeat();
   void on_iopub_events();
@@ -117,6 +120,7 @@ class KernelListener {
   bool warned_ = false;
   std::int64_t waiting_since_ns_ = 0;
   bool warned_slow_bind_ = false;
+  bool warned_port_held_ = false;
   bool polling_slowly_ = false;
   std::chrono::milliseconds slow_poll_interval_{0};
   std::optional<loop::EventLoop::TimerId> poll_timer_;

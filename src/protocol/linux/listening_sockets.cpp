@@ -24,10 +24,15 @@ namespace kwd::protocol::linux_net {
 
 namespace {
 
-// Every port with a TCP socket of `family` in LISTEN state, from one sock_diag dump; false if
-// this way cannot tell.
-bool dump_listening_ports(int family, std::vector<std::uint16_t>& ports) {
-  ports.clear();
+struct Listener {
+  std::uint16_t port;
+  std::uint64_t inode;
+};
+
+// Every TCP socket of `family` in LISTEN state, from one sock_diag dump; false if this way
+// cannot tell.
+bool dump_listening_sockets(int family, std::vector<Listener>& listeners) {
+  listeners.clear();
   util::UniqueFd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
   if (fd.get() < 0) return false;
   // The answer is a dump the kernel writes at once; a bound on the wait keeps a broken
@@ -69,7 +74,7 @@ bool dump_listening_ports(int family, std::vector<std::uint16_t>& ports) {
         inet_diag_msg socket_info;
         std::memcpy(&socket_info, buffer + offset + NLMSG_HDRLEN, sizeof socket_info);
         if (socket_info.idiag_state == TCP_LISTEN)
-          ports.push_back(ntohs(socket_info.id.idiag_sport));
+          listeners.push_back({ntohs(socket_info.id.idiag_sport), socket_info.idiag_inode});
       }
       offset += NLMSG_ALIGN(header.nlmsg_len);
     }
@@ -79,13 +84,13 @@ bool dump_listening_ports(int family, std::vector<std::uint16_t>& ports) {
 struct ListeningSnapshot {
   std::int64_t taken_ns = -1;
   bool answered = false;
-  std::vector<std::uint16_t> ports;
+  std::vector<Listener> listeners;
 };
 
 }  // namespace
 
-std::optional<bool> listening_by_sock_diag(int family, int port,
-                                           std::chrono::milliseconds max_age) {
+std::optional<SocketInodes> listening_by_sock_diag(int family, int port,
+                                                   std::chrono::milliseconds max_age) {
   // One snapshot per family and thread: a daemon checking the ports of hundreds of kernels
   // that never bind asks the kernel once, not twice per kernel.
   thread_local ListeningSnapshot snapshots[2];
@@ -94,24 +99,28 @@ std::optional<bool> listening_by_sock_diag(int family, int port,
   const std::int64_t max_age_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count();
   if (snapshot.taken_ns < 0 || max_age_ns <= 0 || now - snapshot.taken_ns > max_age_ns) {
-    snapshot.answered = dump_listening_ports(family, snapshot.ports);
+    snapshot.answered = dump_listening_sockets(family, snapshot.listeners);
     snapshot.taken_ns = now;
   }
   if (!snapshot.answered) return std::nullopt;
-  return std::find(snapshot.ports.begin(), snapshot.ports.end(), port) != snapshot.ports.end();
+  SocketInodes found;
+  for (const Listener& l : snapshot.listeners)
+    if (l.port == port) found.push_back(l.inode);
+  return found;
 }
 
-std::optional<bool> listening_in_proc_net(const std::string& path, int port) {
-  // Lines of /proc/PID/net/tcp{,6}: "sl local_address rem_address st ...", addresses as
-  // HEX_IP:HEX_PORT, st "0A" for LISTEN.
+std::optional<SocketInodes> listening_in_proc_net(const std::string& path, int port) {
+  // Lines of /proc/PID/net/tcp{,6}: "sl local_address rem_address st tx:rx tr:when retrnsmt
+  // uid timeout inode ...", addresses as HEX_IP:HEX_PORT, st "0A" for LISTEN.
   std::ifstream in(path);
   if (!in) return std::nullopt;
   std::string line;
   std::getline(in, line);  // header
+  SocketInodes found;
   while (std::getline(in, line)) {
     // Fields are separated by runs of spaces.
     std::string_view rest(line);
-    std::string_view fields[4];
+    std::string_view fields[10];
     bool complete = true;
     for (auto& f : fields) {
       const auto start = rest.find_first_not_of(' ');
@@ -130,9 +139,13 @@ std::optional<bool> listening_in_proc_net(const std::string& path, int port) {
     const std::string_view hex = fields[1].substr(colon + 1);
     unsigned value = 0;
     const auto [p, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), value, 16);
-    if (ec == std::errc() && static_cast<int>(value) == port) return true;
+    if (ec != std::errc() || static_cast<int>(value) != port) continue;
+    std::uint64_t inode = 0;
+    const std::string_view text = fields[9];
+    std::from_chars(text.data(), text.data() + text.size(), inode);
+    found.push_back(inode);
   }
-  return false;
+  return found;
 }
 
 }  // namespace kwd::protocol::linux_net

@@ -1,13 +1,18 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kwd::protocol::linux_net {
 
-// Whether a TCP socket of `family` (AF_INET or AF_INET6) is listening on `port`; nullopt if
-// this way cannot tell.
+using SocketInodes = std::vector<std::uint64_t>;
+
+// The inodes of the TCP sockets of `family` (AF_INET or AF_INET6) listening on `port` (empty
+// when none is); nullopt if this way cannot tell. The inode names the socket among a
+// process's open files (/proc/PID/fd/N -> "socket:[INODE]"), which says whose it is.
 //
 // sock_diag asks the kernel for sockets in LISTEN state only, and it walks just its
 // listening hash for that. /proc/PID/net/tcp{,6} walks every bucket of the established
@@ -16,8 +21,8 @@ namespace kwd::protocol::linux_net {
 // sock_diag is missing (no inet_diag module).
 // The sock_diag answer is a snapshot of every listening port, taken again once it is older
 // than `max_age` (0: always): one dump serves every kernel checked within that time.
-std::optional<bool> listening_by_sock_diag(int family, int port,
-                                           std::chrono::milliseconds max_age = {});
-std::optional<bool> listening_in_proc_net(const std::string& path, int port);
+std::optional<SocketInodes> listening_by_sock_diag(int family, int port,
+                                                   std::chrono::milliseconds max_age = {});
+std::optional<SocketInodes> listening_in_proc_net(const std::string& path, int port);
 
 }  // namespace kwd::protocol::linux_net
