@@ -3,24 +3,31 @@
 1. Death to report: a real ipykernel under the watchdog is killed (SIGSEGV from outside)
    N times. For each death we time (a) the report appearing in the store and (b) the
    moment jupyter_client's KernelRestarter (the thing that makes the front end say "the
-   kernel appears to have died") notices, on the same death. (a) is split in three: the
-   kernel's main thread ending (faulthandler's dump), the rest of the process ending until
-   the watchdog sees the death, and the watchdog's own share.
+   kernel appears to have died") notices, on the same death. (a) is split in two: the
+   kernel dying (faulthandler's dump, its threads ending, its address space torn down) and
+   the watchdog's own share. The bench waits in poll() on a pidfd and an inotify watch of
+   the store: a waiter that polled in a loop would take one of this machine's two cores from
+   the dying kernel and the watchdog, and measure itself.
 2. Start-up: kernel start to kernel_info_reply, through the watchdog and directly,
-   alternating, N times each.
+   alternating which goes first, N times each. One kernel_info_request, timed to its reply:
+   jupyter_client's wait_for_ready() also waits for IOPub traffic and then for 0.2 s of
+   quiet on it, which made its times bimodal (~170 ms apart) and hid a few ms of difference
+   under that noise. Also the watchdog's delay before the kernel's exec, on its own.
 
 Usage: /usr/bin/python3 bench/launcher_bench.py --watchdog build/kernel-watchdog [--kills 20]
 """
 import argparse
+import ctypes
+import ctypes.util
 import json
 import os
 import random
+import select
 import signal
 import statistics
-import sys
+import subprocess
 import time
 
-import psutil
 import sandbox
 from jupyter_client import KernelManager
 from jupyter_client.restarter import KernelRestarter
@@ -33,21 +40,65 @@ def pct(values, p):
 
 
 def kernel_pid_under(launcher_pid):
-    for child in psutil.Process(launcher_pid).children(recursive=True):
-        if "ipykernel_launcher" in child.cmdline():
-            return child.pid
+    """The ipykernel below the watchdog (whose own argv names it too), from /proc: no psutil
+    needed on the GPU machine."""
+    pending = [launcher_pid]
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if pid != launcher_pid and b"ipykernel_launcher" in f.read():
+                    return pid
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    pending.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
     return None
 
 
-def kernel_alive(pid):
-    """False once the kernel's main thread is a zombie (or reaped). Its last thread then still
-    tears down the address space before the parent hears of the death: that part shows as the
-    gap between this moment and the death the watchdog saw."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
+class StoreWatch:
+    """New reports in the store, announced by inotify (Python's standard library has no
+    binding; libc's is called through ctypes)."""
+    IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE = 0x8, 0x80, 0x100
+
+    def __init__(self, directory):
+        self.directory = directory
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0 or libc.inotify_add_watch(
+                self.fd, os.fsencode(directory),
+                self.IN_CLOSE_WRITE | self.IN_MOVED_TO | self.IN_CREATE) < 0:
+            raise OSError(ctypes.get_errno(), "inotify")
+
+    def reports(self):
+        return {e.path for e in os.scandir(self.directory) if e.name.endswith(".json")}
+
+    def drain(self):
+        try:
+            while os.read(self.fd, 65536):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def wait_for_death_and_report(pidfd, store, before, timeout=60):
+    """(kernel ended, new report path), the first as perf_counter time: the process has
+    ended when its pidfd turns readable, the moment its parent, the watchdog, is told."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(store.fd, select.POLLIN)
+    ended, deadline = None, time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        for fd, _ in poller.poll(1000):
+            if fd == pidfd and ended is None:
+                ended = time.perf_counter()
+                poller.unregister(pidfd)
+            elif fd == store.fd:
+                store.drain()
+                if new := store.reports() - before:
+                    return ended, new
+    raise TimeoutError("no report")
 
 
 def bench_death_to_report(kills, report_dir):
@@ -56,6 +107,7 @@ def bench_death_to_report(kills, report_dir):
     the kill lands at a random phase of that schedule."""
     km = KernelManager(kernel_name="python3-watched")
     km.start_kernel()
+    store = StoreWatch(report_dir)
     report_ms, restarter_ms, watchdog_ms, dying_ms = [], [], [], []
     for i in range(kills):
         kc = km.client()
@@ -66,16 +118,16 @@ def bench_death_to_report(kills, report_dir):
         restarter = KernelRestarter(kernel_manager=km)
         noticed = {}
         restarter.add_callback(lambda: noticed.setdefault("t", time.perf_counter()), "restart")
-        before = set(report_dir.glob("*.json"))
+        before = store.reports()
+        pidfd = os.pidfd_open(pid)
         poll_start = time.perf_counter()
         time.sleep(random.uniform(0, restarter.time_to_dead))
         t0 = time.perf_counter()
         os.kill(pid, signal.SIGSEGV)
-        gone = None
-        while not (new := set(report_dir.glob("*.json")) - before):
-            if gone is None and not kernel_alive(pid):
-                gone = time.perf_counter()
-            time.sleep(0.0002)
+        try:
+            gone, new = wait_for_death_and_report(pidfd, store, before)
+        finally:
+            os.close(pidfd)
         report_ms.append((time.perf_counter() - t0) * 1000)
         dying_ms.append((gone - t0) * 1000 if gone is not None else None)  # None: not seen
         seen_wall_ms = time.time() * 1000
@@ -83,7 +135,8 @@ def bench_death_to_report(kills, report_dir):
         # its wall clock) to the report visible here (fsync and rename included). Not the
         # file's mtime: the kernel stamps that from a clock that moves in 4 ms ticks.
         (path,) = new
-        doc = json.loads(path.read_text())
+        with open(path) as f:
+            doc = json.load(f)
         watchdog_ms.append(seen_wall_ms - doc["kernel"]["died_at_ms"])
         next_poll = poll_start + restarter.time_to_dead
         while "t" not in noticed:
@@ -92,7 +145,7 @@ def bench_death_to_report(kills, report_dir):
             next_poll += restarter.time_to_dead
         restarter_ms.append((noticed["t"] - t0) * 1000)
         print(f"  kill {i + 1:2d}: report on disk {report_ms[-1]:7.2f} ms "
-              f"(main thread gone {dying_ms[-1] if dying_ms[-1] is not None else float('nan'):5.1f} ms, "
+              f"(kernel ended {dying_ms[-1] if dying_ms[-1] is not None else float('nan'):5.1f} ms, "
               f"watchdog's share {watchdog_ms[-1]:5.1f} ms), "
               f"restarter noticed {restarter_ms[-1]:8.1f} ms", flush=True)
     km.shutdown_kernel(now=True)
@@ -106,25 +159,43 @@ def bench_startup(runs):
         km.start_kernel()
         kc = km.client()
         kc.start_channels()
-        kc.wait_for_ready(timeout=60)  # sends kernel_info_request, waits for the reply
+        # Queued until the kernel's shell socket is bound, answered once it can.
+        msg_id = kc.kernel_info()
+        while kc.get_shell_msg(timeout=60)["parent_header"].get("msg_id") != msg_id:
+            pass
         elapsed = time.perf_counter() - t0
         kc.stop_channels()
         km.shutdown_kernel(now=True)
         return elapsed * 1000
 
-    watched, direct = [], []
+    times = {"python3-watched": [], "python3": []}
     start_once("python3")  # warm the page cache
-    for _ in range(runs):
-        direct.append(start_once("python3"))
-        watched.append(start_once("python3-watched"))
-    return watched, direct
+    for i in range(runs):
+        for name in (list(times) if i % 2 else reversed(list(times))):
+            times[name].append(start_once(name))
+    return times["python3-watched"], times["python3"]
+
+
+def launch_delay(watchdog, report_dir, runs):
+    """Milliseconds from spawning a command to it running, directly and under `run`: the
+    watchdog's own start before the kernel's exec. /bin/date says when it ran."""
+    def once(argv):
+        t0 = time.time()
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        return (float(out) - t0) * 1000
+
+    command = ["/bin/date", "+%s.%N"]
+    direct = [once(command) for _ in range(runs)]
+    watched = [once([watchdog, "run", "--report-dir", str(report_dir), "--", *command])
+               for _ in range(runs)]
+    return statistics.median(watched), statistics.median(direct)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--watchdog", required=True)
     ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument("--starts", type=int, default=10)
+    ap.add_argument("--starts", type=int, default=30)
     args = ap.parse_args()
     _, report_dir = sandbox.wrapped_python3(args.watchdog, "kwd-bench-")
     report_dir.mkdir(mode=0o700)
@@ -133,6 +204,7 @@ def main():
     report_ms, restarter_ms, watchdog_ms, dying_ms = bench_death_to_report(args.kills, report_dir)
     print(f"\nStart-up, {args.starts} starts each (start_kernel to kernel_info_reply):")
     watched, direct = bench_startup(args.starts)
+    delay_watched, delay_direct = launch_delay(args.watchdog, report_dir, 50)
 
     rm, rp = statistics.median(report_ms), pct(report_ms, 99)
     sm, sp = statistics.median(restarter_ms), pct(restarter_ms, 99)
@@ -142,19 +214,27 @@ def main():
     print(f"  of which the watchdog's work   median {statistics.median(watchdog_ms):8.2f} ms   "
           f"p99 {pct(watchdog_ms, 99):8.2f} ms   (death seen -> report visible, fsync and rename included; the rest is "
           "the kernel dying, faulthandler's dump included)")
-    # A kill whose zombie the 0.2 ms poll never caught (the report came first) is left out.
-    split = [(r - w, d) for r, w, d in zip(report_ms, watchdog_ms, dying_ms) if d is not None]
+    split = [(r, d) for r, d in zip(report_ms, dying_ms) if d is not None]
     dying_ms = [d for _, d in split]
-    teardown_ms = [seen - d for seen, d in split]
-    print(f"  kill -> kernel's main thread gone median {statistics.median(dying_ms):8.2f} ms   "
-          f"p99 {pct(dying_ms, 99):8.2f} ms   (faulthandler's dump; polled every 0.2 ms; "
-          f"{len(dying_ms)} of {len(report_ms)} kills)")
-    print(f"  main thread gone -> death seen    median {statistics.median(teardown_ms):8.2f} ms   "
-          f"p99 {pct(teardown_ms, 99):8.2f} ms   (the address space torn down, SIGCHLD, the wake-up)")
+    after_ms = [r - d for r, d in split]
+    print(f"  kill -> kernel ended          median {statistics.median(dying_ms):8.2f} ms   "
+          f"p99 {pct(dying_ms, 99):8.2f} ms   (faulthandler's dump, its threads ended, its memory "
+          f"freed: its pidfd readable; {len(dying_ms)} of {len(report_ms)} kills)")
+    print(f"  kernel ended -> report seen   median {statistics.median(after_ms):8.2f} ms   "
+          f"p99 {pct(after_ms, 99):8.2f} ms   (SIGCHLD, the watchdog's wake-up and work, "
+          "inotify to this bench)")
     print(f"jupyter_client restarter notices median {sm:8.1f} ms   p99 {sp:8.1f} ms")
     print(f"ratio restarter/report           median {sm / rm:8.0f}x")
+    mean_w, mean_d = statistics.mean(watched), statistics.mean(direct)
     print(f"start to kernel_info_reply       watched {wm:7.1f} ms   direct {dm:7.1f} ms   "
-          f"overhead {100 * (wm - dm) / dm:+.1f} %   (target <= +2 %)")
+          f"overhead {100 * (wm - dm) / dm:+.1f} %   (target <= +2 %; medians of {len(watched)})")
+    print(f"  means                          watched {mean_w:7.1f} ms   direct {mean_d:7.1f} ms   "
+          f"overhead {100 * (mean_w - mean_d) / mean_d:+.1f} %   (run-to-run spread "
+          f"{statistics.stdev(direct):.0f} ms, so +-{200 * statistics.stdev(direct) / mean_d / len(direct) ** 0.5:.1f} % "
+          "on the mean)")
+    print(f"  the watchdog's start before the kernel's exec: {delay_watched - delay_direct:5.2f} ms "
+          f"(spawn to running: {delay_watched:.2f} ms under run, {delay_direct:.2f} ms direct, "
+          f"medians of 50) = {100 * (delay_watched - delay_direct) / dm:.1f} % of a direct start")
 
 
 if __name__ == "__main__":
