@@ -93,6 +93,13 @@ Command add_smoke_command(CLI::App& app) {
   smoke->add_flag_callback(
       "--no-faulthandler", [options] { options->faulthandler = false; },
       "Do not turn on Python's faulthandler in the kernels");
+  smoke
+      ->add_option("--ipython-history", options->ipython_history,
+                   "Where IPython kernels (python -m ipykernel_launcher) keep their history. In "
+                   "memory by default, as nbclient does: CI runs stay out of your history file, "
+                   "and parallel kernels do not contend for its lock. A path keeps it there; "
+                   "\"\" leaves the kernel's own setting")
+      ->capture_default_str();
   smoke->add_option("notebooks", *notebooks, "Notebooks (.ipynb) to run")->required();
 
   return {smoke, [=]() -> int {

@@ -121,6 +121,19 @@ void NotebookRun::cancel_timers() {
   }
 }
 
+namespace {
+
+// `python -m ipykernel_launcher` (or `-m ipykernel`), as kernelspecs have it: IPython's
+// options apply. A kernel started otherwise may reject an option it does not know.
+bool runs_ipykernel(const std::vector<std::string>& argv) {
+  for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == "-m" && (argv[i + 1] == "ipykernel_launcher" || argv[i + 1] == "ipykernel"))
+      return true;
+  return false;
+}
+
+}  // namespace
+
 std::vector<std::string> NotebookRun::kernel_argv(const std::string& connection_file) const {
   std::vector<std::string> argv;
   for (const auto& a : spec_.spec["argv"])
@@ -138,6 +151,11 @@ std::vector<std::string> NotebookRun::kernel_argv(const std::string& connection_
         a.replace(at, field.size(), value);
     }
   }
+  if (!options_.ipython_history.empty() && runs_ipykernel(argv) &&
+      std::none_of(argv.begin(), argv.end(), [](const std::string& a) {
+        return a.starts_with("--HistoryManager.hist_file");
+      }))
+    argv.push_back("--HistoryManager.hist_file=" + options_.ipython_history);
   return argv;
 }
 

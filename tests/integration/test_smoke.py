@@ -112,6 +112,29 @@ def test_passing_notebook_writes_a_valid_executed_notebook_and_junit(smoke, tmp_
     assert not (out / "reports").exists()  # an ordinary run writes no crash report
 
 
+def test_ipython_history_stays_in_memory_unless_asked(smoke, tmp_path, monkeypatch):
+    """As nbclient does: a CI run adds nothing to the user's IPython history file (and
+    kernels run in parallel do not contend for its SQLite lock)."""
+    run, out = smoke
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    nb = write_notebook(tmp_path / "history.ipynb",
+                        ["print(get_ipython().history_manager.hist_file)"])
+
+    def history_file(*args):
+        proc = run(nb, *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        executed = nbformat.read(str(out / "history.ipynb"), as_version=4)
+        return executed.cells[0].outputs[0]["text"].strip()
+
+    assert history_file() == ":memory:"
+    assert not (tmp_path / "ipython").exists() or not list((tmp_path / "ipython").rglob("*.sqlite"))
+    chosen = tmp_path / "mine.sqlite"
+    assert history_file("--ipython-history", chosen) == str(chosen)
+    # "" leaves the kernel's own setting: the profile's history file.
+    assert history_file("--ipython-history", "") == str(
+        tmp_path / "ipython" / "profile_default" / "history.sqlite")
+
+
 def test_raising_cell_fails_and_stops_the_notebook(smoke, tmp_path):
     run, out = smoke
     nb = write_notebook(tmp_path / "raises.ipynb", ["a = 1", "1 / 0", "b = 2"])

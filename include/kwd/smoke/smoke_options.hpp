@@ -25,6 +25,11 @@ struct SmokeOptions {
   bool json = false;
   std::string nvml_library;
   bool faulthandler = true;
+  // --ipython-history: where IPython kernels keep their history. In memory, as nbclient has
+  // it: a CI run does not add to the user's history file, kernels run in parallel do not
+  // contend for its SQLite lock, and a cell costs the kernel no write to disk. Empty: the
+  // kernel's own setting.
+  std::string ipython_history = ":memory:";
 };
 
 }  // namespace kwd::smoke
