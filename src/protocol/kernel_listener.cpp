@@ -166,6 +166,8 @@ std::vector<std::string> KernelListener::notes() const {
     notes.push_back("connection file was unusable at first (" + recovered_problem_ +
                     "); listened to the kernel once it was rewritten");
   if (!heartbeat_problem_.empty()) notes.push_back("heartbeat not watched: " + heartbeat_problem_);
+  for (const std::string* held : {&iopub_port_held_, &heartbeat_port_held_})
+    if (!held->empty()) notes.push_back(*held + "; not watched there");
   return notes;
 }
 
@@ -202,15 +204,26 @@ void KernelListener::poll_ports() {
 }
 
 bool KernelListener::kernel_listens(int port, const char* channel, milliseconds listing_age) {
-  const PortState state = port_state(kernel_pid_, *info_, port, listing_age);
-  if (state == PortState::held_by_another && !warned_port_held_) {
-    warned_port_held_ = true;
+  const bool iopub = std::string_view(channel) == "IOPub";
+  std::string& held_note = iopub ? iopub_port_held_ : heartbeat_port_held_;
+  PortState state = port_state(kernel_pid_, *info_, path_, port, listing_age);
+  // A listing up to listing_age old may predate the kernel's own bind: asked afresh first.
+  if (state == PortState::held_by_another && held_note.empty())
+    state = port_state(kernel_pid_, *info_, path_, port);
+  if (state == PortState::held_by_another && held_note.empty()) {
+    held_note = channel + std::string(" port ") + std::to_string(port) +
+                " was held by another kernel's process";
     spdlog::warn(
-        "the kernel's {} port {} is held by another process, not by the kernel (pid {}) or "
-        "its children; not connecting there until the kernel listens on it",
+        "the kernel's {} port {} is held by another kernel's process, not by this kernel "
+        "(pid {}) or its children; not connecting there until this kernel listens on it",
         channel, port, kernel_pid_);
   }
-  return may_connect(state);
+  const bool connect = may_connect(state);
+  if (connect && !held_note.empty()) {
+    spdlog::info("the kernel now listens on its {} port {}; connecting", channel, port);
+    held_note.clear();
+  }
+  return connect;
 }
 
 void KernelListener::connect_iopub() {
@@ -269,7 +282,7 @@ void KernelListener::check_iopub_connection() {
   if (!iopub_ || !iopub_->connection_lost()) return;  // libzmq reconnected by itself
   // Only towards a port that is listening again (see port_readiness.hpp for why); a kernel
   // that is going away will be reaped before it matters.
-  if (may_connect(port_state(kernel_pid_, *info_, info_->iopub_port))) {
+  if (may_connect(port_state(kernel_pid_, *info_, path_, info_->iopub_port))) {
     spdlog::info("iopub: connection lost and not restored by libzmq; reconnecting");
     try {
       iopub_->reconnect();

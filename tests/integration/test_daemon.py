@@ -417,45 +417,87 @@ def test_garbage_connection_files_are_skipped_and_daemon_carries_on(world, daemo
     assert sum(str(garbage) in line for line in log.splitlines()) == 1, log
 
 
-def test_ports_another_process_holds_are_never_connected_to(world, daemon):
-    """A kernel whose ports another process took first (its own bind fails) must not have
-    the daemon subscribe and ping that process: it can be another kernel's shell socket."""
-    d = daemon()
-    impostors = []
-    for _ in range(2):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        s.listen(8)
-        s.setblocking(False)
-        impostors.append(s)
-    iopub, hb = (s.getsockname()[1] for s in impostors)
+# Listens on two ports, prints them, counts the connections made to them for argv[1] seconds
+# and prints the count. Its argv names a connection file: to the daemon, a kernel.
+LISTENER = """
+import socket, sys, time
+socks = []
+for _ in range(2):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    s.settimeout(0.02)
+    socks.append(s)
+print(*(s.getsockname()[1] for s in socks), flush=True)
+accepted, deadline = 0, time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline:
+    for s in socks:
+        try:
+            s.accept()
+            accepted += 1
+        except socket.timeout:
+            pass
+print(accepted, flush=True)
+"""
+
+
+def kernel_with_ports(world, name, iopub, hb):
+    """A connection file with these IOPub and heartbeat ports, and a "kernel" named by it that
+    never binds them (`tail -f FILE`)."""
     free = []
     for _ in range(3):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             free.append(s.getsockname()[1])
-    cf = world["runtime"] / "kernel-ports-taken.json"
+    cf = world["runtime"] / f"kernel-{name}.json"
     cf.write_text(json.dumps({
         "shell_port": free[0], "iopub_port": iopub, "stdin_port": free[1],
         "control_port": free[2], "hb_port": hb, "ip": "127.0.0.1",
         "key": secrets.token_hex(16), "transport": "tcp", "signature_scheme": "hmac-sha256",
         "kernel_name": "python3"}))
-    # A "kernel" that never binds, named by its connection file as a real one is.
-    kernel = subprocess.Popen(["tail", "-f", str(cf)], stdout=subprocess.DEVNULL)
+    return cf, subprocess.Popen(["tail", "-f", str(cf)], stdout=subprocess.DEVNULL)
+
+
+def test_ports_another_kernel_holds_are_never_connected_to(world, daemon):
+    """A kernel whose ports another kernel took first (its own bind fails) must not have the
+    daemon subscribe and ping that kernel: frames would reach its shell socket."""
+    d = daemon()
+    other = subprocess.Popen([sys.executable, "-c", LISTENER, "4", "-f",
+                              str(world["tmp"] / "kernel-other.json")],
+                             stdout=subprocess.PIPE, text=True)
+    iopub, hb = map(int, other.stdout.readline().split())
+    cf, kernel = kernel_with_ports(world, "ports-taken", iopub, hb)
     try:
         d.kernel(cf, kernel.pid)
-        time.sleep(1.5)  # many port polls, 50 ms apart while the kernel is young
-        for s in impostors:
-            with pytest.raises(BlockingIOError):
-                s.accept()
+        assert int(other.stdout.readline()) == 0  # when its 4 s are up
     finally:
         kernel.kill()
         kernel.wait()
-        for s in impostors:
-            s.close()
+        other.kill()
+        other.wait()
     log = d.stop()
-    assert f"IOPub port {iopub} is held by another process" in log, log
-    assert log.count("is held by another process") == 1, log
+    for channel, port in (("IOPub", iopub), ("heartbeat", hb)):
+        said = f"{channel} port {port} is held by another kernel's process"
+        assert log.count(said) == 1, log
+
+
+def test_ports_held_by_a_process_that_is_no_kernel_are_connected_to(world, daemon):
+    """A kernel in a container has its ports held by docker-proxy, one behind an ssh tunnel by
+    ssh: not the started process's tree, and still the kernel. Connected to, as before."""
+    d = daemon()
+    proxy = subprocess.Popen([sys.executable, "-c", LISTENER, "4"], stdout=subprocess.PIPE,
+                             text=True)
+    iopub, hb = map(int, proxy.stdout.readline().split())
+    cf, kernel = kernel_with_ports(world, "behind-a-proxy", iopub, hb)
+    try:
+        d.kernel(cf, kernel.pid)
+        assert int(proxy.stdout.readline()) >= 2  # IOPub and heartbeat, within its 4 s
+    finally:
+        kernel.kill()
+        kernel.wait()
+        proxy.kill()
+        proxy.wait()
+    assert "is held by another" not in d.stop()
 
 
 def test_daemon_restart_picks_up_running_kernels_and_sigterm_is_clean(world, daemon, kernels):

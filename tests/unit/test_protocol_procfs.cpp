@@ -1,11 +1,15 @@
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "kwd/hang/thread_snapshot.hpp"
 #include "kwd/protocol/linux/listening_sockets.hpp"
@@ -67,12 +71,12 @@ TEST_CASE("a TCP port is seen listening only once it is bound and listening") {
   const int port = ntohs(addr.sin_port);
   kwd::protocol::ConnectionInfo info;
   using kwd::protocol::PortState;
-  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::not_yet);  // bound only
+  CHECK(kwd::protocol::port_state(::getpid(), info, "", port) == PortState::not_yet);  // bound only
   REQUIRE(::listen(fd.get(), 1) == 0);
-  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::listening);
-  CHECK(kwd::protocol::port_state(::getpid(), info, 0) == PortState::not_yet);
+  CHECK(kwd::protocol::port_state(::getpid(), info, "", port) == PortState::listening);
+  CHECK(kwd::protocol::port_state(::getpid(), info, "", 0) == PortState::not_yet);
   fd.reset();
-  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::not_yet);
+  CHECK(kwd::protocol::port_state(::getpid(), info, "", port) == PortState::not_yet);
 }
 
 TEST_CASE("sock_diag and /proc/net agree on listening sockets, IPv4 and IPv6") {
@@ -151,53 +155,89 @@ std::pair<kwd::util::UniqueFd, int> listening_socket() {
   return {std::move(fd), ntohs(addr.sin_port)};
 }
 
-// A child that waits on a pipe for its end, holding whatever fds it was given.
-struct WaitingChild {
+// A child that holds whatever fds it was given until it is killed: pause(), or, with `argv`,
+// that program (the fds without FD_CLOEXEC go with it).
+struct HoldingChild {
   pid_t pid = -1;
-  kwd::util::UniqueFd release;
-  ~WaitingChild() {
-    release.reset();
-    if (pid > 0) ::waitpid(pid, nullptr, 0);
+  HoldingChild() = default;
+  explicit HoldingChild(pid_t p) : pid(p) {}
+  HoldingChild(const HoldingChild&) = delete;
+  HoldingChild& operator=(const HoldingChild&) = delete;
+  ~HoldingChild() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
   }
 };
 
-WaitingChild waiting_child() {
-  int ends[2];
-  if (::pipe(ends) != 0) return {};
+std::unique_ptr<HoldingChild> holding_child(std::vector<std::string> argv = {}) {
+  std::vector<char*> args;
+  for (auto& a : argv)
+    args.push_back(a.data());
+  args.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::close(ends[1]);
-    char byte;
-    while (::read(ends[0], &byte, 1) < 0 && errno == EINTR) {
+    if (argv.empty()) {
+      for (;;)
+        ::pause();
     }
-    ::_exit(0);
+    ::execv(args[0], args.data());
+    ::_exit(127);
   }
-  ::close(ends[0]);
-  return {pid, kwd::util::UniqueFd(ends[1])};
+  return std::make_unique<HoldingChild>(pid);
 }
 
 }  // namespace
 
-TEST_CASE("a port another process listens on is not the kernel's, one its child holds is") {
+TEST_CASE("a port another kernel listens on is refused, any other listener is not") {
   using kwd::protocol::PortState;
   kwd::protocol::ConnectionInfo info;
-  // The "kernel" is a child that never bound the port (forked before it was): the listener
-  // is its parent's.
-  const WaitingChild kernel = waiting_child();
-  REQUIRE(kernel.pid > 0);
+  const std::string ours = "/tmp/kwd-test/kernel-ours.json";
+  // The "kernel" is a child that never bound the port (forked before it was).
+  const auto kernel = holding_child();
+  REQUIRE(kernel->pid > 0);
   auto [socket_fd, port] = listening_socket();
   REQUIRE(port > 0);
-  CHECK(kwd::protocol::port_state(kernel.pid, info, port) == PortState::held_by_another);
-  CHECK_FALSE(kwd::protocol::may_connect(PortState::held_by_another));
-  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::listening);
-  // Now the socket lives only in a child of this process: this process's tree holds it, as a
-  // kernel started through a wrapper that forks holds its ports in the wrapper's child.
-  const WaitingChild holder = waiting_child();
-  REQUIRE(holder.pid > 0);
+  // The listener is this test's, a process that names no connection file: whose it is cannot
+  // be told (a container's proxy, an ssh tunnel), and the kernel is connected to as before.
+  CHECK(kwd::protocol::port_state(kernel->pid, info, ours, port) == PortState::cannot_tell);
+  CHECK(kwd::protocol::may_connect(PortState::cannot_tell));
+  CHECK(kwd::protocol::port_state(::getpid(), info, ours, port) == PortState::listening);
+  {
+    // Now held only by a process that names another kernel's connection file.
+    const auto other = holding_child({"/bin/sh", "-c", "while :; do sleep 1; done", "sh", "-f",
+                                      "/tmp/kwd-test/kernel-other.json"});
+    REQUIRE(other->pid > 0);
+    kwd::util::UniqueFd kept(::dup(socket_fd.get()));
+    socket_fd.reset();
+    // Until the shell has exec'd, its command line is still this test's.
+    for (int i = 0; i < 200 && kwd::protocol::port_state(kernel->pid, info, ours, port) !=
+                                   PortState::held_by_another;
+         ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kept.reset();
+    CHECK(kwd::protocol::port_state(kernel->pid, info, ours, port) == PortState::held_by_another);
+    CHECK_FALSE(kwd::protocol::may_connect(PortState::held_by_another));
+    // A process naming this kernel's own file is this kernel, wherever it runs (setsid).
+    CHECK(kwd::protocol::port_state(kernel->pid, info, "/elsewhere/kernel-other.json", port) ==
+          PortState::cannot_tell);
+  }
+}
+
+TEST_CASE("a port held by a child of the started process is the kernel's") {
+  using kwd::protocol::PortState;
+  kwd::protocol::ConnectionInfo info;
+  auto [socket_fd, port] = listening_socket();
+  REQUIRE(port > 0);
+  // The socket lives only in a child of this process, as a kernel started through a wrapper
+  // that forks holds its ports in the wrapper's child.
+  const auto holder = holding_child();
+  REQUIRE(holder->pid > 0);
   socket_fd.reset();
-  CHECK(kwd::protocol::port_state(::getpid(), info, port) == PortState::listening);
-  CHECK(kwd::protocol::port_state(holder.pid, info, port) == PortState::listening);
-  CHECK(kwd::protocol::port_state(kernel.pid, info, port) == PortState::held_by_another);
+  CHECK(kwd::protocol::port_state(::getpid(), info, "/tmp/kernel-x.json", port) ==
+        PortState::listening);
+  CHECK(kwd::protocol::port_state(holder->pid, info, "/tmp/kernel-x.json", port) ==
+        PortState::listening);
 }
 
 TEST_CASE("whose socket it is cannot be told of a process tree that cannot be read") {
@@ -209,9 +249,11 @@ TEST_CASE("whose socket it is cannot be told of a process tree that cannot be re
   char proc[] = "/tmp/kwd-proc-XXXXXX";
   REQUIRE(::mkdtemp(proc) != nullptr);
   const std::string root(proc);
-  for (const char* dir : {"/7", "/7/fd", "/7/task", "/7/task/7"})
+  for (const char* dir : {"/1", "/1/fd", "/1/task", "/1/task/1"})
     REQUIRE(::mkdir((root + dir).c_str(), 0700) == 0);
-  CHECK_FALSE(process_tree_holds(7, {1}, root).has_value());
-  for (const char* dir : {"/7/task/7", "/7/task", "/7/fd", "/7", ""})
+  CHECK_FALSE(process_tree_holds(1, {1}, root).has_value());
+  // A process missing from /proc that is not gone (hidepid hides other users'): no answer.
+  CHECK_FALSE(process_tree_holds(1, {1}, root + "/nothing").has_value());
+  for (const char* dir : {"/1/task/1", "/1/task", "/1/fd", "/1", ""})
     ::rmdir((root + dir).c_str());
 }

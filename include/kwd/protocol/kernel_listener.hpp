@@ -92,7 +92,7 @@ class KernelListener {
   void try_load();
   void poll_ports();
   // Whether the kernel itself now listens on `port` (or whose it is cannot be told); says once
-  // when another process holds it.
+  // when another kernel holds it, and when that has ended.
   bool kernel_listens(int port, const char* channel, std::chrono::milliseconds listing_age);
   void connect_iopub();
   void connect_heartbeat();
@@ -120,7 +120,10 @@ class KernelListener {
   bool warned_ = false;
   std::int64_t waiting_since_ns_ = 0;
   bool warned_slow_bind_ = false;
-  bool warned_port_held_ = false;
+  // Set while another kernel holds this kernel's IOPub (heartbeat) port: said once in the log,
+  // and in the report's notes if it never ends.
+  std::string iopub_port_held_;
+  std::string heartbeat_port_held_;
   bool polling_slowly_ = false;
   std::chrono::milliseconds slow_poll_interval_{0};
   std::optional<loop::EventLoop::TimerId> poll_timer_;

@@ -8,7 +8,8 @@ namespace kwd::protocol {
 
 // No procfs: TCP listeners cannot be listed cheaply without privileges, so the caller
 // connects and relies on libzmq's reconnect. ipc sockets are files and can be seen.
-PortState port_state(pid_t /*kernel_pid*/, const ConnectionInfo& info, int port,
+PortState port_state(pid_t /*kernel_pid*/, const ConnectionInfo& info,
+                     std::string_view /*connection_file*/, int port,
                      std::chrono::milliseconds /*max_age*/) {
   if (port <= 0) return PortState::not_yet;
   if (info.transport == Transport::ipc) {

@@ -142,8 +142,8 @@ std::optional<SocketInodes> listening_in_proc_net(const std::string& path, int p
     if (ec != std::errc() || static_cast<int>(value) != port) continue;
     std::uint64_t inode = 0;
     const std::string_view text = fields[9];
-    std::from_chars(text.data(), text.data() + text.size(), inode);
-    found.push_back(inode);
+    if (std::from_chars(text.data(), text.data() + text.size(), inode).ec == std::errc())
+      found.push_back(inode);
   }
   return found;
 }

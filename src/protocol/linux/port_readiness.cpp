@@ -3,10 +3,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "kwd/protocol/linux/listening_sockets.hpp"
 #include "kwd/protocol/linux/socket_owner.hpp"
+#include "kwd/util/clock.hpp"
 
 namespace kwd::protocol {
 namespace {
@@ -15,20 +18,43 @@ void append(linux_net::SocketInodes& to, const std::optional<linux_net::SocketIn
   if (found) to.insert(to.end(), found->begin(), found->end());
 }
 
-// A listener on the kernel's port is the kernel's only if its tree holds the socket: another
-// process may have bound the port first (the kernel's own bind then fails), and frames sent
-// there would reach a stranger, another kernel's shell socket even.
-PortState whose(pid_t kernel_pid, const linux_net::SocketInodes& listeners) {
+// A port held by another kernel is looked for across the process table. Found, the answer
+// holds for this long (a port stays held while that kernel lives), so a daemon polling such a
+// kernel's ports does not list the table at every poll; not found, the port is connected to
+// and not asked about again.
+constexpr std::int64_t kHolderVerdictNs = 5'000'000'000;
+
+bool held_by_another_kernel(const linux_net::SocketInodes& listeners,
+                            std::string_view connection_file) {
+  thread_local std::map<std::pair<std::uint64_t, std::string>, std::pair<std::int64_t, bool>>
+      verdicts;
+  const std::int64_t now = util::steady_ns();
+  std::erase_if(verdicts, [&](const auto& v) { return now - v.second.first > kHolderVerdictNs; });
+  const auto key = std::make_pair(listeners.front(), std::string(connection_file));
+  if (const auto it = verdicts.find(key); it != verdicts.end()) return it->second.second;
+  const bool held = linux_net::held_by_another_kernel(listeners, connection_file);
+  if (held) verdicts[key] = {now, held};
+  return held;
+}
+
+// A listener on the kernel's port is the kernel's if its tree holds the socket. Another
+// kernel's, when that kernel bound the port first (this one's bind then fails): frames sent
+// there would reach its shell socket. Anything else is connected to as before: a kernel in a
+// container (docker-proxy holds its ports), behind an ssh tunnel, or detached with setsid
+// listens outside the tree of the process that was started.
+PortState whose(pid_t kernel_pid, std::string_view connection_file,
+                const linux_net::SocketInodes& listeners) {
   if (listeners.empty()) return PortState::not_yet;
-  const auto ours = linux_net::process_tree_holds(kernel_pid, listeners);
-  if (!ours) return PortState::cannot_tell;
-  return *ours ? PortState::listening : PortState::held_by_another;
+  if (linux_net::process_tree_holds(kernel_pid, listeners).value_or(false))
+    return PortState::listening;
+  return held_by_another_kernel(listeners, connection_file) ? PortState::held_by_another
+                                                            : PortState::cannot_tell;
 }
 
 }  // namespace
 
-PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port,
-                     std::chrono::milliseconds max_age) {
+PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, std::string_view connection_file,
+                     int port, std::chrono::milliseconds max_age) {
   if (port <= 0) return PortState::not_yet;
   if (info.transport == Transport::ipc) {
     struct stat st {};
@@ -41,7 +67,7 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port,
   if (const auto v4 = linux_net::listening_by_sock_diag(AF_INET, port, max_age)) {
     linux_net::SocketInodes listeners = *v4;
     append(listeners, linux_net::listening_by_sock_diag(AF_INET6, port, max_age));
-    return whose(kernel_pid, listeners);
+    return whose(kernel_pid, connection_file, listeners);
   }
 
   // No sock_diag here: the kernel's own view in procfs, slower.
@@ -52,7 +78,7 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, int port,
   linux_net::SocketInodes listeners;
   append(listeners, tcp);
   append(listeners, tcp6);
-  return whose(kernel_pid, listeners);
+  return whose(kernel_pid, connection_file, listeners);
 }
 
 }  // namespace kwd::protocol
