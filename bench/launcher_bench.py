@@ -11,8 +11,10 @@
 2. Start-up: kernel start to kernel_info_reply, through the watchdog and directly,
    alternating which goes first, N times each. One kernel_info_request, timed to its reply:
    jupyter_client's wait_for_ready() also waits for IOPub traffic and then for 0.2 s of
-   quiet on it, which made its times bimodal (~170 ms apart) and hid a few ms of difference
-   under that noise. Also the watchdog's delay before the kernel's exec, on its own.
+   quiet on it. The client's sockets retry their connection every 1 ms, not libzmq's default
+   100 ms: a connect refused before the kernel has bound would otherwise add 0 to ~190 ms to
+   a start (both ways alike), noise over an effect of a few ms. Also the watchdog's delay
+   before the kernel's exec, on its own.
 
 Usage: /usr/bin/python3 bench/launcher_bench.py --watchdog build/kernel-watchdog [--kills 20]
 """
@@ -26,9 +28,11 @@ import select
 import signal
 import statistics
 import subprocess
+import sys
 import time
 
 import sandbox
+import zmq
 from jupyter_client import KernelManager
 from jupyter_client.restarter import KernelRestarter
 
@@ -115,6 +119,8 @@ def bench_death_to_report(kills, report_dir):
         kc.wait_for_ready(timeout=60)
         kc.stop_channels()
         pid = kernel_pid_under(km.provisioner.process.pid)
+        if pid is None:
+            sys.exit("no ipykernel under the watchdog: did the kernel start?")
         restarter = KernelRestarter(kernel_manager=km)
         noticed = {}
         restarter.add_callback(lambda: noticed.setdefault("t", time.perf_counter()), "restart")
@@ -134,7 +140,7 @@ def bench_death_to_report(kills, report_dir):
         # The watchdog's own share: from the moment it saw the death (the report's died_at_ms,
         # its wall clock) to the report visible here (fsync and rename included). Not the
         # file's mtime: the kernel stamps that from a clock that moves in 4 ms ticks.
-        (path,) = new
+        path = max(new, key=os.path.getmtime)
         with open(path) as f:
             doc = json.load(f)
         watchdog_ms.append(seen_wall_ms - doc["kernel"]["died_at_ms"])
@@ -149,6 +155,7 @@ def bench_death_to_report(kills, report_dir):
               f"watchdog's share {watchdog_ms[-1]:5.1f} ms), "
               f"restarter noticed {restarter_ms[-1]:8.1f} ms", flush=True)
     km.shutdown_kernel(now=True)
+    os.close(store.fd)
     return report_ms, restarter_ms, watchdog_ms, dying_ms
 
 
@@ -158,6 +165,7 @@ def bench_startup(runs):
         t0 = time.perf_counter()
         km.start_kernel()
         kc = km.client()
+        kc.context.setsockopt(zmq.RECONNECT_IVL, 1)  # for the sockets made from here on
         kc.start_channels()
         # Queued until the kernel's shell socket is bound, answered once it can.
         msg_id = kc.kernel_info()
@@ -185,9 +193,10 @@ def launch_delay(watchdog, report_dir, runs):
         return (float(out) - t0) * 1000
 
     command = ["/bin/date", "+%s.%N"]
-    direct = [once(command) for _ in range(runs)]
-    watched = [once([watchdog, "run", "--report-dir", str(report_dir), "--", *command])
-               for _ in range(runs)]
+    direct, watched = [], []
+    for _ in range(runs):
+        direct.append(once(command))
+        watched.append(once([watchdog, "run", "--report-dir", str(report_dir), "--", *command]))
     return statistics.median(watched), statistics.median(direct)
 
 
@@ -226,12 +235,13 @@ def main():
     print(f"jupyter_client restarter notices median {sm:8.1f} ms   p99 {sp:8.1f} ms")
     print(f"ratio restarter/report           median {sm / rm:8.0f}x")
     mean_w, mean_d = statistics.mean(watched), statistics.mean(direct)
+    paired = [w - d for w, d in zip(watched, direct)]
     print(f"start to kernel_info_reply       watched {wm:7.1f} ms   direct {dm:7.1f} ms   "
           f"overhead {100 * (wm - dm) / dm:+.1f} %   (target <= +2 %; medians of {len(watched)})")
     print(f"  means                          watched {mean_w:7.1f} ms   direct {mean_d:7.1f} ms   "
-          f"overhead {100 * (mean_w - mean_d) / mean_d:+.1f} %   (run-to-run spread "
-          f"{statistics.stdev(direct):.0f} ms, so +-{200 * statistics.stdev(direct) / mean_d / len(direct) ** 0.5:.1f} % "
-          "on the mean)")
+          f"overhead {100 * (mean_w - mean_d) / mean_d:+.1f} %   (+-"
+          f"{200 * statistics.stdev(paired) / mean_d / len(paired) ** 0.5:.1f} %: twice the "
+          "standard error of the paired differences)")
     print(f"  the watchdog's start before the kernel's exec: {delay_watched - delay_direct:5.2f} ms "
           f"(spawn to running: {delay_watched:.2f} ms under run, {delay_direct:.2f} ms direct, "
           f"medians of 50) = {100 * (delay_watched - delay_direct) / dm:.1f} % of a direct start")
