@@ -220,7 +220,11 @@ bool KernelListener::kernel_listens(int port, const char* channel, milliseconds 
   }
   const bool connect = may_connect(state);
   if (connect && !held_note.empty()) {
-    spdlog::info("the kernel now listens on its {} port {}; connecting", channel, port);
+    if (state == PortState::listening)
+      spdlog::info("the kernel now listens on its {} port {}; connecting", channel, port);
+    else
+      spdlog::info("the kernel's {} port {} is no longer held by another kernel; connecting",
+                   channel, port);
     held_note.clear();
   }
   return connect;

@@ -462,14 +462,18 @@ def test_ports_another_kernel_holds_are_never_connected_to(world, daemon):
     """A kernel whose ports another kernel took first (its own bind fails) must not have the
     daemon subscribe and ping that kernel: frames would reach its shell socket."""
     d = daemon()
-    other = subprocess.Popen([sys.executable, "-c", LISTENER, "4", "-f",
-                              str(world["tmp"] / "kernel-other.json")],
+    other_file = world["tmp"] / "kernel-other.json"  # another key: another kernel
+    other_file.write_text(json.dumps({"ip": "127.0.0.1", "transport": "tcp",
+                                      "key": secrets.token_hex(16), "shell_port": 1,
+                                      "iopub_port": 2, "stdin_port": 3, "control_port": 4,
+                                      "hb_port": 5, "signature_scheme": "hmac-sha256"}))
+    other = subprocess.Popen([sys.executable, "-c", LISTENER, "8", "-f", str(other_file)],
                              stdout=subprocess.PIPE, text=True)
     iopub, hb = map(int, other.stdout.readline().split())
     cf, kernel = kernel_with_ports(world, "ports-taken", iopub, hb)
     try:
         d.kernel(cf, kernel.pid)
-        assert int(other.stdout.readline()) == 0  # when its 4 s are up
+        assert int(other.stdout.readline()) == 0  # when its 8 s are up
     finally:
         kernel.kill()
         kernel.wait()
@@ -485,13 +489,13 @@ def test_ports_held_by_a_process_that_is_no_kernel_are_connected_to(world, daemo
     """A kernel in a container has its ports held by docker-proxy, one behind an ssh tunnel by
     ssh: not the started process's tree, and still the kernel. Connected to, as before."""
     d = daemon()
-    proxy = subprocess.Popen([sys.executable, "-c", LISTENER, "4"], stdout=subprocess.PIPE,
+    proxy = subprocess.Popen([sys.executable, "-c", LISTENER, "8"], stdout=subprocess.PIPE,
                              text=True)
     iopub, hb = map(int, proxy.stdout.readline().split())
     cf, kernel = kernel_with_ports(world, "behind-a-proxy", iopub, hb)
     try:
         d.kernel(cf, kernel.pid)
-        assert int(proxy.stdout.readline()) >= 2  # IOPub and heartbeat, within its 4 s
+        assert int(proxy.stdout.readline()) >= 2  # IOPub and heartbeat, within its 8 s
     finally:
         kernel.kill()
         kernel.wait()

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -189,46 +191,82 @@ std::unique_ptr<HoldingChild> holding_child(std::vector<std::string> argv = {}) 
 
 }  // namespace
 
-// The state of `port` once it has settled: a listener outside the kernel's tree is looked up
-// across the process table at most once a second, and is not_yet meanwhile.
-kwd::protocol::PortState settled_state(pid_t kernel, const std::string& connection_file, int port) {
-  const kwd::protocol::ConnectionInfo info;
-  auto state = kwd::protocol::port_state(kernel, info, connection_file, port);
-  for (int i = 0; i < 300 && state == kwd::protocol::PortState::not_yet; ++i) {
+// Waits until `pid` has exec'd into a command line holding `needle`, then for longer than a
+// listing of kernels' sockets stays fresh (100 ms): the next question about a listener it
+// does not know takes a new one.
+bool wait_for_exec(pid_t pid, const std::string& needle) {
+  for (int i = 0; i < 300; ++i) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    const std::string cmdline{std::istreambuf_iterator<char>(in), {}};
+    if (cmdline.find(needle) != std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      return true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    state = kwd::protocol::port_state(kernel, info, connection_file, port);
   }
-  return state;
+  return false;
+}
+
+// A connection file in `dir` with this key.
+std::string connection_file(const std::string& dir, const std::string& name,
+                            const std::string& key) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << R"({"ip": "127.0.0.1", "transport": "tcp", "shell_port": 1,
+    "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5,
+    "signature_scheme": "hmac-sha256", "key": ")"
+                      << key << "\"}";
+  return path;
 }
 
 TEST_CASE("a port another kernel listens on is refused, any other listener is not") {
+  using kwd::protocol::port_state;
   using kwd::protocol::PortState;
-  const std::string ours = "/tmp/kwd-test/kernel-ours.json";
-  // The "kernel" is a child that never bound the port (forked before it was).
+  char dir_template[] = "/tmp/kwd-ports-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir(dir_template);
+  const std::string ours = connection_file(dir, "kernel-ours.json", "our-key");
+  const std::string other = connection_file(dir, "kernel-other.json", "their-key");
+  const std::string ours_elsewhere = connection_file(dir, "conn.json", "our-key");
+  kwd::protocol::ConnectionInfo info = kwd::protocol::load_connection_file(ours);
+  // The "kernel" is a child that never bound the ports (forked before they were).
   const auto kernel = holding_child();
   REQUIRE(kernel->pid > 0);
-  auto [socket_fd, port] = listening_socket();
-  REQUIRE(port > 0);
-  // The listener is this test's, a process that names no connection file: whose it is cannot
-  // be told (a container's proxy, an ssh tunnel), and the kernel is connected to as before.
-  CHECK(settled_state(kernel->pid, ours, port) == PortState::cannot_tell);
-  CHECK(kwd::protocol::may_connect(PortState::cannot_tell));
-  CHECK(settled_state(::getpid(), ours, port) == PortState::listening);
-  // Now held only by a process that names another kernel's connection file.
-  const auto other = holding_child({"/bin/sh", "-c", "while :; do sleep 1; done", "sh", "-f",
-                                    "/tmp/kwd-test/kernel-other.json"});
-  REQUIRE(other->pid > 0);
-  socket_fd.reset();
-  // Until the shell has exec'd, its command line is still this test's.
-  auto state = settled_state(kernel->pid, ours, port);
-  for (int i = 0; i < 20 && state != PortState::held_by_another; ++i)
-    state = settled_state(kernel->pid, ours, port);
-  CHECK(state == PortState::held_by_another);
-  CHECK_FALSE(kwd::protocol::may_connect(PortState::held_by_another));
-  // Remembered: asked again at once, the same answer.
-  CHECK(kwd::protocol::port_state(kernel->pid, {}, ours, port) == PortState::held_by_another);
-  // A process naming this kernel's own file is this kernel, wherever it runs (setsid).
-  CHECK(settled_state(kernel->pid, "/elsewhere/kernel-other.json", port) == PortState::cannot_tell);
+  {
+    // Held by this test, a process that names no connection file: whose it is cannot be
+    // told (a container's proxy, an ssh tunnel), and the kernel is connected to as before.
+    auto [socket_fd, port] = listening_socket();
+    REQUIRE(port > 0);
+    CHECK(port_state(kernel->pid, info, ours, port) == PortState::cannot_tell);
+    CHECK(kwd::protocol::may_connect(PortState::cannot_tell));
+    CHECK(port_state(::getpid(), info, ours, port) == PortState::listening);
+  }
+  {
+    // Held by a process that names another kernel's connection file.
+    auto [socket_fd, port] = listening_socket();
+    REQUIRE(port > 0);
+    const auto holder =
+        holding_child({"/bin/sh", "-c", "while :; do sleep 1; done", "sh", "-f", other});
+    socket_fd.reset();
+    REQUIRE(wait_for_exec(holder->pid, other));
+    CHECK(port_state(kernel->pid, info, ours, port) == PortState::held_by_another);
+    CHECK_FALSE(kwd::protocol::may_connect(PortState::held_by_another));
+    // Remembered: asked again at once, the same answer.
+    CHECK(port_state(kernel->pid, info, ours, port) == PortState::held_by_another);
+  }
+  {
+    // Held by a process naming a file with this kernel's key, under another name: this kernel
+    // itself, seen from a container or detached with setsid.
+    auto [socket_fd, port] = listening_socket();
+    REQUIRE(port > 0);
+    const auto holder =
+        holding_child({"/bin/sh", "-c", "while :; do sleep 1; done", "sh", "-f", ours_elsewhere});
+    socket_fd.reset();
+    REQUIRE(wait_for_exec(holder->pid, ours_elsewhere));
+    CHECK(port_state(kernel->pid, info, ours, port) == PortState::cannot_tell);
+  }
+  for (const auto& file : {ours, other, ours_elsewhere})
+    ::unlink(file.c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST_CASE("a port held by a child of the started process is the kernel's") {
@@ -240,8 +278,11 @@ TEST_CASE("a port held by a child of the started process is the kernel's") {
   const auto holder = holding_child();
   REQUIRE(holder->pid > 0);
   socket_fd.reset();
-  CHECK(settled_state(::getpid(), "/tmp/kernel-x.json", port) == PortState::listening);
-  CHECK(settled_state(holder->pid, "/tmp/kernel-x.json", port) == PortState::listening);
+  const kwd::protocol::ConnectionInfo info;
+  CHECK(kwd::protocol::port_state(::getpid(), info, "/tmp/kernel-x.json", port) ==
+        PortState::listening);
+  CHECK(kwd::protocol::port_state(holder->pid, info, "/tmp/kernel-x.json", port) ==
+        PortState::listening);
 }
 
 TEST_CASE("whose socket it is cannot be told of a process tree that cannot be read") {

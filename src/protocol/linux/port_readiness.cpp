@@ -3,8 +3,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "kwd/protocol/linux/listening_sockets.hpp"
@@ -18,29 +20,62 @@ void append(linux_net::SocketInodes& to, const std::optional<linux_net::SocketIn
   if (found) to.insert(to.end(), found->begin(), found->end());
 }
 
-// A port held by another kernel is looked for across the process table (~10 ms with 600
-// processes). Found, the answer holds for a minute: the port stays held while that socket
-// lives, and a socket gone is not listed again. Not found, the port is connected to. Tables
-// are scanned at most once a second: a kernel asking meanwhile is asked again at its next
-// poll (not_yet), so a daemon with many kernels whose ports others hold stays cheap.
+// Which kernel holds a listener is looked up in one listing of the sockets of every process
+// that names a connection file (~10 ms with 600 processes), shared by every kernel asking
+// within kSnapshotNs, and taken again sooner only for a listener it does not know that may
+// be newer than it. A kernel that asks again and again (a poll while its port stays taken, a
+// reconnect check) is answered from its verdict: "another kernel's" for a minute (a listener
+// keeps its holder while it lives), "no other kernel's" for a few seconds (its holder may
+// still be starting: exec'ing into a kernel).
 constexpr std::int64_t kHeldVerdictNs = 60'000'000'000;
-constexpr std::int64_t kScanGapNs = 1'000'000'000;
+constexpr std::int64_t kOtherVerdictNs = 5'000'000'000;
+constexpr std::int64_t kSnapshotNs = 1'000'000'000;
+constexpr std::int64_t kFreshNs = 100'000'000;
 
-PortState held_elsewhere(const linux_net::SocketInodes& listeners,
-                         std::string_view connection_file) {
-  thread_local std::map<std::pair<std::uint64_t, std::string>, std::int64_t> held_since;
-  thread_local std::int64_t last_scan_ns = 0;
+struct HolderSnapshot {
+  std::int64_t taken_ns = -1;
+  std::unordered_map<std::uint64_t, linux_net::KernelLikeProcess> by_inode;
+};
+
+PortState held_elsewhere(const ConnectionInfo& info, std::string_view connection_file,
+                         const linux_net::SocketInodes& listeners) {
+  thread_local std::map<std::pair<std::uint64_t, std::string>, std::pair<std::int64_t, PortState>>
+      verdicts;
+  thread_local HolderSnapshot snapshot;
   const std::int64_t now = util::steady_ns();
-  std::erase_if(held_since, [&](const auto& h) { return now - h.second > kHeldVerdictNs; });
-  for (const std::uint64_t inode : listeners)
-    if (held_since.contains({inode, std::string(connection_file)}))
+  std::erase_if(verdicts, [&](const auto& v) {
+    const auto& [at, state] = v.second;
+    return now - at > (state == PortState::held_by_another ? kHeldVerdictNs : kOtherVerdictNs);
+  });
+  const std::string file(connection_file);
+  bool all_known = true;
+  for (const std::uint64_t inode : listeners) {
+    const auto it = verdicts.find({inode, file});
+    if (it == verdicts.end())
+      all_known = false;
+    else if (it->second.second == PortState::held_by_another)
       return PortState::held_by_another;
-  if (last_scan_ns != 0 && now - last_scan_ns < kScanGapNs) return PortState::not_yet;
-  last_scan_ns = now;
-  if (!linux_net::held_by_another_kernel(listeners, connection_file)) return PortState::cannot_tell;
-  for (const std::uint64_t inode : listeners)
-    held_since[{inode, std::string(connection_file)}] = now;
-  return PortState::held_by_another;
+  }
+  if (all_known) return PortState::cannot_tell;
+
+  const auto unknown = [&] {
+    return std::any_of(listeners.begin(), listeners.end(),
+                       [&](std::uint64_t inode) { return !snapshot.by_inode.contains(inode); });
+  };
+  if (snapshot.taken_ns < 0 || now - snapshot.taken_ns > kSnapshotNs ||
+      (now - snapshot.taken_ns > kFreshNs && unknown())) {
+    snapshot.by_inode = linux_net::sockets_of_kernel_like_processes();
+    snapshot.taken_ns = now;
+  }
+  PortState state = PortState::cannot_tell;
+  for (const std::uint64_t inode : listeners) {
+    const auto holder = snapshot.by_inode.find(inode);
+    const bool another = holder != snapshot.by_inode.end() &&
+                         linux_net::is_another_kernel(holder->second, info).value_or(false);
+    verdicts[{inode, file}] = {now, another ? PortState::held_by_another : PortState::cannot_tell};
+    if (another) state = PortState::held_by_another;
+  }
+  return state;
 }
 
 // A listener on the kernel's port is the kernel's if its tree holds the socket. Another
@@ -48,12 +83,12 @@ PortState held_elsewhere(const linux_net::SocketInodes& listeners,
 // there would reach its shell socket. Anything else is connected to as before: a kernel in a
 // container (docker-proxy holds its ports), behind an ssh tunnel, or detached with setsid
 // listens outside the tree of the process that was started.
-PortState whose(pid_t kernel_pid, std::string_view connection_file,
+PortState whose(pid_t kernel_pid, const ConnectionInfo& info, std::string_view connection_file,
                 const linux_net::SocketInodes& listeners) {
   if (listeners.empty()) return PortState::not_yet;
   if (linux_net::process_tree_holds(kernel_pid, listeners).value_or(false))
     return PortState::listening;
-  return held_elsewhere(listeners, connection_file);
+  return held_elsewhere(info, connection_file, listeners);
 }
 
 }  // namespace
@@ -72,7 +107,7 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, std::string_v
   if (const auto v4 = linux_net::listening_by_sock_diag(AF_INET, port, max_age)) {
     linux_net::SocketInodes listeners = *v4;
     append(listeners, linux_net::listening_by_sock_diag(AF_INET6, port, max_age));
-    return whose(kernel_pid, connection_file, listeners);
+    return whose(kernel_pid, info, connection_file, listeners);
   }
 
   // No sock_diag here: the kernel's own view in procfs, slower.
@@ -83,7 +118,7 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, std::string_v
   linux_net::SocketInodes listeners;
   append(listeners, tcp);
   append(listeners, tcp6);
-  return whose(kernel_pid, connection_file, listeners);
+  return whose(kernel_pid, info, connection_file, listeners);
 }
 
 }  // namespace kwd::protocol

@@ -2,18 +2,19 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <vector>
 
+#include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/util/process_args.hpp"
 
 namespace kwd::protocol::linux_net {
@@ -39,10 +40,10 @@ bool gone(pid_t pid) {
 
 enum class Holds { yes, no, unreadable };
 
-Holds holds_one_of(const std::string& proc, pid_t pid, const SocketInodes& sockets) {
-  int error = 0;
-  const Directory fds = open_directory(proc + "/" + std::to_string(pid) + "/fd", error);
-  if (!fds) return error == ENOENT && gone(pid) ? Holds::no : Holds::unreadable;
+// Calls f(inode) for each socket among the open files listed in `fds` (/proc/PID/fd); stops
+// when f returns true, and returns whether it did.
+template <typename F>
+bool any_socket(const Directory& fds, F&& f) {
   constexpr std::string_view kPrefix = "socket:[";
   char target[64];
   while (const dirent* entry = ::readdir(fds.get())) {
@@ -52,12 +53,24 @@ Holds holds_one_of(const std::string& proc, pid_t pid, const SocketInodes& socke
     const std::string_view link(target, static_cast<std::size_t>(length));
     if (!link.starts_with(kPrefix) || !link.ends_with(']')) continue;
     std::uint64_t inode = 0;
-    const auto [end, ec] =
-        std::from_chars(link.data() + kPrefix.size(), link.data() + link.size() - 1, inode);
-    if (ec == std::errc() && std::find(sockets.begin(), sockets.end(), inode) != sockets.end())
-      return Holds::yes;
+    if (std::from_chars(link.data() + kPrefix.size(), link.data() + link.size() - 1, inode).ec ==
+            std::errc() &&
+        f(inode))
+      return true;
   }
-  return Holds::no;
+  return false;
+}
+
+Holds holds_one_of(const std::string& proc, pid_t pid, const SocketInodes& sockets) {
+  int error = 0;
+  const Directory fds = open_directory(proc + "/" + std::to_string(pid) + "/fd", error);
+  if (!fds) return error == ENOENT && gone(pid) ? Holds::no : Holds::unreadable;
+  return any_socket(fds,
+                    [&](std::uint64_t inode) {
+                      return std::find(sockets.begin(), sockets.end(), inode) != sockets.end();
+                    })
+             ? Holds::yes
+             : Holds::no;
 }
 
 // The children of `pid`: each thread lists those it forked. False when they cannot be
@@ -106,32 +119,48 @@ std::optional<bool> process_tree_holds(pid_t root, const SocketInodes& sockets,
   return false;
 }
 
-bool held_by_another_kernel(const SocketInodes& sockets, std::string_view connection_file,
-                            const std::string& proc) {
-  if (sockets.empty()) return false;
-  const auto ours = std::filesystem::path(connection_file).filename();
+std::unordered_map<std::uint64_t, KernelLikeProcess> sockets_of_kernel_like_processes(
+    const std::string& proc) {
+  std::unordered_map<std::uint64_t, KernelLikeProcess> by_inode;
   int error = 0;
   const Directory processes = open_directory(proc, error);
-  if (!processes) return false;
+  if (!processes) return by_inode;
   while (const dirent* entry = ::readdir(processes.get())) {
     pid_t pid = 0;
     const std::string_view name(entry->d_name);
     const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
     if (ec != std::errc() || end != name.data() + name.size()) continue;
-    // Only a process that names a connection file costs the look at its fds.
-    std::ifstream in(proc + "/" + std::string(name) + "/cmdline", std::ios::binary);
+    const std::string base = proc + "/" + std::string(name);
+    std::ifstream in(base + "/cmdline", std::ios::binary);
     const std::string cmdline{std::istreambuf_iterator<char>(in), {}};
-    const auto argv = util::split_nul(cmdline);
-    const bool names_a_file = std::any_of(argv.begin(), argv.end(), [](const std::string& a) {
-      return a.size() > 5 && a.ends_with(".json");
+    const auto named = find_connection_file(util::split_nul(cmdline));
+    if (!named) continue;
+    KernelLikeProcess holder{pid,
+                             (named->starts_with('/') ? base + "/root" : base + "/cwd/") + *named};
+    const Directory fds = open_directory(base + "/fd", error);
+    if (!fds) continue;
+    any_socket(fds, [&](std::uint64_t inode) {
+      by_inode.emplace(inode, holder);
+      return false;
     });
-    // By file name: a kernel may name it relative to its working directory, or as --f=PATH.
-    const bool names_ours = std::any_of(argv.begin(), argv.end(), [&](const std::string& a) {
-      return std::filesystem::path(a).filename() == ours;
-    });
-    if (names_a_file && !names_ours && holds_one_of(proc, pid, sockets) == Holds::yes) return true;
   }
-  return false;
+  return by_inode;
+}
+
+std::optional<bool> is_another_kernel(const KernelLikeProcess& holder, const ConnectionInfo& ours) {
+  ConnectionInfo theirs;
+  try {
+    theirs = load_connection_file(holder.connection_file);
+  } catch (const std::exception&) {
+    return std::nullopt;  // gone, unreadable, or not a connection file after all
+  }
+  const std::string_view a = theirs.key.reveal();
+  const std::string_view b = ours.key.reveal();
+  if (!a.empty() || !b.empty())
+    return a.size() != b.size() || CRYPTO_memcmp(a.data(), b.data(), a.size()) != 0;
+  return theirs.shell_port != ours.shell_port || theirs.iopub_port != ours.iopub_port ||
+         theirs.stdin_port != ours.stdin_port || theirs.control_port != ours.control_port ||
+         theirs.hb_port != ours.hb_port;
 }
 
 }  // namespace kwd::protocol::linux_net

@@ -2,10 +2,12 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
+#include <unordered_map>
 
+#include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/linux/listening_sockets.hpp"
 
 namespace kwd::protocol::linux_net {
@@ -16,13 +18,23 @@ namespace kwd::protocol::linux_net {
 std::optional<bool> process_tree_holds(pid_t root, const SocketInodes& sockets,
                                        const std::string& proc = "/proc");
 
-// Whether one of `sockets` is held by another Jupyter kernel: a process whose command line
-// names a connection file (an argument ending in .json) but not `connection_file`. A kernel
-// whose port another took first fails to bind it; what listens there is then, most often, a
-// kernel started a moment before with the same port. Anything else holding it (docker-proxy
-// for a kernel in a container, ssh for a tunnelled one, a kernel detached with setsid, which
-// names this very file) is not known to be wrong: false.
-bool held_by_another_kernel(const SocketInodes& sockets, std::string_view connection_file,
-                            const std::string& proc = "/proc");
+// A process that names a connection file in its argv (protocol::find_connection_file), and
+// where that file lies as the process sees it: /proc/PID/root/PATH, or /proc/PID/cwd/PATH
+// for a relative one.
+struct KernelLikeProcess {
+  pid_t pid = 0;
+  std::string connection_file;
+};
+
+// The sockets held by every process that names a connection file, by inode. One pass over
+// the process table: the command lines, then the fds of those few.
+std::unordered_map<std::uint64_t, KernelLikeProcess> sockets_of_kernel_like_processes(
+    const std::string& proc = "/proc");
+
+// Whether `holder` is another kernel than the one `ours` describes: the file it names loads
+// and holds another key (or, unsigned, other ports). nullopt when that file cannot be read.
+// A kernel in a container naming its file by another path, or one detached with setsid, is
+// the same kernel: same key.
+std::optional<bool> is_another_kernel(const KernelLikeProcess& holder, const ConnectionInfo& ours);
 
 }  // namespace kwd::protocol::linux_net
