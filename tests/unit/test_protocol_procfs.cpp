@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kwd/hang/thread_snapshot.hpp"
@@ -240,30 +241,23 @@ TEST_CASE("a port another kernel listens on is refused, any other listener is no
     CHECK(kwd::protocol::may_connect(PortState::cannot_tell));
     CHECK(port_state(::getpid(), info, ours, port) == PortState::listening);
   }
-  {
-    // Held by a process that names another kernel's connection file.
+  // The state of a port held only by a process that names `file` (asked twice).
+  const auto held_by_one_naming = [&](const std::string& file) {
     auto [socket_fd, port] = listening_socket();
-    REQUIRE(port > 0);
     const auto holder =
-        holding_child({"/bin/sh", "-c", "while :; do sleep 1; done", "sh", "-f", other});
+        holding_child({"/bin/sh", "-c", "while :; do sleep 1; done", "sh", "-f", file});
     socket_fd.reset();
-    REQUIRE(wait_for_exec(holder->pid, other));
-    CHECK(port_state(kernel->pid, info, ours, port) == PortState::held_by_another);
-    CHECK_FALSE(kwd::protocol::may_connect(PortState::held_by_another));
-    // Remembered: asked again at once, the same answer.
-    CHECK(port_state(kernel->pid, info, ours, port) == PortState::held_by_another);
-  }
-  {
-    // Held by a process naming a file with this kernel's key, under another name: this kernel
-    // itself, seen from a container or detached with setsid.
-    auto [socket_fd, port] = listening_socket();
-    REQUIRE(port > 0);
-    const auto holder =
-        holding_child({"/bin/sh", "-c", "while :; do sleep 1; done", "sh", "-f", ours_elsewhere});
-    socket_fd.reset();
-    REQUIRE(wait_for_exec(holder->pid, ours_elsewhere));
-    CHECK(port_state(kernel->pid, info, ours, port) == PortState::cannot_tell);
-  }
+    REQUIRE(wait_for_exec(holder->pid, file));
+    const PortState first = port_state(kernel->pid, info, ours, port);
+    return std::pair{first, port_state(kernel->pid, info, ours, port)};
+  };
+  // Another kernel's connection file: refused, and remembered.
+  CHECK(held_by_one_naming(other) ==
+        std::pair{PortState::held_by_another, PortState::held_by_another});
+  CHECK_FALSE(kwd::protocol::may_connect(PortState::held_by_another));
+  // A file with this kernel's key under another name: this kernel itself, seen from a
+  // container or detached with setsid.
+  CHECK(held_by_one_naming(ours_elsewhere).first == PortState::cannot_tell);
   for (const auto& file : {ours, other, ours_elsewhere})
     ::unlink(file.c_str());
   ::rmdir(dir.c_str());
