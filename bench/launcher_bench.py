@@ -5,13 +5,14 @@
    moment jupyter_client's KernelRestarter (the thing that makes the front end say "the
    kernel appears to have died") notices, on the same death. (a) is split in two: the
    kernel dying (faulthandler's dump, its threads ending, its address space torn down) and
-   the watchdog's own share. The bench waits in poll() on a pidfd and an inotify watch of
+   what follows (SIGCHLD, the watchdog's work, inotify to this bench); the watchdog's own
+   share (from the death it saw to the report visible, by its clock) is printed too. The bench waits in poll() on a pidfd and an inotify watch of
    the store: a waiter that polled in a loop would take one of this machine's two cores from
    the dying kernel and the watchdog, and measure itself.
 2. Start-up: kernel start to kernel_info_reply, through the watchdog and directly,
    alternating which goes first, N times each. One kernel_info_request, timed to its reply:
    jupyter_client's wait_for_ready() also waits for IOPub traffic and then for 0.2 s of
-   quiet on it. The client's sockets retry their connection every 1 ms, not libzmq's default
+   quiet on it. The client's sockets retry their connection every 5 ms, not libzmq's default
    100 ms: a connect refused before the kernel has bound would otherwise add 0 to ~190 ms to
    a start (both ways alike), noise over an effect of a few ms. Also the watchdog's delay
    before the kernel's exec, on its own.
@@ -87,7 +88,7 @@ class StoreWatch:
 
 
 def wait_for_death_and_report(pidfd, store, before, timeout=60):
-    """(kernel ended, new report path), the first as perf_counter time: the process has
+    """(kernel ended, the new reports' paths), the first as perf_counter time: the process has
     ended when its pidfd turns readable, the moment its parent, the watchdog, is told."""
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
@@ -165,7 +166,7 @@ def bench_startup(runs):
         t0 = time.perf_counter()
         km.start_kernel()
         kc = km.client()
-        kc.context.setsockopt(zmq.RECONNECT_IVL, 1)  # for the sockets made from here on
+        kc.context.setsockopt(zmq.RECONNECT_IVL, 5)  # for the sockets made from here on
         kc.start_channels()
         # Queued until the kernel's shell socket is bound, answered once it can.
         msg_id = kc.kernel_info()
@@ -236,11 +237,12 @@ def main():
     print(f"ratio restarter/report           median {sm / rm:8.0f}x")
     mean_w, mean_d = statistics.mean(watched), statistics.mean(direct)
     paired = [w - d for w, d in zip(watched, direct)]
+    spread = statistics.stdev(paired) if len(paired) > 1 else float("nan")
     print(f"start to kernel_info_reply       watched {wm:7.1f} ms   direct {dm:7.1f} ms   "
           f"overhead {100 * (wm - dm) / dm:+.1f} %   (target <= +2 %; medians of {len(watched)})")
     print(f"  means                          watched {mean_w:7.1f} ms   direct {mean_d:7.1f} ms   "
           f"overhead {100 * (mean_w - mean_d) / mean_d:+.1f} %   (+-"
-          f"{200 * statistics.stdev(paired) / mean_d / len(paired) ** 0.5:.1f} %: twice the "
+          f"{200 * spread / mean_d / len(paired) ** 0.5:.1f} %: twice the "
           "standard error of the paired differences)")
     print(f"  the watchdog's start before the kernel's exec: {delay_watched - delay_direct:5.2f} ms "
           f"(spawn to running: {delay_watched:.2f} ms under run, {delay_direct:.2f} ms direct, "

@@ -1,6 +1,10 @@
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "kwd/cli/commands.hpp"
 #include "kwd/platform/memory_reuse.hpp"
@@ -19,6 +23,40 @@ bool parse_budget(const std::string& flag, const std::string& text,
     return false;
   }
   into = *bytes;
+  return true;
+}
+
+// --ipython-history: "memory" (IPython's ":memory:"), "profile" (the kernel's own setting:
+// an empty value, nothing added), or a history file, made absolute here (the kernels run in
+// each notebook's folder) and checked: IPython fails to start on a file that is no SQLite
+// database, and on a folder that does not exist.
+bool parse_history(const std::string& text, std::string& into) {
+  if (text == "memory") {
+    into = ":memory:";
+    return true;
+  }
+  if (text == "profile") {
+    into.clear();
+    return true;
+  }
+  const auto problem = [&](const std::string& why) {
+    spdlog::error("--ipython-history: '{}' {} (give memory, profile or an SQLite file)", text, why);
+    return false;
+  };
+  if (text.empty()) return problem("is empty");
+  const std::filesystem::path file = std::filesystem::absolute(text);
+  std::error_code error;
+  if (!std::filesystem::is_directory(file.parent_path(), error))
+    return problem("is in a folder that does not exist");
+  if (std::filesystem::exists(file, error)) {
+    constexpr std::string_view kHeader{"SQLite format 3\0", 16};
+    std::ifstream in(file, std::ios::binary);
+    std::string head(kHeader.size(), '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    const bool empty = in.gcount() == 0 && std::filesystem::file_size(file, error) == 0;
+    if (!empty && head != kHeader) return problem("exists and is not an SQLite database");
+  }
+  into = file.string();
   return true;
 }
 
@@ -93,19 +131,21 @@ Command add_smoke_command(CLI::App& app) {
   smoke->add_flag_callback(
       "--no-faulthandler", [options] { options->faulthandler = false; },
       "Do not turn on Python's faulthandler in the kernels");
+  auto history = std::make_shared<std::string>("memory");
   smoke
-      ->add_option("--ipython-history", options->ipython_history,
-                   "Where IPython kernels (python -m ipykernel_launcher) keep their history. In "
-                   "memory by default, as nbclient does: CI runs stay out of your history file, "
-                   "and parallel kernels do not contend for its lock. A path keeps it there; "
-                   "\"\" leaves the kernel's own setting")
+      ->add_option("--ipython-history", *history,
+                   "Where IPython kernels (python -m ipykernel_launcher) keep their history: "
+                   "memory (the default, as nbclient has it: a CI run stays out of your "
+                   "history file, and parallel kernels do not contend for its lock), profile "
+                   "(the kernel's own setting), or an SQLite file")
       ->capture_default_str();
   smoke->add_option("notebooks", *notebooks, "Notebooks (.ipynb) to run")->required();
 
   return {smoke, [=]() -> int {
             if (!parse_budget("--memory-limit", *memory_limit, options->memory_limit) ||
                 !parse_budget("--max-rss", *max_rss, options->max_rss) ||
-                !parse_budget("--max-gpu", *max_gpu, options->max_gpu))
+                !parse_budget("--max-gpu", *max_gpu, options->max_gpu) ||
+                !parse_history(*history, options->ipython_history))
               return 4;
             options->output_dir = std::filesystem::absolute(options->output_dir);
             if (!options->cwd.empty()) options->cwd = std::filesystem::absolute(options->cwd);

@@ -175,10 +175,10 @@ void KernelListener::poll_ports() {
   if (!info_ || !context_) return;
   const milliseconds listing_age = polling_slowly_ ? kSlowPortListingAge : kFastPortListingAge;
   if (!iopub_ && !fed_by_client() && problem_.empty() &&
-      kernel_listens(info_->iopub_port, "IOPub", listing_age))
+      kernel_listens(info_->iopub_port, "IOPub", iopub_port_held_, listing_age))
     connect_iopub();
   if (!heartbeat_ && !heartbeat_failed_ && problem_.empty() &&
-      kernel_listens(info_->hb_port, "heartbeat", listing_age))
+      kernel_listens(info_->hb_port, "heartbeat", heartbeat_port_held_, listing_age))
     connect_heartbeat();
   const bool done = (iopub_ || fed_by_client()) && (heartbeat_ || heartbeat_failed_);
   if (done || !problem_.empty()) {
@@ -203,9 +203,8 @@ void KernelListener::poll_ports() {
   }
 }
 
-bool KernelListener::kernel_listens(int port, const char* channel, milliseconds listing_age) {
-  const bool iopub = std::string_view(channel) == "IOPub";
-  std::string& held_note = iopub ? iopub_port_held_ : heartbeat_port_held_;
+bool KernelListener::kernel_listens(int port, const char* channel, std::string& held_note,
+                                    milliseconds listing_age) {
   PortState state = port_state(kernel_pid_, *info_, path_, port, listing_age);
   // A listing up to listing_age old may predate the kernel's own bind: asked afresh first.
   if (state == PortState::held_by_another && held_note.empty())

@@ -128,11 +128,33 @@ def test_ipython_history_stays_in_memory_unless_asked(smoke, tmp_path, monkeypat
 
     assert history_file() == ":memory:"
     assert not (tmp_path / "ipython").exists() or not list((tmp_path / "ipython").rglob("*.sqlite"))
-    chosen = tmp_path / "mine.sqlite"
-    assert history_file("--ipython-history", chosen) == str(chosen)
-    # "" leaves the kernel's own setting: the profile's history file.
-    assert history_file("--ipython-history", "") == str(
+    # A relative file is taken from where smoke runs (tmp_path), not the kernel's folder.
+    (tmp_path / "hist").mkdir()
+    assert history_file("--ipython-history", "hist/mine.sqlite") == str(
+        tmp_path / "hist" / "mine.sqlite")
+    # profile: the kernel's own setting, the profile's history file.
+    assert history_file("--ipython-history", "profile") == str(
         tmp_path / "ipython" / "profile_default" / "history.sqlite")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--ipython-history", ""], "'' is empty"),
+    # The shell's --ipython-history="" gives the parser the next argument as the value.
+    (["--ipython-history="], "a.ipynb' exists and is not an SQLite database"),
+    (["--ipython-history", "nowhere/h.sqlite"], "folder that does not exist"),
+    (["--ipython-history", "not-sqlite.txt"], "is not an SQLite database"),
+])
+def test_ipython_history_that_cannot_work_is_refused_before_any_kernel(smoke, tmp_path, args,
+                                                                       says):
+    """No notebook may be swallowed as a value and skipped, and a file IPython cannot open
+    would stop every kernel from starting."""
+    run, out = smoke
+    (tmp_path / "not-sqlite.txt").write_text("hello")
+    notebooks = [write_notebook(tmp_path / name, ["1"]) for name in ("a.ipynb", "b.ipynb")]
+    proc = run(*args, *notebooks)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert says in proc.stderr
+    assert not (out / "a.ipynb").exists() and not (out / "b.ipynb").exists()
 
 
 def test_raising_cell_fails_and_stops_the_notebook(smoke, tmp_path):

@@ -192,6 +192,8 @@ std::unique_ptr<HoldingChild> holding_child(std::vector<std::string> argv = {}) 
 
 }  // namespace
 
+namespace {
+
 // Waits until `pid` has exec'd into a command line holding `needle`, then for longer than a
 // listing of kernels' sockets stays fresh (100 ms): the next question about a listener it
 // does not know takes a new one.
@@ -218,6 +220,8 @@ std::string connection_file(const std::string& dir, const std::string& name,
                       << key << "\"}";
   return path;
 }
+
+}  // namespace
 
 TEST_CASE("a port another kernel listens on is refused, any other listener is not") {
   using kwd::protocol::port_state;

@@ -93,7 +93,9 @@ class KernelListener {
   void poll_ports();
   // Whether the kernel itself now listens on `port` (or whose it is cannot be told); says once
   // when another kernel holds it, and when that has ended.
-  bool kernel_listens(int port, const char* channel, std::chrono::milliseconds listing_age);
+  // `held_note` is that channel's: set while another kernel holds the port.
+  bool kernel_listens(int port, const char* channel, std::string& held_note,
+                      std::chrono::milliseconds listing_age);
   void connect_iopub();
   void connect_heartbeat();
   void on_iopub_events();

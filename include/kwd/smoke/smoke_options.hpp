@@ -28,7 +28,7 @@ struct SmokeOptions {
   // --ipython-history: where IPython kernels keep their history. In memory, as nbclient has
   // it: a CI run does not add to the user's history file, kernels run in parallel do not
   // contend for its SQLite lock, and a cell costs the kernel no write to disk. Empty: the
-  // kernel's own setting.
+  // kernel's own setting ("profile"); else an absolute path.
   std::string ipython_history = ":memory:";
 };
 

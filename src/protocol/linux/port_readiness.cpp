@@ -22,11 +22,11 @@ void append(linux_net::SocketInodes& to, const std::optional<linux_net::SocketIn
 
 // Which kernel holds a listener is looked up in one listing of the sockets of every process
 // that names a connection file (~10 ms with 600 processes), shared by every kernel asking
-// within kSnapshotNs, and taken again sooner only for a listener it does not know that may
-// be newer than it. A kernel that asks again and again (a poll while its port stays taken, a
-// reconnect check) is answered from its verdict: "another kernel's" for a minute (a listener
-// keeps its holder while it lives), "no other kernel's" for a few seconds (its holder may
-// still be starting: exec'ing into a kernel).
+// within kSnapshotNs, and taken again sooner for a listener it does not know that may be
+// newer than it (once it is kFreshNs old; before, the kernel asks again at its next poll). A kernel
+// that asks again and again (a poll while its port stays taken, a reconnect check) is answered from
+// its verdict: "another kernel's" for a minute (a listener keeps its holder while it lives), "no
+// other kernel's" for a few seconds (its holder may still be starting: exec'ing into a kernel).
 constexpr std::int64_t kHeldVerdictNs = 60'000'000'000;
 constexpr std::int64_t kOtherVerdictNs = 5'000'000'000;
 constexpr std::int64_t kSnapshotNs = 1'000'000'000;
@@ -66,6 +66,10 @@ PortState held_elsewhere(const ConnectionInfo& info, std::string_view connection
       (now - snapshot.taken_ns > kFreshNs && unknown())) {
     snapshot.by_inode = linux_net::sockets_of_kernel_like_processes();
     snapshot.taken_ns = now;
+  } else if (unknown()) {
+    // A listener newer than a listing under 100 ms old may be a kernel's that bound just
+    // after it: asked again at the next poll, which lists afresh (not remembered).
+    return PortState::not_yet;
   }
   PortState state = PortState::cannot_tell;
   for (const std::uint64_t inode : listeners) {

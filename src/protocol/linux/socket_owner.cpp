@@ -1,7 +1,6 @@
 #include "kwd/protocol/linux/socket_owner.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <signal.h>
 #include <unistd.h>
@@ -131,14 +130,16 @@ std::unordered_map<std::uint64_t, KernelLikeProcess> sockets_of_kernel_like_proc
     const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
     if (ec != std::errc() || end != name.data() + name.size()) continue;
     const std::string base = proc + "/" + std::string(name);
+    // The fds first: those of another user's process cannot be read, and its command line is
+    // then not worth reading (a read that can wait on that process's memory lock).
+    const Directory fds = open_directory(base + "/fd", error);
+    if (!fds) continue;
     std::ifstream in(base + "/cmdline", std::ios::binary);
     const std::string cmdline{std::istreambuf_iterator<char>(in), {}};
     const auto named = find_connection_file(util::split_nul(cmdline));
     if (!named) continue;
-    KernelLikeProcess holder{pid,
-                             (named->starts_with('/') ? base + "/root" : base + "/cwd/") + *named};
-    const Directory fds = open_directory(base + "/fd", error);
-    if (!fds) continue;
+    const KernelLikeProcess holder{(named->starts_with('/') ? base + "/root" : base + "/cwd/") +
+                                   *named};
     any_socket(fds, [&](std::uint64_t inode) {
       by_inode.emplace(inode, holder);
       return false;

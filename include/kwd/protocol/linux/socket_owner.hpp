@@ -22,7 +22,6 @@ std::optional<bool> process_tree_holds(pid_t root, const SocketInodes& sockets,
 // where that file lies as the process sees it: /proc/PID/root/PATH, or /proc/PID/cwd/PATH
 // for a relative one.
 struct KernelLikeProcess {
-  pid_t pid = 0;
   std::string connection_file;
 };
 
