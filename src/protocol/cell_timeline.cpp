@@ -109,8 +109,14 @@ void CellTimeline::start(std::string request_id, std::int64_t execution_count,
     in_flight_->code.assign(code.substr(0, max_code_bytes_));
     return;
   }
-  // A late execute_input of an execution before the announced cell: not this cell's.
-  if (in_flight_ && in_flight_->announced_by_kernel && in_flight_->request_id.empty()) return;
+  // A late execute_input of an execution before the announced cell: not this cell's. When
+  // the kernel announced two cells before IOPub spoke of the first (a quick cell in a "run
+  // all"), the first was closed without its request id: this input gives it, so its idle and
+  // outputs, also late, still find it.
+  if (in_flight_ && in_flight_->announced_by_kernel && in_flight_->request_id.empty()) {
+    adopt_request_id(std::move(request_id), execution_count, code);
+    return;
+  }
   if (!in_flight_ || in_flight_->request_id != request_id || in_flight_->input_seen)
     request_started(std::move(request_id), t_ms);  // its busy was missed
   Cell& cell = *in_flight_;
@@ -120,6 +126,18 @@ void CellTimeline::start(std::string request_id, std::int64_t execution_count,
   cell.code.assign(code.substr(0, max_code_bytes_));
   last_count_ = std::max(last_count_, execution_count);
   ++started_;
+}
+
+void CellTimeline::adopt_request_id(std::string request_id, std::int64_t execution_count,
+                                    std::string_view code) {
+  for (auto it = finished_.rbegin(); it != finished_.rend(); ++it) {
+    if (it->execution_count != execution_count) continue;
+    if (!it->announced_by_kernel || !it->request_id.empty()) return;
+    it->request_id = std::move(request_id);
+    it->code_truncated = code.size() > max_code_bytes_;
+    it->code.assign(code.substr(0, max_code_bytes_));
+    return;
+  }
 }
 
 void CellTimeline::end(const std::string& request_id, std::int64_t t_ms) {

@@ -463,6 +463,38 @@ TEST_CASE("a cell closed by the next one's announcement is ok when its late idle
   CHECK(j["cell_in_flight"]["execution_count"] == 3);
 }
 
+// The same with a quick cell: the kernel announced cells 3 and 4 before IOPub's busy of cell
+// 3 came through. Cell 3 was closed by the second announcement with no request id yet; its
+// late input ties it, so its output and idle still land on it.
+TEST_CASE("a quick cell closed before IOPub spoke of it gets its late input, output and idle") {
+  KernelActivity a(10);
+  run_cell(a, "r1", 1, "x = 1", 1000, 1100);
+  a.on_cell_announced(2, "y = 2", false, 1200);
+  a.on_cell_announced(3, "boom()", false, 1201);
+  a.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 1199);
+  a.on_message(msg("execute_input", "r2", {{"code", "y = 2"}, {"execution_count", 2}}), 1199);
+  a.on_message(msg("error", "r2", {{"ename", "E"}, {"evalue", "v"}, {"traceback", json::array()}}),
+               1200);
+  a.on_message(msg("status", "r2", {{"execution_state", "idle"}}), 1200);
+  json j = a.to_json(1400);
+  REQUIRE(j["last_cells"].size() == 2);
+  CHECK(j["last_cells"][1]["execution_count"] == 2);
+  CHECK(j["last_cells"][1]["status"] == "error");
+  CHECK(j["cell_in_flight"]["execution_count"] == 3);
+  CHECK(j["cell_in_flight"]["code"] == "boom()");
+
+  // Without an error, the idle alone says it ran to its end.
+  a.on_cell_announced(4, "z = 3", false, 1500);
+  a.on_cell_announced(5, "crash()", false, 1501);
+  a.on_message(msg("status", "r4", {{"execution_state", "busy"}}), 1499);
+  a.on_message(msg("execute_input", "r4", {{"code", "z = 3"}, {"execution_count", 4}}), 1499);
+  a.on_message(msg("status", "r4", {{"execution_state", "idle"}}), 1500);
+  j = a.to_json(1600);
+  REQUIRE(j["last_cells"].back()["execution_count"] == 4);
+  CHECK(j["last_cells"].back()["status"] == "ok");
+  CHECK(j["cell_in_flight"]["execution_count"] == 5);
+}
+
 TEST_CASE("a cell the kernel announced is the cell in flight, and IOPub's messages join it") {
   KernelActivity a(10);
   run_cell(a, "r1", 1, "x = 1", 1000, 1100);

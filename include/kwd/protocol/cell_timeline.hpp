@@ -115,6 +115,10 @@ class CellTimeline {
   // A new cell in flight from `t_ms` (one still in flight ends, its idle unseen).
   void begin(std::string request_id, std::int64_t t_ms);
   void finish(std::int64_t t_ms, const char* status_if_running);
+  // A finished cell the kernel announced, not yet tied to its request: IOPub's late
+  // execute_input for it ties it, with IOPub's whole copy of its code.
+  void adopt_request_id(std::string request_id, std::int64_t execution_count,
+                        std::string_view code);
   // Cells still waiting for a sample after their end, or whose end sample was taken after
   // `next_start_ms`, get the last one from before that start.
   void settle_before(std::int64_t next_start_ms);
