@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwd/http/module.hpp"
+#include "kwd/platform/regular_file.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/process_exists.hpp"
 #include "kwd/util/unique_fd.hpp"
@@ -22,20 +23,11 @@ constexpr int kRequestTimeoutMs = 300;  // a local server answers in millisecond
 
 // This user's regular file, small; a FIFO or another user's file is never read.
 std::optional<std::string> read_own_file(const fs::path& path) {
-  const util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
-  struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-      st.st_size > static_cast<off_t>(kMaxServerFile))
+  const auto file = platform::open_regular_file(AT_FDCWD, path.c_str(), O_NOFOLLOW);
+  if (!file.fd || file.st.st_uid != ::geteuid() ||
+      file.st.st_size > static_cast<off_t>(kMaxServerFile))
     return std::nullopt;
-  std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::read(fd.get(), text.data() + done, text.size() - done);
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  text.resize(done);
-  return text;
+  return platform::read_up_to(file.fd.get(), kMaxServerFile);
 }
 
 std::string text_at(const nlohmann::json& doc, const char* key) {

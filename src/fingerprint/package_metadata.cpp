@@ -3,28 +3,26 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <fstream>
 #include <sstream>
+
+#include "kwd/platform/regular_file.hpp"
 
 namespace kwd::fingerprint {
 namespace fs = std::filesystem;
 namespace {
 
-// METADATA headers come first; the long description after them can be large.
+// The kernel's environment is read while the kernel runs and as it dies: a FIFO or a device
+// put where a package's file should be must neither block nor be opened, and its size is
+// bounded. METADATA headers come first; the long description after them can be large. A
+// RECORD lists every file of a distribution (torch's: about 2 MB).
 std::string read_head(const fs::path& file, std::size_t limit = 16 * 1024) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return {};
-  std::string text(limit, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(limit));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  return text;
+  const auto opened = platform::open_regular_file(AT_FDCWD, file.c_str());
+  if (!opened.fd) return {};
+  return platform::read_up_to(opened.fd.get(), limit).value_or(std::string());
 }
 
 std::string read_all(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_head(file, std::size_t{64} << 20);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

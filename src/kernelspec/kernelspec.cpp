@@ -6,11 +6,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "kwd/platform/host.hpp"
+#include "kwd/platform/regular_file.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/self_exe.hpp"
 #include "kwd/util/shell_word.hpp"
@@ -26,9 +26,13 @@ std::string env(const char* name) {
 }
 
 std::optional<nlohmann::json> read_spec(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return std::nullopt;
-  auto spec = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // Only a regular file, and a small one: a FIFO named kernel.json must not hang the search.
+  constexpr std::size_t kMaxSpecBytes = 1 << 20;
+  const auto opened = platform::open_regular_file(AT_FDCWD, file.c_str());
+  if (!opened.fd) return std::nullopt;
+  const auto text = platform::read_up_to(opened.fd.get(), kMaxSpecBytes + 1);
+  if (!text || text->size() > kMaxSpecBytes) return std::nullopt;
+  auto spec = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (spec.is_discarded() || !spec.is_object() || !spec.contains("argv") ||
       !spec["argv"].is_array())
     return std::nullopt;

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "kwd/diagnosis/report_view.hpp"
+#include "kwd/platform/regular_file.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/shell_word.hpp"
@@ -123,12 +124,11 @@ std::optional<std::string> claim_death_notice(const std::string& kernel_id) noex
     if (!name) return std::nullopt;
     auto dir = notices_dir();
     if (!dir) return std::nullopt;
-    util::UniqueFd fd(
-        ::openat(dir->fd(), name->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!fd) return std::nullopt;
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-        static_cast<std::size_t>(st.st_size) > kMaxNoticeBytes)
+    auto file = platform::open_regular_file(dir->fd(), name->c_str(), O_NOFOLLOW);
+    if (!file.fd) return std::nullopt;
+    const util::UniqueFd fd = std::move(file.fd);
+    const struct stat& st = file.st;
+    if (st.st_uid != ::geteuid() || static_cast<std::size_t>(st.st_size) > kMaxNoticeBytes)
       return std::nullopt;
     if (stale(st)) {  // no restart followed that death: a kernel started later is not its heir
       ::unlinkat(dir->fd(), name->c_str(), 0);

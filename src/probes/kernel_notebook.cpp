@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kwd/platform/regular_file.hpp"
 #include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/util/unique_fd.hpp"
@@ -11,9 +12,8 @@ namespace {
 
 // Another user's file is none of our business, and a FIFO or a device would block or lie.
 bool own_regular_file(const std::string& path) {
-  const util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
-  struct stat st {};
-  return fd && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
+  const auto file = platform::open_regular_file(AT_FDCWD, path.c_str(), O_NOFOLLOW);
+  return file.fd && file.st.st_uid == ::geteuid();
 }
 
 }  // namespace

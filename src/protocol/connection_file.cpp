@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "kwd/platform/regular_file.hpp"
 #include "kwd/protocol/message_signer.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -103,14 +104,14 @@ constexpr std::size_t kMaxFileBytes = 1 << 20;
 
 // Reads with plain read(2) into one string, so no stream buffer keeps a copy of the key.
 std::string read_whole_file(const std::filesystem::path& path) {
-  // Non-blocking: a FIFO put where the file should be must not stop the watchdog's loop
-  // (open would wait for a writer forever); and only a regular file is read.
-  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (!fd)
-    throw ConnectionFileError(path.string() + ": cannot read (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+  // Only a regular file is opened: a FIFO put where the file should be must not stop the
+  // watchdog's loop, and a device's driver must not see an open.
+  auto file = platform::open_regular_file(AT_FDCWD, path.c_str());
+  if (file.not_regular)
     throw ConnectionFileError(path.string() + ": not a regular file; not a connection file");
+  if (!file.fd)
+    throw ConnectionFileError(path.string() + ": cannot read (" + std::strerror(file.error) + ")");
+  const util::UniqueFd fd = std::move(file.fd);
   std::string text;
   std::array<char, 4096> chunk{};
   for (;;) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "kwd/platform/regular_file.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::report {
@@ -51,12 +52,12 @@ ReportFile parse_report(std::string_view text, const std::string& name) {
 
 ReportFile read_report_file(const std::filesystem::path& path) {
   const std::string name = path.string();
-  // Non-blocking, so that a FIFO put in place of a report cannot hang the reader.
-  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (!fd) return refused(name, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-    return refused(name, "not a regular file");
+  // Only a regular file is opened: a FIFO put in place of a report cannot hang the reader.
+  auto file = platform::open_regular_file(AT_FDCWD, path.c_str());
+  if (file.not_regular) return refused(name, "not a regular file");
+  if (!file.fd) return refused(name, std::string("cannot open: ") + std::strerror(file.error));
+  const util::UniqueFd fd = std::move(file.fd);
+  const struct stat& st = file.st;
   if (static_cast<std::uintmax_t>(st.st_size) > kMaxReportBytes) return too_large(name);
   // The size is checked again while reading: the file may grow meanwhile.
   std::string text;

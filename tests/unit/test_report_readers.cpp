@@ -23,10 +23,12 @@
 #include "kwd/report/terminal_summary.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/util/clock.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace kwd::report;
+using kwd::test::TempDir;
 
 namespace {
 
@@ -184,23 +186,6 @@ std::string reader_failure(const json& document) {
   }
 }
 
-// A private directory that is removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "kwd-readers-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name, std::ios::binary) << text;
-    return path / name;
-  }
-};
-
 json fixture_report(const std::string& name) {
   json report = read_json(kSource / "tests/fixtures/diagnosis" / (name + ".json"))["report"];
   kwd::diagnosis::complete_report(report);
@@ -276,7 +261,7 @@ TEST_CASE("known reader failures, each as it was found", "[readers]") {
 
 TEST_CASE("reports list: newest death first, a hang by its detection, else the file time",
           "[readers]") {
-  TempDir store;
+  TempDir store("kwd-readers");
   const auto with_death = [](std::int64_t ms) {
     json r = fixture_report("recorded_sigkill");
     r["kernel"]["died_at_ms"] = ms;
@@ -299,7 +284,7 @@ TEST_CASE("reports list: newest death first, a hang by its detection, else the f
 
 TEST_CASE("reports list: a file it cannot read is one row saying why, the rest are listed",
           "[readers]") {
-  TempDir store;
+  TempDir store("kwd-readers");
   store.write("20260101T000000Z-good-1.json", fixture_report("recorded_segfault").dump());
   store.write("20260101T000001Z-garbage-2.json", "{not json");
   store.write("20260101T000002Z-deep-3.json", deep_nesting(100'000));
@@ -323,7 +308,7 @@ TEST_CASE("reports list: a file it cannot read is one row saying why, the rest a
 }
 
 TEST_CASE("report files: depth and size limits, one line naming the file", "[readers]") {
-  TempDir dir;
+  TempDir dir("kwd-readers");
   const auto deep = dir.write("deep.json", deep_nesting(100'000));
   const auto file = read_report_file(deep);
   CHECK_FALSE(file.document);
