@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
-#include <random>
 #include <string>
 
 #include "kwd/util/process_exists.hpp"
@@ -31,11 +32,20 @@ constexpr int kMaxTreeDepth = 16;
 std::string random_name(std::size_t n) {
   static constexpr std::string_view kAlphabet =
       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::random_device device;
-  std::uniform_int_distribution<std::size_t> pick(0, kAlphabet.size() - 1);
+  // One draw from OpenSSL's generator per batch (a connection key is made here too, so it
+  // must be a cryptographic one), not a std::random_device per name: that opened the entropy
+  // source and made a system call per four bytes, for every message id a client sends.
+  // Bytes at or above 248 (4 x 62) are dropped, so each character is equally likely.
+  constexpr unsigned kUnbiasedBelow = 4 * kAlphabet.size();
   std::string out;
-  for (std::size_t i = 0; i < n; ++i)
-    out += kAlphabet[pick(device)];
+  out.reserve(n);
+  unsigned char batch[64];
+  while (out.size() < n) {
+    if (RAND_bytes(batch, sizeof batch) != 1) throw FileError("no random bytes from OpenSSL");
+    for (const unsigned char byte : batch)
+      if (byte < kUnbiasedBelow && out.size() < n) out += kAlphabet[byte % kAlphabet.size()];
+  }
+  OPENSSL_cleanse(batch, sizeof batch);
   return out;
 }
 

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -359,4 +361,24 @@ TEST_CASE("json_text leaves binary values to nlohmann's own layout") {
   const nlohmann::json doc = {{"blob", nlohmann::json::binary({1, 2, 3})}, {"n", 1}};
   for (const int indent : {-1, 1, 2})
     CHECK(kwd::util::json_text(doc, indent) == doc.dump(indent));
+}
+
+TEST_CASE("random names are the length asked, from the alphabet, evenly spread and distinct") {
+  CHECK(random_name(0).empty());
+  const std::string key = random_name(48);
+  CHECK(key.size() == 48);
+  CHECK(random_name(48) != key);
+  // 62 000 characters: each of the 62 expected 1000 times (standard deviation ~31), so a
+  // bias such as byte % 62 over all 256 byte values (~1.2x for the first eight) shows.
+  std::map<char, int> seen;
+  for (int i = 0; i < 1000; ++i)
+    for (const char c : random_name(62))
+      ++seen[c];
+  CHECK(seen.size() == 62);
+  for (const auto& [c, count] : seen) {
+    INFO(c);
+    CHECK(std::isalnum(static_cast<unsigned char>(c)));
+    CHECK(count > 850);
+    CHECK(count < 1150);
+  }
 }
