@@ -34,10 +34,12 @@ import os
 import pathlib
 import re
 import secrets
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -152,6 +154,8 @@ def main():
     ap.add_argument("--synthetic", type=int, default=500)
     ap.add_argument("--idle-seconds", type=float, default=30)
     ap.add_argument("--deaths", type=int, default=10)
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work directory (daemon log, reports) instead of removing it")
     ap.add_argument("--one-by-one", type=int, default=20,
                     help="kernels started one at a time on the settled machine (half real)")
     args = ap.parse_args()
@@ -335,6 +339,11 @@ def main():
                 km.shutdown_kernel(now=True)
             except Exception:
                 pass
+        # The reports hold nothing worth keeping; pass --keep to look at them and the log.
+        if args.keep:
+            print(f"kept: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
