@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kwd/util/process_exists.hpp"
+#include "kwd/util/unique_dir.hpp"
 
 namespace kwd::util {
 namespace fs = std::filesystem;
@@ -68,13 +69,8 @@ void check_safe(const struct stat& st, const fs::path& at) {
                     " (and not sticky)" + refusing);
 }
 
-struct DirCloser {
-  void operator()(DIR* d) const { ::closedir(d); }
-};
-using DirStream = std::unique_ptr<DIR, DirCloser>;
-
 // A listing of the directory behind `fd` (the descriptor itself stays ours and open).
-DirStream list_dir(int fd) {
+UniqueDir list_dir(int fd) {
   const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) return nullptr;
   DIR* d = ::fdopendir(copy);
@@ -83,7 +79,7 @@ DirStream list_dir(int fd) {
     return nullptr;
   }
   ::rewinddir(d);
-  return DirStream(d);
+  return UniqueDir(d);
 }
 
 template <typename F>

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 
+#include "kwd/util/unique_dir.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::daemon {
@@ -27,7 +28,7 @@ std::set<std::string> json_names(int fd) {
   std::set<std::string> names;
   util::UniqueFd own(::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!own) return names;
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(own.get()), ::closedir);
+  const util::UniqueDir dir(::fdopendir(own.get()));
   if (!dir) return names;
   (void)own.release();  // closedir closes it now
   while (const dirent* entry = ::readdir(dir.get())) {

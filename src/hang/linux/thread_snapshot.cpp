@@ -8,6 +8,7 @@
 
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/errno_text.hpp"
+#include "kwd/util/unique_dir.hpp"
 
 namespace kwd::hang {
 namespace {
@@ -26,10 +27,6 @@ std::optional<char> state_of(const std::string& dir) {
   if (!stat) return std::nullopt;
   return stat->state;
 }
-
-struct DirCloser {
-  void operator()(DIR* d) const noexcept { closedir(d); }
-};
 
 }  // namespace
 
@@ -50,7 +47,7 @@ ProcessSnapshot snapshot_process(pid_t pid, std::size_t max_threads) {
   snap.available = true;
   snap.process_state = describe_state(*main_state);
 
-  std::unique_ptr<DIR, DirCloser> tasks(opendir((base + "/task").c_str()));
+  const util::UniqueDir tasks(opendir((base + "/task").c_str()));
   if (!tasks) {
     snap.reason = util::cannot("list", base + "/task", errno);
     return snap;

@@ -18,6 +18,7 @@
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/errno_text.hpp"
 #include "kwd/util/process_exists.hpp"
+#include "kwd/util/unique_dir.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::platform::linux_cgroup {
@@ -199,10 +200,7 @@ std::string KernelCgroup::remove() {
 }
 
 int sweep_stale_cgroups(const std::string& parent_dir) {
-  struct DirCloser {
-    void operator()(DIR* d) const noexcept { ::closedir(d); }
-  };
-  std::unique_ptr<DIR, DirCloser> dir(::opendir(parent_dir.c_str()));
+  const util::UniqueDir dir(::opendir(parent_dir.c_str()));
   if (!dir) return 0;
   std::vector<std::string> stale;
   while (const dirent* e = ::readdir(dir.get())) {

@@ -11,6 +11,7 @@
 
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/process_args.hpp"
+#include "kwd/util/unique_dir.hpp"
 
 namespace kwd::probes {
 namespace {
@@ -67,7 +68,7 @@ std::filesystem::path ProcessRecord::cwd() const {
 
 std::vector<pid_t> list_processes() {
   std::vector<pid_t> out;
-  std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
+  const util::UniqueDir proc(::opendir("/proc"));
   if (!proc) return out;
   while (const dirent* entry = ::readdir(proc.get())) {
     pid_t pid = 0;

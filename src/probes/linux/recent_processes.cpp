@@ -12,15 +12,9 @@
 
 #include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/unique_dir.hpp"
 
 namespace kwd::probes::linux_proc {
-namespace {
-
-struct DirCloser {
-  void operator()(DIR* d) const noexcept { ::closedir(d); }
-};
-
-}  // namespace
 
 RecentProcesses::RecentProcesses(std::string proc_root)
     : proc_(std::move(proc_root)),
@@ -62,7 +56,7 @@ pid_t RecentProcesses::read_newest() {
 
 const std::vector<RecentProcesses::Listed>* RecentProcesses::processes() {
   if (listed_since_newest_) return &listed_;
-  const std::unique_ptr<DIR, DirCloser> dir(::opendir(proc_.c_str()));
+  const util::UniqueDir dir(::opendir(proc_.c_str()));
   if (!dir) return nullptr;
   listed_.clear();
   const std::int64_t now = util::steady_ms();

@@ -15,6 +15,7 @@
 
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/util/process_args.hpp"
+#include "kwd/util/unique_dir.hpp"
 
 namespace kwd::protocol::linux_net {
 namespace {
@@ -22,11 +23,11 @@ namespace {
 // A kernel's tree is a handful of processes; this bounds the walk where it is not.
 constexpr std::size_t kMaxProcesses = 256;
 
-using Directory = std::unique_ptr<DIR, int (*)(DIR*)>;
+using Directory = util::UniqueDir;
 
 // The directory, or null with the reason in `error`.
 Directory open_directory(const std::string& path, int& error) {
-  Directory dir(::opendir(path.c_str()), ::closedir);
+  Directory dir(::opendir(path.c_str()));
   error = dir ? 0 : errno;
   return dir;
 }
