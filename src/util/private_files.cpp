@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <string>
 
 #include "kwd/util/process_exists.hpp"
+#include "kwd/util/random_bytes.hpp"
 #include "kwd/util/unique_dir.hpp"
 
 namespace kwd::util {
@@ -33,16 +33,16 @@ constexpr int kMaxTreeDepth = 16;
 std::string random_name(std::size_t n) {
   static constexpr std::string_view kAlphabet =
       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  // One draw from OpenSSL's generator per batch (a connection key is made here too, so it
-  // must be a cryptographic one), not a std::random_device per name: that opened the entropy
-  // source and made a system call per four bytes, for every message id a client sends.
-  // Bytes at or above 248 (4 x 62) are dropped, so each character is equally likely.
+  // Drawn from the system's generator in batches (a connection key is made here too, so it
+  // must be a cryptographic one), not through a std::random_device per name: that opened the
+  // entropy source and made a system call per four bytes, for every message id a client
+  // sends. Bytes at or above 248 (4 x 62) are dropped, so each character is equally likely.
   constexpr unsigned kUnbiasedBelow = 4 * kAlphabet.size();
   std::string out;
   out.reserve(n);
   unsigned char batch[64];
   while (out.size() < n) {
-    if (RAND_bytes(batch, sizeof batch) != 1) throw FileError("no random bytes from OpenSSL");
+    random_bytes(batch, sizeof batch);
     for (const unsigned char byte : batch)
       if (byte < kUnbiasedBelow && out.size() < n) out += kAlphabet[byte % kAlphabet.size()];
   }
