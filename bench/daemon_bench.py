@@ -339,8 +339,9 @@ def main():
                 km.shutdown_kernel(now=True)
             except Exception:
                 pass
-        # The reports hold nothing worth keeping; pass --keep to look at them and the log.
-        if args.keep:
+        # The reports hold nothing worth keeping once the figures are out; the daemon's log
+        # is kept when the run failed (and with --keep).
+        if args.keep or sys.exc_info()[0] is not None:
             print(f"kept: {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)

@@ -20,7 +20,8 @@ struct RegularFile {
   struct stat st {};         // the file's, when opened
   bool not_regular = false;  // it exists but is a directory, FIFO, device, socket (or, with
                              // O_NOFOLLOW, a symbolic link)
-  int error = 0;             // errno of the open that failed, when neither of the above
+  int error = 0;  // errno of the open or fstat that failed (ESTALE: the file was replaced
+                  // between the look and the open), when neither of the above
 };
 
 // `path` relative to `dir_fd` (AT_FDCWD for the working directory). `flags` may add

@@ -29,7 +29,9 @@ RegularFile open_regular_file(int dir_fd, const char* path, int flags) {
   const std::string self = "/proc/self/fd/" + std::to_string(handle.get());
   file.fd.reset(::open(self.c_str(), kReadFlags));
   if (!file.fd && errno == ENOENT) {
-    // No /proc (a bare container): by name once more, and only the inode just looked at.
+    // No /proc (a bare container): by name once more, keeping only the inode just looked at.
+    // Weaker: something renamed into place between the two opens is opened (without
+    // blocking) before it is refused.
     file.fd.reset(::openat(dir_fd, path, kReadFlags | (flags & O_NOFOLLOW)));
     struct stat now {};
     if (file.fd && (::fstat(file.fd.get(), &now) != 0 || now.st_dev != file.st.st_dev ||
