@@ -18,6 +18,8 @@
  *   device.N.filler_processes=K    K more processes (pids 4000000+i, 1 MiB each)
  *   device.N.events=RC             return code of nvmlDeviceRegisterEvents
  *   xid=N:XID                      an Xid event on device N, delivered once, in file order
+ *   memory_delay_ms=MS             each memory-info call takes MS longer (a slow driver, a
+ *                                  loaded machine), outside the lock
  *
  * Without a script, nvmlInit answers NVML_ERROR_DRIVER_NOT_LOADED. Every call is appended
  * to $FAKE_NVML_LOG ("function return-code") when that is set.
@@ -160,6 +162,7 @@ static struct {
   unsigned long long xid;
 } xids[MAX_XIDS];
 static int xid_count, xids_delivered;
+static int memory_delay_ms;
 static int initialised;
 static struct stat script_stat;
 static int have_script;
@@ -188,6 +191,8 @@ static void parse_line(char* line) {
   const char* value = eq + 1;
   if (strcmp(key, "init") == 0) {
     init_rc = atoi(value);
+  } else if (strcmp(key, "memory_delay_ms") == 0) {
+    memory_delay_ms = atoi(value);
   } else if (strcmp(key, "driver") == 0) {
     snprintf(driver, sizeof driver, "%s", value);
   } else if (strcmp(key, "xid") == 0) {
@@ -257,6 +262,7 @@ static void reload(void) {
   memset(devices, 0, sizeof devices);
   device_count = 0;
   xid_count = 0;
+  memory_delay_ms = 0;
   init_rc = NVML_SUCCESS;
   snprintf(driver, sizeof driver, "%s", "550.54.15");
   char line[512];
@@ -268,6 +274,13 @@ static void reload(void) {
   fclose(f);
   /* Never deliver an event twice, even if the script is rewritten shorter. */
   if (xids_delivered > xid_count) xids_delivered = xid_count;
+}
+
+/* The scripted delay of a memory-info call, taken with the lock released. */
+static void memory_delay(int ms) {
+  if (ms <= 0) return;
+  const struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
+  nanosleep(&pause, NULL);
 }
 
 static struct nvmlDevice_st* check_device(nvmlDevice_t device) {
@@ -432,7 +445,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m
     memory->used = d->used + d->reserved;
     memory->free = d->total - memory->used;
   }
+  const int delay_ms = memory_delay_ms;
   pthread_mutex_unlock(&lock);
+  memory_delay(delay_ms);
   RETURN(rc);
 }
 
@@ -451,7 +466,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
     memory->used = d->used;
     memory->free = d->total - d->reserved - d->used;
   }
+  const int delay_ms = memory_delay_ms;
   pthread_mutex_unlock(&lock);
+  memory_delay(delay_ms);
   RETURN(rc);
 }
 #endif

@@ -42,7 +42,10 @@ void NvmlProbe::on_cell_edge(bool running, std::int64_t at_ms, bool sampled) {
     x.t_ms = std::min(x.t_ms, placed_at);
   std::uint64_t request = 0;
   worker_->sample_and_wait(sampled ? kEdgeWait : std::chrono::microseconds(0), &request);
-  if (request != 0) end_asked_ = EndAsked{request, placed_at};
+  if (request != 0) {
+    if (ends_asked_.size() >= kEndsPending) ends_asked_.pop_front();
+    ends_asked_.push_back({request, placed_at});
+  }
   refresh();
 }
 
@@ -95,15 +98,17 @@ void NvmlProbe::refresh() {
   }
   // Read before the events: once the answer to a cell end's request is published, every
   // event its look took is among those followed now.
-  const bool end_answered = end_asked_ && worker_->served() >= end_asked_->request;
+  const std::uint64_t served = worker_->served();
   xids_dropped_ += worker_->follow_xid_events(xid_cursor_, incoming_);
   for (auto& e : incoming_) {
-    if (end_asked_ && e.served_before < end_asked_->request)
-      e.t_ms = std::min(e.t_ms, end_asked_->placed_at_ms);
+    const auto end = std::find_if(ends_asked_.begin(), ends_asked_.end(),
+                                  [&](const EndAsked& a) { return e.served_before < a.request; });
+    if (end != ends_asked_.end()) e.t_ms = std::min(e.t_ms, end->placed_at_ms);
     attribute(e);
   }
   incoming_.clear();
-  if (end_answered) end_asked_.reset();
+  while (!ends_asked_.empty() && ends_asked_.front().request <= served)
+    ends_asked_.pop_front();
 }
 
 void NvmlProbe::attribute(const XidEvent& event) {

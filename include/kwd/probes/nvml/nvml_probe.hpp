@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -74,14 +75,18 @@ class NvmlProbe final : public Probe {
   std::vector<RecordedXid> xids_;
   std::uint64_t xids_dropped_ = 0;
   std::int64_t gpu_used_ = -1, gpu_device_used_ = -1, gpu_total_ = -1;
-  // The last cell end's request to the worker: the Xid events taken before its answer are
-  // counted as that cell's (placed just before its end), though taken after the next cell
-  // began, as in a "run all" where cells are milliseconds apart.
+  // Cell ends' requests to the worker not yet answered, oldest first: an Xid event taken
+  // before an end's answer is counted as the cell of the oldest such end (placed just before
+  // it), though taken after the next cell began, as in a "run all" where cells are
+  // milliseconds apart. Oldest, because a worker slow to answer (a loaded machine) serves
+  // several ends with one look, and that look's events are no later cell's any more than
+  // the first's: a fault the kernel went on from must not pass for the dying cell's.
   struct EndAsked {
     std::uint64_t request = 0;
     std::int64_t placed_at_ms = 0;
   };
-  std::optional<EndAsked> end_asked_;
+  static constexpr std::size_t kEndsPending = 64;
+  std::deque<EndAsked> ends_asked_;
 };
 
 }  // namespace kwd::probes::nvml
