@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -57,21 +56,11 @@ ReportFile read_report_file(const std::filesystem::path& path) {
   if (file.not_regular) return refused(name, "not a regular file");
   if (!file.fd) return refused(name, std::string("cannot open: ") + std::strerror(file.error));
   const util::UniqueFd fd = std::move(file.fd);
-  const struct stat& st = file.st;
-  if (static_cast<std::uintmax_t>(st.st_size) > kMaxReportBytes) return too_large(name);
-  // The size is checked again while reading: the file may grow meanwhile.
-  std::string text;
-  text.reserve(static_cast<std::size_t>(st.st_size));
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return refused(name, std::string("cannot read: ") + std::strerror(errno));
-    if (n == 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() > kMaxReportBytes) break;
-  }
-  return parse_report(text, name);
+  if (static_cast<std::uintmax_t>(file.st.st_size) > kMaxReportBytes) return too_large(name);
+  // Reading stops one byte past the bound: the file may have grown since the fstat.
+  const auto text = platform::read_up_to(fd.get(), kMaxReportBytes + 1);
+  if (!text) return refused(name, std::string("cannot read: ") + std::strerror(errno));
+  return parse_report(*text, name);
 }
 
 }  // namespace kwd::report
