@@ -258,16 +258,16 @@ def _kernel_watchdog_show_notice():
     """5. Says, once, why this notebook's previous kernel died.
 
     The kernel's manager restarted it after a crash (same connection file), and the watchdog
-    that started it put the notice the dying one left beside this file. It is shown above the
-    output of the first cell that runs (Markdown where the front end renders it, text
-    elsewhere), then never again: the file is removed as it is read and the hook removes
-    itself.
+    that started it put the notice the dying one left in a file of this kernel's own, named by
+    $KERNEL_WATCHDOG_NOTICE. It is shown above the output of the first cell that runs
+    (Markdown where the front end renders it, text elsewhere), then never again: the file is
+    removed as it is read and the hook removes itself.
     """
     import os
 
     try:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notice.json")
-        if not os.path.exists(path):
+        path = os.environ.pop("KERNEL_WATCHDOG_NOTICE", "")
+        if not path:
             return  # most starts: json is not imported for nothing
         import json
 

@@ -277,7 +277,7 @@ std::optional<nlohmann::json> WatchedKernel::pass_on_death_notice() {
   auto notice = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!notice.is_object()) return std::nullopt;  // not one we wrote: dropped
   try {
-    python_shim_->add_file("notice.json", *text);
+    python_shim_->add_notice(*text);
     spdlog::debug("the previous kernel's death notice goes to the first cell");
     return notice;
   } catch (const std::exception& e) {

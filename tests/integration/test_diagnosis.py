@@ -134,22 +134,32 @@ def test_the_shim_leaves_no_trace_in_what_the_notebook_sees(kernel, jupyter_env,
              "(sys.path, os.environ.get('PYTHONPATH'), os.environ.get('PYTHONFAULTHANDLER'),"
              " sorted(k for k in os.environ if k.startswith('KERNEL_WATCHDOG')),"
              " getattr(sys.modules.get('sitecustomize'), '__file__', None))")
-    watched = kernel(WRAPPED, env_overrides={"PYTHONPATH": str(tmp_path)})
-    plain = kernel(PLAIN, env_overrides={"PYTHONPATH": str(tmp_path)})
+    # Bytecode may be written (PYTHONDONTWRITEBYTECODE empty is unset), as in a default install.
+    env = {"PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": ""}
+    watched = kernel(WRAPPED, env_overrides=env)
+    plain = kernel(PLAIN, env_overrides=env)
     _, out_w = watched.execute(probe)
     _, out_p = plain.execute(probe)
     assert result_text(out_w) == result_text(out_p)
     assert str(tmp_path) in result_text(out_w)[0]
     _, out = watched.execute("import faulthandler; faulthandler.is_enabled()")
     assert result_text(out) == ["True"]
-    # The shim's directory is gone once the kernel is.
-    # In our runtime directory, else under a random name directly in the temporary directory.
-    runtime, prefix = (pathlib.Path(os.environ["XDG_RUNTIME_DIR"], "kernel-watchdog"), "pyshim") \
-        if os.environ.get("XDG_RUNTIME_DIR") else (jupyter_env["tmp"], "kernel-watchdog-shim")
-    launcher = watched.launcher_pid
-    assert list(runtime.glob(f"{prefix}-{launcher}-*")), "the shim exists while the kernel runs"
+    # The shim is kept in the watchdog's private runtime directory, named by its text, so the
+    # next kernel imports it from the interpreter's bytecode cache instead of compiling it.
+    runtime = pathlib.Path(os.environ["XDG_RUNTIME_DIR"], "kernel-watchdog")
+    (kept,) = runtime.glob("pycode-*")
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o700
+    assert stat.S_IMODE((kept / "sitecustomize.py").stat().st_mode) == 0o600
+    (cached,) = (kept / "__pycache__").glob("sitecustomize.*.pyc")
+    compiled_at = cached.stat().st_mtime_ns
+    again = kernel(WRAPPED, env_overrides=env)
+    _, out = again.execute("import faulthandler; faulthandler.is_enabled()")
+    assert result_text(out) == ["True"]
+    assert cached.stat().st_mtime_ns == compiled_at, "the second kernel compiled the shim again"
+    # Nothing of a kernel's own is left once it is gone.
     watched.km.shutdown_kernel()
-    assert not list(runtime.glob(f"{prefix}-{launcher}-*"))
+    again.km.shutdown_kernel()
+    assert [p.name for p in runtime.iterdir() if p.name.startswith("pyshim-")] == []
 
 
 # --- each cause, end to end ------------------------------------------------------------------

@@ -19,9 +19,12 @@ namespace kwd::faulthandler {
 // the notebook sees the environment it would have seen without the watchdog.
 //
 // Whatever is on that PYTHONPATH runs inside the kernel, so the directory is one no other
-// user can swap: in $XDG_RUNTIME_DIR/kernel-watchdog when that is usable, else created
-// with a random name directly in $TMPDIR (never under a fixed name there, which another
-// user could create first). See util::SafeDir for the checks.
+// user can swap. Where the watchdog has a private directory of its own ($XDG_RUNTIME_DIR/
+// kernel-watchdog, else $TMPDIR/kernel-watchdog-<uid>, both checked by util::SafeDir), the
+// shim lives there in "pycode-<hash of its text>", kept from one kernel to the next, so the
+// interpreter's bytecode cache beside it is kept too: compiling the shim cost each start
+// 2.7 ms more than importing it from that cache. Where neither is usable (another user squats the
+// fixed name), a directory with a random name directly in $TMPDIR holds it for one kernel.
 class PythonShim {
  public:
   // Throws util::FileError saying why no shim could be made.
@@ -32,22 +35,27 @@ class PythonShim {
   PythonShim& operator=(const PythonShim&) = delete;
   ~PythonShim();
 
-  [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
+  // The directory the kernel imports the shim from.
+  [[nodiscard]] const std::filesystem::path& dir() const { return code_dir_; }
   // Edits a "NAME=value" environment for the kernel: the shim directory first on PYTHONPATH,
-  // and PYTHONFAULTHANDLER=1 for Python processes the shim does not reach (unless set).
+  // PYTHONFAULTHANDLER=1 for Python processes the shim does not reach (unless set), and where
+  // the previous kernel's death notice is, if one was given.
   void apply(std::vector<std::string>& environment) const;
-  // Removes the directory (the interpreter has long imported the shim when this runs).
+  // Removes what was this kernel's alone: its notice, and the shim when it was not kept.
   void remove() noexcept;
-  // Puts a file beside the shim for it to read when the kernel starts (notice.json: the
-  // previous kernel's death). Throws util::FileError.
-  void add_file(std::string_view name, std::string_view contents) const;
+  // Gives the shim the previous kernel's death notice (JSON) to show above the first cell's
+  // output; in a directory of this kernel's own. Throws util::FileError.
+  void add_notice(std::string_view notice_json);
 
  private:
-  PythonShim(util::SafeDir parent, util::SafeDir own)
-      : parent_(std::move(parent)), own_(std::move(own)), dir_(own_->path()) {}
-  std::optional<util::SafeDir> parent_;
-  std::optional<util::SafeDir> own_;
-  std::filesystem::path dir_;
+  PythonShim(util::SafeDir parent, std::optional<util::SafeDir> own, std::filesystem::path code)
+      : parent_(std::move(parent)), own_(std::move(own)), code_dir_(std::move(code)) {}
+  util::SafeDir& own_dir();
+
+  std::optional<util::SafeDir> parent_;  // where this kernel's own directory is made
+  std::optional<util::SafeDir> own_;     // this kernel's own, made when first needed
+  std::filesystem::path code_dir_;
+  std::filesystem::path notice_;
 };
 
 }  // namespace kwd::faulthandler
