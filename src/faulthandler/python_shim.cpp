@@ -60,8 +60,10 @@ std::optional<util::SafeDir> private_dir() {
     }
   }
   try {
-    return util::SafeDir::open_private(util::shared_temp_dir() /
-                                       ("kernel-watchdog-" + std::to_string(::geteuid())));
+    // Opened relative to the shared directory, never by a path through it: a link another
+    // user put there is refused.
+    return util::SafeDir::open(util::shared_temp_dir())
+        .private_child("kernel-watchdog-" + std::to_string(::geteuid()));
   } catch (const util::FileError& e) {
     spdlog::debug("faulthandler shim: no private directory to keep it in: {}", e.what());
     return std::nullopt;
@@ -70,15 +72,18 @@ std::optional<util::SafeDir> private_dir() {
 
 // The kept shim's directory, with the shim written unless it is there whole already.
 util::SafeDir kept_shim(const util::SafeDir& parent, std::string_view text) {
-  auto dir =
-      util::SafeDir::open_private(parent.path() / (std::string(kKeptPrefix) + text_hash(text)));
+  auto dir = parent.private_child(std::string(kKeptPrefix) + text_hash(text));
   auto file = platform::open_regular_file(dir.fd(), std::string(kShimFile).c_str(), O_NOFOLLOW);
   if (file.fd && file.st.st_uid == ::geteuid() &&
       static_cast<std::size_t>(file.st.st_size) == text.size())
     if (const auto current = platform::read_up_to(file.fd.get(), text.size() + 1);
         current && *current == text)
       return dir;
-  // Missing, or not whole: replaced at once (a reader sees the old file or the new one).
+  // Missing, or not whole: replaced at once (a reader sees the old file or the new one). A
+  // directory or link in its place goes first, and so does the bytecode cache: a stale entry
+  // there would be taken for the new file if both had the same size and second of change.
+  if (file.not_regular) dir.remove_tree(kShimFile);
+  dir.remove_tree("__pycache__");
   dir.write_file(kShimFile, text, 0600, util::Replace::kAllowed, util::Durability::kAtomicOnly);
   return dir;
 }
@@ -156,7 +161,10 @@ void PythonShim::apply(std::vector<std::string>& env) const {
     env.emplace_back("KERNEL_WATCHDOG_FAULTHANDLER_ADDED=1");
   }
   // Only the notice given here is shown, never one named by the environment we inherited.
-  if (auto it = find_var(env, kNoticeVariable); it != env.end()) env.erase(it);
+  std::erase_if(env, [](const std::string& entry) {
+    return entry.starts_with(kNoticeVariable) && entry.size() > kNoticeVariable.size() &&
+           entry[kNoticeVariable.size()] == '=';
+  });
   if (!notice_.empty()) env.push_back(std::string(kNoticeVariable) + "=" + notice_.string());
 }
 

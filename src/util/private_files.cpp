@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kwd/util/process_exists.hpp"
 #include "kwd/util/random_bytes.hpp"
@@ -67,6 +69,57 @@ void check_safe(const struct stat& st, const fs::path& at) {
   if ((st.st_mode & S_IWGRP) != 0 && !sticky && st.st_gid != ::getegid())
     throw FileError(at.string() + " is writable by group " + std::to_string(st.st_gid) +
                     " (and not sticky)" + refusing);
+}
+
+// `path` with its symbolic links resolved, following only links that root or we own: a link
+// another user made (in /tmp, in place of a directory we would create) could otherwise lead
+// the walk into any directory of ours, which it would then make 0700 and fill. What does not
+// exist yet is kept as written. The kernel's fs.protected_symlinks refuses most such links;
+// this does not count on it being on.
+fs::path resolve_trusted_links(const fs::path& path) {
+  std::vector<std::string> pending;  // components still to look at, the next one last
+  const auto push = [&pending](const fs::path& p) {
+    std::vector<std::string> parts;
+    for (const auto& part : p.relative_path())
+      parts.push_back(part.string());
+    pending.insert(pending.end(), parts.rbegin(), parts.rend());
+  };
+  push(path);
+  fs::path at = "/";
+  int links_followed = 0;
+  bool missing = false;
+  while (!pending.empty()) {
+    const std::string name = std::move(pending.back());
+    pending.pop_back();
+    if (name.empty() || name == ".") continue;
+    if (name == ".." && !missing) {
+      at = at.parent_path();
+      continue;
+    }
+    const fs::path next = at / name;
+    struct stat st {};
+    if (!missing && ::lstat(next.c_str(), &st) != 0) {
+      if (errno != ENOENT && errno != ENOTDIR) fail("cannot inspect", next, errno);
+      missing = true;  // to be created (or refused by the walk): nothing below is a link yet
+    }
+    if (missing || !S_ISLNK(st.st_mode)) {
+      at = next;
+      continue;
+    }
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+      throw FileError(next.string() + " is a symbolic link of another user's (uid " +
+                      std::to_string(st.st_uid) + "): refusing to follow it");
+    if (++links_followed > 40) throw FileError(path.string() + ": too many symbolic links");
+    std::string target(PATH_MAX, '\0');
+    const ssize_t n = ::readlink(next.c_str(), target.data(), target.size());
+    if (n < 0) fail("cannot read the link", next, errno);
+    if (static_cast<std::size_t>(n) >= target.size())
+      throw FileError(next.string() + ": symbolic link target too long");
+    target.resize(static_cast<std::size_t>(n));
+    if (fs::path(target).is_absolute()) at = "/";
+    push(fs::path(target).relative_path());
+  }
+  return at;
 }
 
 // A listing of the directory behind `fd` (the descriptor itself stays ours and open).
@@ -163,6 +216,36 @@ fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name,
 
 }  // namespace
 
+namespace {
+
+// The directory `name` under `parent_fd`, made 0700 first when it is missing and `create`;
+// never reached through a link.
+UniqueFd open_child_dir(int parent_fd, const std::string& name, const fs::path& at, bool create) {
+  constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  UniqueFd fd(::openat(parent_fd, name.c_str(), kFlags));
+  if (!fd && errno == ENOENT && create) {
+    if (::mkdirat(parent_fd, name.c_str(), 0700) != 0 && errno != EEXIST)
+      fail("cannot create directory", at, errno);
+    fd.reset(::openat(parent_fd, name.c_str(), kFlags));
+  }
+  if (!fd) {
+    if (errno == ENOTDIR || errno == ELOOP)
+      throw FileError(at.string() + " exists and is not a directory (or is a symbolic link)");
+    fail("cannot open", at, errno);
+  }
+  return fd;
+}
+
+// A directory to keep private files in must be ours, and is made 0700 if it was looser.
+void make_private(int fd, const struct stat& st, const fs::path& at) {
+  if (st.st_uid != ::geteuid())
+    throw FileError(at.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
+                    ")");
+  if ((st.st_mode & 077) != 0 && ::fchmod(fd, 0700) != 0) fail("cannot make private", at, errno);
+}
+
+}  // namespace
+
 SafeDir SafeDir::open(const fs::path& path) {
   return walk(path, false);
 }
@@ -174,10 +257,8 @@ SafeDir SafeDir::open_private(const fs::path& path) {
 SafeDir SafeDir::walk(const fs::path& path, bool create) {
   if (path.empty()) throw FileError("empty directory path");
   if (!path.is_absolute()) throw FileError(path.string() + " is not an absolute path");
-  std::error_code ec;
   // Links resolved once, up front: from here on a link anywhere on the way is refused.
-  fs::path resolved = fs::weakly_canonical(path, ec);
-  if (ec) resolved = path.lexically_normal();
+  const fs::path resolved = resolve_trusted_links(path);
   UniqueFd fd(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) fail("cannot open", "/", errno);
   struct stat st {};
@@ -189,30 +270,27 @@ SafeDir SafeDir::walk(const fs::path& path, bool create) {
     if (name.empty() || name == ".") continue;
     if (name == "..") throw FileError(path.string() + ": '..' in a private path");
     at /= part;
-    constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-    UniqueFd next(::openat(fd.get(), name.c_str(), kFlags));
-    if (!next && errno == ENOENT && create) {
-      if (::mkdirat(fd.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
-        fail("cannot create directory", at, errno);
-      next.reset(::openat(fd.get(), name.c_str(), kFlags));
-    }
-    if (!next) {
-      if (errno == ENOTDIR || errno == ELOOP)
-        throw FileError(at.string() + " exists and is not a directory (or is a symbolic link)");
-      fail("cannot open", at, errno);
-    }
+    UniqueFd next = open_child_dir(fd.get(), name, at, create);
     if (::fstat(next.get(), &st) != 0) fail("cannot inspect", at, errno);
     check_safe(st, at);
     fd = std::move(next);
   }
   if (create) {
-    if (st.st_uid != ::geteuid())
-      throw FileError(at.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
-                      ")");
-    if ((st.st_mode & 077) != 0 && ::fchmod(fd.get(), 0700) != 0)
-      fail("cannot make private", at, errno);
+    make_private(fd.get(), st, at);
     if (::faccessat(fd.get(), ".", W_OK | X_OK, 0) != 0) fail("cannot write into", at, errno);
   }
+  return SafeDir(std::move(fd), at);
+}
+
+SafeDir SafeDir::private_child(std::string_view name) const {
+  const std::string child(name);
+  if (child.empty() || child == "." || child == ".." || child.find('/') != std::string::npos)
+    throw FileError("not a plain directory name: " + child);
+  const fs::path at = path_ / child;
+  UniqueFd fd = open_child_dir(fd_.get(), child, at, true);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail("cannot inspect", at, errno);
+  make_private(fd.get(), st, at);
   return SafeDir(std::move(fd), at);
 }
 

@@ -6,6 +6,7 @@ which is what its KernelRestarter (JupyterLab's, Notebook's) calls when it finds
 dead: the same connection file, so the same kernel id, and a new `kernel-watchdog run`."""
 import asyncio
 import os
+import pathlib
 import queue
 import subprocess
 import time
@@ -94,11 +95,20 @@ def test_the_restarted_kernel_says_once_why_the_previous_one_died(start_kernel, 
                                 if k != "KERNEL_WATCHDOG_REPORT_DIR"})
     assert shown.returncode == 0 and "SIGSEGV" in shown.stdout, shown.stderr
 
+    # The variable that named the notice's file is gone from what the notebook sees, and so
+    # is the file, and the directory it was in once the kernel is gone.
+    runtime = pathlib.Path(os.environ["XDG_RUNTIME_DIR"], "kernel-watchdog")
+    notice_dirs = lambda: [p for p in runtime.iterdir() if p.name.startswith("pyshim-")]
+    assert outputs_of(k, "import os; print('KERNEL_WATCHDOG_NOTICE' in os.environ)") \
+        == [("stream", "False\n")]
+    assert [list(d.iterdir()) for d in notice_dirs()] == [[]]
+
     # Once: not on the next cell, nor after a restart that followed no death (a graceful
     # one: the watchdog sees the kernel end as asked and leaves no notice).
     assert outputs_of(k, "print('again')") == [("stream", "again\n")]
     restart_as_the_restarter_does(k, now=False)
     assert outputs_of(k, "print('restarted')") == [("stream", "restarted\n")]
+    assert notice_dirs() == []
 
 
 def test_a_restart_that_fails_to_start_leaves_the_notice_for_the_next(start_kernel, jupyter_env):

@@ -75,18 +75,59 @@ TEST_CASE("the shim is kept in the private runtime directory, named by its text,
   CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec);
   CHECK(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
 
-  // A shim that is not whole (cut short, or edited) is written again.
+  // A shim that is not whole (cut short, or edited to the same size) is written again, and the
+  // bytecode cached from what was there is dropped.
+  const std::string text(kwd::data::sitecustomize_py());
   { std::ofstream(kept / "sitecustomize.py", std::ios::binary | std::ios::trunc) << "import os\n"; }
   CHECK(PythonShim::create().dir() == kept);
-  CHECK(read_all(kept / "sitecustomize.py") == kwd::data::sitecustomize_py());
-  // A link in its place is replaced, not followed.
-  const fs::path elsewhere = runtime.write("elsewhere.py", "print('not ours')\n");
+  CHECK(read_all(kept / "sitecustomize.py") == text);
+  fs::create_directories(kept / "__pycache__");
+  runtime.write("stale.pyc", "stale");
+  fs::rename(runtime.path / "stale.pyc", kept / "__pycache__" / "sitecustomize.cpython-311.pyc");
+  {
+    std::string edited = text;
+    edited[edited.size() / 2] = edited[edited.size() / 2] == '#' ? '!' : '#';
+    std::ofstream(kept / "sitecustomize.py", std::ios::binary | std::ios::trunc) << edited;
+  }
+  CHECK(PythonShim::create().dir() == kept);
+  CHECK(read_all(kept / "sitecustomize.py") == text);
+  CHECK_FALSE(fs::exists(kept / "__pycache__"));
+  // A link in its place, even to the very same text, is replaced, not followed.
+  const fs::path elsewhere = runtime.write("elsewhere.py", text);
   fs::remove(kept / "sitecustomize.py");
   fs::create_symlink(elsewhere, kept / "sitecustomize.py");
   CHECK(PythonShim::create().dir() == kept);
   CHECK_FALSE(fs::is_symlink(kept / "sitecustomize.py"));
-  CHECK(read_all(kept / "sitecustomize.py") == kwd::data::sitecustomize_py());
-  CHECK(read_all(elsewhere) == "print('not ours')\n");
+  CHECK(read_all(kept / "sitecustomize.py") == text);
+  // So is a directory.
+  fs::remove(kept / "sitecustomize.py");
+  fs::create_directories(kept / "sitecustomize.py" / "inside");
+  CHECK(PythonShim::create().dir() == kept);
+  CHECK(read_all(kept / "sitecustomize.py") == text);
+}
+
+TEST_CASE("without a private directory the shim and its notice live for one kernel in TMPDIR") {
+  if (::geteuid() != 0) return;  // needs a second user to squat the private directory's name
+  kwd::test::TempDir shared("kwd-shim-shared");
+  ::chmod(shared.path.c_str(), 01777);
+  kwd::test::ScopedEnv xdg("XDG_RUNTIME_DIR", std::nullopt);
+  kwd::test::ScopedEnv tmpdir("TMPDIR", shared.path.string());
+  const fs::path squat = shared.path / ("kernel-watchdog-" + std::to_string(::geteuid()));
+  fs::create_directory(squat);
+  REQUIRE(::chown(squat.c_str(), 65534, 65534) == 0);
+
+  auto shim = PythonShim::create();
+  const fs::path dir = shim.dir();
+  CHECK(dir.parent_path() == shared.path);
+  CHECK(dir.filename().string().starts_with("kernel-watchdog-shim-" + std::to_string(::getpid())));
+  CHECK(read_all(dir / "sitecustomize.py") == kwd::data::sitecustomize_py());
+  shim.add_notice(R"({"text": "died"})");
+  std::vector<std::string> env;
+  shim.apply(env);
+  CHECK(fs::path(value_of(env, "KERNEL_WATCHDOG_NOTICE")) == dir / "notice.json");
+  CHECK(names_in(squat).empty());  // nothing of ours under the other user's directory
+  shim.remove();
+  CHECK_FALSE(fs::exists(dir));
 }
 
 TEST_CASE("the shim's environment: its directory first, a notice of this kernel's own") {
@@ -97,7 +138,8 @@ TEST_CASE("the shim's environment: its directory first, a notice of this kernel'
 
   auto shim = PythonShim::create();
   // A notice named by the environment the watchdog inherited is not passed on.
-  std::vector<std::string> env{"PYTHONPATH=/mine", "KERNEL_WATCHDOG_NOTICE=/etc/passwd"};
+  std::vector<std::string> env{"PYTHONPATH=/mine", "KERNEL_WATCHDOG_NOTICE=/etc/passwd",
+                               "KERNEL_WATCHDOG_NOTICE=/etc/group"};
   shim.apply(env);
   CHECK(value_of(env, "PYTHONPATH") == shim.dir().string() + ":/mine");
   CHECK(value_of(env, "PYTHONFAULTHANDLER") == "1");

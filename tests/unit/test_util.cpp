@@ -118,6 +118,34 @@ TEST_CASE("SafeDir refuses a path through a directory others may change") {
   fs::remove_all(base);
 }
 
+TEST_CASE("SafeDir follows only links that root or we own") {
+  const auto base = fresh_dir("links");
+  SafeDir::open_private(base / "real" / "inner");
+  // Ours, relative, and a chain of two: followed as the kernel would.
+  fs::create_directory_symlink("real", base / "relative");
+  fs::create_directory_symlink(base / "relative", base / "chain");
+  const auto real = fs::weakly_canonical(base / "real");
+  CHECK(SafeDir::open(base / "relative" / "inner").path() == real / "inner");
+  CHECK(SafeDir::open_private(base / "chain" / "inner" / "new").path() == real / "inner" / "new");
+  fs::create_directory_symlink("loop", base / "loop");
+  CHECK_THROWS_WITH(SafeDir::open(base / "loop"), Catch::Contains("too many symbolic links"));
+  if (::geteuid() == 0) {
+    // Another user's link where a private directory of ours would be made (/tmp's
+    // kernel-watchdog-UID) would have us make one of our own directories 0700 and fill it.
+    constexpr uid_t kNobody = 65534;
+    fs::permissions(base / "real", fs::perms::owner_all);
+    fs::create_directory_symlink(base / "real", base / "planted");
+    REQUIRE(::lchown((base / "planted").c_str(), kNobody, kNobody) == 0);
+    CHECK_THROWS_WITH(SafeDir::open_private(base / "planted" / "shim"),
+                      Catch::Contains("symbolic link of another user's"));
+    fs::create_directory_symlink(base / "planted", base / "ours-to-theirs");
+    CHECK_THROWS_WITH(SafeDir::open(base / "ours-to-theirs"),
+                      Catch::Contains("symbolic link of another user's"));
+    CHECK_FALSE(fs::exists(base / "real" / "shim"));
+  }
+  fs::remove_all(base);
+}
+
 TEST_CASE("SafeDir writes contents made as they are written, and leaves nothing when they fail") {
   const auto base = fresh_dir("pieces");
   const auto dir = SafeDir::open_private(base);

@@ -29,8 +29,9 @@ using ContentWriter = std::function<void(const WriteBytes& write)>;
 // descriptor (mkdirat, openat, renameat), never found again by name; and because no one else
 // can rename what lies on the path, the path itself may be handed out (a kernel's PYTHONPATH).
 //
-// Symbolic links in the path given are resolved once, first (macOS's /tmp -> /private/tmp);
-// the walk itself follows none, and path() is the resolved path.
+// Symbolic links in the path given are resolved once, first (macOS's /tmp -> /private/tmp),
+// and only links that root or we own: one another user made is refused, not followed. The
+// walk itself follows none, and path() is the resolved path.
 class SafeDir {
  public:
   // An existing directory; nothing is created. Throws FileError saying which directory on the
@@ -40,6 +41,9 @@ class SafeDir {
   // 0700 if it was looser. Throws FileError.
   static SafeDir open_private(const std::filesystem::path& path);
 
+  // The directory `name` directly in this one, made 0700 if missing; one that is there must be
+  // ours (a link is refused), and is made 0700 if it was looser. Throws FileError.
+  [[nodiscard]] SafeDir private_child(std::string_view name) const;
   // A new directory "<prefix><random>" (0700) inside this one; never an existing one.
   [[nodiscard]] SafeDir make_unique_dir(std::string_view prefix) const;
   // Writes `contents` to `name` as Crashpad and Apport do: a temporary ".tmp-<pid>-XXXXXX"
