@@ -56,6 +56,11 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 # The shared libraries' packages, as dpkg-shlibdeps finds them (libzmq5, libspdlog1.10...).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  # Opened at first use, not linked (platform/deferred_library.hpp): dpkg-shlibdeps cannot see
+  # them, so they are named here (libcrypto.so.3 is Debian's libssl3).
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libzmq5, libssl3")
+endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-ipykernel, jupyter-client")
 set(CPACK_STRIP_FILES ON)
 include(CPack)

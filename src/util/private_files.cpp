@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <openssl/crypto.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "kwd/util/process_exists.hpp"
 #include "kwd/util/random_bytes.hpp"
 #include "kwd/util/unique_dir.hpp"
+#include "kwd/util/wipe.hpp"
 
 namespace kwd::util {
 namespace fs = std::filesystem;
@@ -48,7 +48,7 @@ std::string random_name(std::size_t n) {
     for (const unsigned char byte : batch)
       if (byte < kUnbiasedBelow && out.size() < n) out += kAlphabet[byte % kAlphabet.size()];
   }
-  OPENSSL_cleanse(batch, sizeof batch);
+  wipe(batch, sizeof batch);
   return out;
 }
 

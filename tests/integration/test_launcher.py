@@ -3,6 +3,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import psutil
@@ -38,6 +39,32 @@ def test_kernel_is_child_in_same_process_group_with_parent_pid(start_kernel):
     assert os.getpgid(k.kernel_pid) == os.getpgid(k.launcher_pid)
     _, out = k.execute("import os; os.environ['JPY_PARENT_PID']")
     assert result_text(out) == [repr(str(k.launcher_pid))]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux defers the libraries")
+def test_libzmq_and_libcrypto_are_opened_once_needed_not_before_the_kernel_starts(
+        start_kernel, tmp_path):
+    def libraries(pid):
+        with open(f"/proc/{pid}/maps") as f:
+            maps = f.read()
+        return {name for name in ("libzmq", "libcrypto") if name in maps}
+
+    # A kernel with no connection file: nothing to listen to, nothing to sign.
+    proc = subprocess.Popen([KWD_BINARY, "run", "--report-dir", str(tmp_path / "reports"), "--",
+                             "sleep", "30"], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not psutil.Process(proc.pid).children():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        assert libraries(proc.pid) == set()
+    finally:
+        proc.terminate()
+        proc.wait()
+    # A kernel it listens to: both there, and working (its IOPub is followed, HMAC checked).
+    k = start_kernel()
+    k.execute("x = 1")
+    assert libraries(k.launcher_pid) == {"libzmq", "libcrypto"}
 
 
 def test_interrupt_reaches_cell_and_kernel_lives(start_kernel, jupyter_env):
