@@ -54,12 +54,12 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
-# The shared libraries' packages, as dpkg-shlibdeps finds them (libzmq5, libspdlog1.10...).
+# The linked shared libraries' packages, as dpkg-shlibdeps finds them (libspdlog1.10...).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
   # Opened at first use, not linked (platform/deferred_library.hpp): dpkg-shlibdeps cannot see
   # them, so they are named here (libcrypto.so.3 is Debian's libssl3).
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libzmq5, libssl3")
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libzmq5 (>= 4.3), libssl3 (>= 3.0.0)")
 endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-ipykernel, jupyter-client")
 set(CPACK_STRIP_FILES ON)

@@ -1,7 +1,6 @@
 #include "kwd/protocol/connection_file.hpp"
 
 #include <fcntl.h>
-#include <openssl/crypto.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -14,6 +13,7 @@
 #include "kwd/platform/regular_file.hpp"
 #include "kwd/protocol/message_signer.hpp"
 #include "kwd/util/unique_fd.hpp"
+#include "kwd/util/wipe.hpp"
 
 namespace kwd::protocol {
 namespace {
@@ -63,7 +63,7 @@ bool valid_z85_key(std::string_view z85) {
   std::array<std::uint8_t, 32> out{};
   std::string copy(z85);  // zmq_z85_decode wants a NUL-terminated string
   const bool ok = zmq_z85_decode(out.data(), copy.c_str()) != nullptr;
-  OPENSSL_cleanse(out.data(), out.size());
+  util::wipe(out.data(), out.size());
   wipe_string(copy);
   return ok;
 }
@@ -120,18 +120,18 @@ std::string read_whole_file(const std::filesystem::path& path) {
     if (n < 0) {
       const int err = errno;
       wipe_string(text);
-      OPENSSL_cleanse(chunk.data(), chunk.size());
+      util::wipe(chunk.data(), chunk.size());
       throw ConnectionFileError(path.string() + ": cannot read (" + std::strerror(err) + ")");
     }
     if (n == 0) break;
     if (text.size() + static_cast<std::size_t>(n) > kMaxFileBytes) {
       wipe_string(text);
-      OPENSSL_cleanse(chunk.data(), chunk.size());
+      util::wipe(chunk.data(), chunk.size());
       throw ConnectionFileError(path.string() + ": larger than 1 MiB; not a connection file");
     }
     text.append(chunk.data(), static_cast<std::size_t>(n));
   }
-  OPENSSL_cleanse(chunk.data(), chunk.size());
+  util::wipe(chunk.data(), chunk.size());
   return text;
 }
 

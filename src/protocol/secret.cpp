@@ -1,6 +1,6 @@
 #include "kwd/protocol/secret.hpp"
 
-#include <openssl/crypto.h>
+#include "kwd/util/wipe.hpp"
 
 namespace kwd::protocol {
 
@@ -8,7 +8,7 @@ void wipe_string(std::string& text) noexcept {
   // Growing to the capacity (no reallocation) makes every byte that ever held the secret
   // part of the string, including a short-string buffer a move left behind.
   text.resize(text.capacity());
-  if (!text.empty()) OPENSSL_cleanse(text.data(), text.size());
+  if (!text.empty()) util::wipe(text.data(), text.size());
   text.clear();
 }
 

@@ -42,8 +42,7 @@ def test_kernel_is_child_in_same_process_group_with_parent_pid(start_kernel):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux defers the libraries")
-def test_libzmq_and_libcrypto_are_opened_once_needed_not_before_the_kernel_starts(
-        start_kernel, tmp_path):
+def test_libzmq_and_libcrypto_are_opened_once_needed_not_before_the_kernel_starts(tmp_path):
     def libraries(pid):
         with open(f"/proc/{pid}/maps") as f:
             maps = f.read()
@@ -61,10 +60,30 @@ def test_libzmq_and_libcrypto_are_opened_once_needed_not_before_the_kernel_start
     finally:
         proc.terminate()
         proc.wait()
-    # A kernel it listens to: both there, and working (its IOPub is followed, HMAC checked).
-    k = start_kernel()
-    k.execute("x = 1")
-    assert libraries(k.launcher_pid) == {"libzmq", "libcrypto"}
+    # A real kernel with its connection file: both are opened once the watchdog listens, and
+    # only after the kernel was started (the watchdog's own debug log says in which order).
+    from jupyter_client.connect import write_connection_file
+    connection_file, _ = write_connection_file(str(tmp_path / "kernel-libs.json"),
+                                               key=b"a-key-so-messages-are-signed")
+    proc = subprocess.Popen(
+        [KWD_BINARY, "--log-level", "debug", "run", "--report-dir", str(tmp_path / "reports"),
+         "--", "/usr/bin/python3", "-m", "ipykernel_launcher", "-f", connection_file],
+        stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        while not all(any(f"opened {library}" in line for line in lines)
+                      for library in ("libzmq.so.5", "libcrypto.so.3")):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
+            lines.append(proc.stderr.readline())
+        started = next(i for i, line in enumerate(lines) if "kernel started: pid" in line)
+        zmq = next(i for i, line in enumerate(lines) if "opened libzmq.so.5" in line)
+        crypto = next(i for i, line in enumerate(lines) if "opened libcrypto.so.3" in line)
+        assert started < zmq and started < crypto, "".join(lines)
+        assert libraries(proc.pid) == {"libzmq", "libcrypto"}
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 def test_interrupt_reaches_cell_and_kernel_lives(start_kernel, jupyter_env):

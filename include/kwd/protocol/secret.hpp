@@ -28,7 +28,7 @@ class Secret {
   std::string bytes_;
 };
 
-// Overwrites a string's bytes (OPENSSL_cleanse cannot be optimised away), then empties it.
+// Overwrites a string's bytes (util::wipe: stores that cannot be optimised away), then empties it.
 void wipe_string(std::string& text) noexcept;
 
 }  // namespace kwd::protocol

@@ -1,5 +1,5 @@
-// libcrypto's functions that the watchdog calls (HMAC for the Jupyter wire protocol, wiping
-// secrets), each finding libcrypto's own at its first call (see
+// libcrypto's functions that the watchdog calls (HMAC for the Jupyter wire protocol,
+// comparing in constant time), each finding libcrypto's own at its first call (see
 // kwd/platform/deferred_library.hpp). Declared by OpenSSL's headers: a definition here that
 // does not match them does not compile. Without libcrypto no HMAC can be made (a signed
 // kernel's messages are then refused, never accepted unchecked), and secrets are still wiped
@@ -14,7 +14,6 @@
 #include <cstddef>
 
 #include "kwd/platform/deferred_library.hpp"
-#include "kwd/util/wipe.hpp"
 
 #if OPENSSL_VERSION_MAJOR != 3
 #error "OpenSSL 3 (soname libcrypto.so.3) expected"
@@ -103,12 +102,6 @@ OSSL_PARAM OSSL_PARAM_construct_end() {
   static const auto fn =
       libcrypto().function<decltype(&OSSL_PARAM_construct_end)>("OSSL_PARAM_construct_end");
   return fn != nullptr ? fn() : OSSL_PARAM{};
-}
-
-void OPENSSL_cleanse(void* data, size_t length) {
-  static const auto fn = libcrypto().function<decltype(&OPENSSL_cleanse)>("OPENSSL_cleanse");
-  if (fn != nullptr) return fn(data, length);
-  kwd::util::wipe(data, length);
 }
 
 int CRYPTO_memcmp(const void* a, const void* b, size_t length) {
