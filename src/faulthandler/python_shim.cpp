@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -25,12 +26,15 @@ constexpr std::string_view kSharedPrefix = "kernel-watchdog-shim-";
 constexpr std::string_view kKeptPrefix = "pycode-";
 constexpr std::string_view kNoticeVariable = "KERNEL_WATCHDOG_NOTICE";
 
+// Whether a "NAME=value" entry sets `name`.
+bool sets(const std::string& entry, std::string_view name) {
+  return entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
+         entry[name.size()] == '=';
+}
+
 std::vector<std::string>::iterator find_var(std::vector<std::string>& env, std::string_view name) {
-  for (auto it = env.begin(); it != env.end(); ++it)
-    if (it->size() > name.size() && it->compare(0, name.size(), name) == 0 &&
-        (*it)[name.size()] == '=')
-      return it;
-  return env.end();
+  return std::find_if(env.begin(), env.end(),
+                      [name](const std::string& entry) { return sets(entry, name); });
 }
 
 // FNV-1a: names the shim's text, so a watchdog of another version never imports this one's.
@@ -161,10 +165,7 @@ void PythonShim::apply(std::vector<std::string>& env) const {
     env.emplace_back("KERNEL_WATCHDOG_FAULTHANDLER_ADDED=1");
   }
   // Only the notice given here is shown, never one named by the environment we inherited.
-  std::erase_if(env, [](const std::string& entry) {
-    return entry.starts_with(kNoticeVariable) && entry.size() > kNoticeVariable.size() &&
-           entry[kNoticeVariable.size()] == '=';
-  });
+  std::erase_if(env, [](const std::string& entry) { return sets(entry, kNoticeVariable); });
   if (!notice_.empty()) env.push_back(std::string(kNoticeVariable) + "=" + notice_.string());
 }
 

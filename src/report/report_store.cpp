@@ -1,11 +1,12 @@
 #include "kwd/report/report_store.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 
+#include "kwd/platform/file_time.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -86,18 +87,10 @@ std::vector<StoredReport> ReportStore::list() const {
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.starts_with(".") || !name.ends_with(".json")) continue;
-    // Through std::filesystem: struct stat names its time fields differently on macOS.
-    std::error_code entry_error;
-    if (!entry.is_regular_file(entry_error)) continue;
-    const auto size = entry.file_size(entry_error);
-    if (entry_error) continue;
-    const auto written = entry.last_write_time(entry_error);
-    if (entry_error) continue;
-    const auto written_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::file_clock::to_sys(written).time_since_epoch());
-    out.push_back({name.substr(0, name.size() - 5), entry.path(),
-                   static_cast<std::int64_t>(written_ms.count()),
-                   static_cast<std::uint64_t>(size)});
+    struct stat st {};
+    if (::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    out.push_back({name.substr(0, name.size() - 5), entry.path(), platform::modified_ms(st),
+                   static_cast<std::uint64_t>(st.st_size)});
   }
   // Ids start with a UTC timestamp, so the name orders them; mtime breaks nothing.
   std::sort(out.begin(), out.end(), [](const StoredReport& a, const StoredReport& b) {

@@ -2,8 +2,9 @@
 // comparing in constant time), each finding libcrypto's own at its first call (see
 // kwd/platform/deferred_library.hpp). Declared by OpenSSL's headers: a definition here that
 // does not match them does not compile. Without libcrypto no HMAC can be made (a signed
-// kernel's messages are then refused, never accepted unchecked), and secrets are still wiped
-// and compared in constant time by the fallbacks below.
+// kernel's messages are then refused, never accepted unchecked), and CRYPTO_memcmp still
+// compares in constant time. Secrets are wiped with util::wipe, not OPENSSL_cleanse: a
+// connection file is read before anything needs an HMAC.
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -3,33 +3,38 @@
 #include <dlfcn.h>
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 namespace kwd::platform {
+namespace {
+
+// Said in the log; a log that fails changes nothing here (callers are noexcept).
+template <typename... Args>
+void say(spdlog::level::level_enum level, fmt::format_string<Args...> format,
+         Args&&... args) noexcept {
+  try {
+    spdlog::log(level, format, std::forward<Args>(args)...);
+  } catch (...) {
+  }
+}
+
+}  // namespace
 
 void* DeferredLibrary::symbol(const char* name) noexcept {
   std::call_once(opened_, [this] {
     // Local: its symbols are found through this handle only, never bound to anyone else's.
     handle_ = ::dlopen(soname_, RTLD_NOW | RTLD_LOCAL);
     if (handle_ != nullptr) {
-      try {
-        spdlog::debug("opened {} at its first use", soname_);
-      } catch (...) {
-      }
+      say(spdlog::level::debug, "opened {} at its first use", soname_);
     } else {
       const char* why = ::dlerror();
-      try {
-        spdlog::error("cannot load {}: {}", soname_, why != nullptr ? why : "unknown error");
-      } catch (...) {  // a log that failed changes nothing here
-      }
+      say(spdlog::level::err, "cannot load {}: {}", soname_,
+          why != nullptr ? why : "unknown error");
     }
   });
   if (handle_ == nullptr) return nullptr;
   void* address = ::dlsym(handle_, name);
-  if (address == nullptr) {
-    try {
-      spdlog::error("{} has no {}", soname_, name);
-    } catch (...) {
-    }
-  }
+  if (address == nullptr) say(spdlog::level::err, "{} has no {}", soname_, name);
   return address;
 }
 
