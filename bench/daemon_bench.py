@@ -169,10 +169,12 @@ def main():
     os.environ.update(JUPYTER_RUNTIME_DIR=str(runtime), PYDEVD_DISABLE_FILE_VALIDATION="1",
                       KERNEL_WATCHDOG_REPORT_DIR=str(reports))
     with open(log, "w") as log_file:
+        # In a session of its own, as systemd and launchd start a service (and as
+        # jupyter_client starts every kernel).
         daemon = subprocess.Popen(
             [watchdog, "--log-format", "json", "daemon", "--runtime-dir", str(runtime),
              "--report-dir", str(reports), "--status-socket", str(sock)],
-            stdout=log_file, stderr=log_file)
+            stdout=log_file, stderr=log_file, start_new_session=True)
     managers, sleepers = [], []
     try:
         while not sock.exists():

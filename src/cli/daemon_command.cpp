@@ -153,7 +153,8 @@ Command add_daemon_command(CLI::App& app) {
                   "Scheduling priority to ask for (a nice value): taken where allowed (root, "
                   "CAP_SYS_NICE, RLIMIT_NICE), else the daemon runs at its own. Above the kernels "
                   "it watches, it finds new ones in time while many start at once on few cores; "
-                  "it uses well under 1% of a core. 0 or more: no change")
+                  "it uses well under 1% of a core. 0 or more: no change. Under Linux's "
+                  "autogroup scheduling, its session too when it leads one (as a service does)")
       ->check(CLI::Range(-20, 19))
       ->capture_default_str();
   auto log_format = std::make_shared<std::string>();
@@ -175,6 +176,8 @@ Command add_daemon_command(CLI::App& app) {
                 std::max<long>(10, static_cast<long>(1000.0 / *sample_hz)));
             // Before the daemon's threads (ZeroMQ's, NVML's) start: they take this one's.
             spdlog::info("{}", daemon::raise_scheduling_priority(*nice));
+            if (const auto session = daemon::raise_session_priority(); !session.empty())
+              spdlog::info("{}", session);
             daemon::Daemon d(*options);
             return d.run();
           }};

@@ -1,0 +1,12 @@
+#include <string>
+
+#include "kwd/daemon/scheduling_priority.hpp"
+
+namespace kwd::daemon {
+
+// macOS schedules threads, not sessions: the nice value alone counts.
+std::string raise_session_priority() {
+  return {};
+}
+
+}  // namespace kwd::daemon
