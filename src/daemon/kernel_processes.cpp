@@ -76,12 +76,8 @@ KernelProcessScanner::Found KernelProcessScanner::scan(ScanKind kind) {
     // killer) the kernel lives on, reparented, and is the daemon's to watch.
     const bool recheck =
         regular && (regular_scans_ + static_cast<std::uint64_t>(pid)) % kRecheckEvery == 0;
-    // Where every exec is announced (and examined then), a process judged no kernel stays
-    // none until its next exec: the rechecks would read a fifth of the table's command
-    // lines at every scan for nothing.
     const bool young = !execs_announced_ && now_ms - entry.first_seen_ms < kNewForMs;
-    const bool examine = entry.examined == 0 ||
-                         (!entry.kernel && (young || (recheck && !execs_announced_))) ||
+    const bool examine = entry.examined == 0 || (!entry.kernel && (young || recheck)) ||
                          (entry.kernel && entry.process.under_launcher && recheck);
     if (examine) {
       auto k = examine_process(pid, me);

@@ -42,9 +42,9 @@ class KernelProcessScanner {
   Found examine_now(const std::vector<pid_t>& pids);
   // The kernels the last scans and examinations found, without looking at the table again.
   [[nodiscard]] Found known() const;
-  // Whether every exec is announced (process events): then a process is examined by the
-  // scans once, not at every scan of its first seconds nor in the regular rechecks (those
-  // catch a later exec, which examine_now is told of).
+  // Whether every exec is announced (process events): then a new process is examined by the
+  // scans once, not at every scan of its first seconds (those catch a fork's later exec,
+  // which examine_now is told of).
   void set_execs_announced(bool announced) { execs_announced_ = announced; }
 
  private:
