@@ -11,7 +11,8 @@ carries `-f <connection file>`, as a kernel's does) whose ports nobody listens o
   gives from the process-events connector's time stamp; else its fork, /proc's start time
   in 10 ms steps): a manager writes the file and spawns the kernel after, and no watcher
   can watch a process before it exec's. Also printed from the file's write alone, which
-  adds the manager's own spawn time. For all of them started in one stampede (a plain KernelManager
+  adds the manager's own spawn time, with the slowest of those and how much of each was the
+  manager's time from the write to its kernel's exec. For all of them started in one stampede (a plain KernelManager
   writes its file to the temp dir: the kernel is found at its exec, by its argv), then for
   --one-by-one more (half real kernels, half synthetic), their files written into the
   runtime dir one at a time on the settled machine, as a user starts kernels: from the later

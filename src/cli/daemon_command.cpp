@@ -176,7 +176,7 @@ Command add_daemon_command(CLI::App& app) {
                 std::max<long>(10, static_cast<long>(1000.0 / *sample_hz)));
             // Before the daemon's threads (ZeroMQ's, NVML's) start: they take this one's.
             spdlog::info("{}", daemon::raise_scheduling_priority(*nice));
-            if (const auto session = daemon::raise_session_priority(); !session.empty())
+            if (const auto session = daemon::raise_session_priority(*nice); !session.empty())
               spdlog::info("{}", session);
             daemon::Daemon d(*options);
             return d.run();

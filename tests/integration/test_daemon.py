@@ -341,16 +341,16 @@ def thread_nice_values(pid):
 def test_daemon_runs_above_the_kernels_it_watches_where_allowed(world, daemon, kernels, tmp_path):
     """Fifty kernels starting on two cores starve a daemon at their priority (found 200-500 ms
     late in daemon_bench): it asks for nice -10, and every thread of it (ZeroMQ's too) has it."""
+    autogroup = pathlib.Path("/proc/self/autogroup")
+    mine = autogroup.read_text() if autogroup.exists() else None
     d = daemon()
     k = kernels()
     d.kernel(k.km.connection_file, k.km.provisioner.process.pid)
     assert len(os.listdir(f"/proc/{d.proc.pid}/task")) > 1  # ZeroMQ's threads are up
     assert thread_nice_values(d.proc.pid) == {-10}
-    autogroup = pathlib.Path("/proc/self/autogroup")
-    mine = autogroup.read_text() if autogroup.exists() else None
-    if mine is not None:  # started from this test's session: the session is left as it is
-        assert pathlib.Path(f"/proc/{d.proc.pid}/autogroup").read_text() == mine
     log = d.stop()
+    if mine is not None:  # started from this test's session: the session is left as it is
+        assert autogroup.read_text() == mine
     assert "scheduling priority: nice -10 (was 0)" in log
     if autogroup_enabled():
         assert "session priority left as it is: the kernel's autogroup scheduling" in log, log
@@ -391,6 +391,12 @@ def test_a_daemon_leading_its_session_raises_the_session_under_autogroup(world, 
     kernel_group = pathlib.Path(f"/proc/{k.km.provisioner.process.pid}/autogroup").read_text()
     assert kernel_group.split()[-2:] == ["nice", "0"], kernel_group
     assert "session priority: nice -10 (autogroup scheduling is on)" in d.stop()
+
+    # --nice 0 asks for no change: neither the daemon's nor its session's.
+    d = daemon("--nice", "0", new_session=True)
+    d.kernel(k.km.connection_file, k.km.provisioner.process.pid)
+    assert pathlib.Path(f"/proc/{d.proc.pid}/autogroup").read_text().split()[-2:] == ["nice", "0"]
+    assert "session priority" not in d.stop()
 
 
 def test_clean_shutdown_and_restart(world, daemon, kernels):

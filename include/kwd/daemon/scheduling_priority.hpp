@@ -16,11 +16,14 @@ std::string raise_scheduling_priority(int nice);
 
 // Where the scheduler shares the CPU between sessions before it looks at nice values (Linux's
 // autogroup: each session started by setsid, as jupyter_client starts every kernel, weighs as
-// much as any other), a nice value counts only among the daemon's own session. This gives its
-// session the weight of the nice value the daemon runs at (when below 0), if it leads the
-// session (a service does; a daemon started from a shell would raise the shell's whole session,
-// so it does not). Returns what it did or why not, as one line for the log; empty where the
-// platform has no such grouping or it is off.
-std::string raise_session_priority();
+// much as any other), a nice value counts only among the daemon's own session. When `wanted`
+// asks for a higher priority and the daemon got one, this gives its session that nice value
+// too (never a less favourable one than it has), if it leads the session (a service does; a
+// daemon started from a shell would raise the shell's whole session, so it does not).
+// Autogroup applies only to processes in the root cpu cgroup: where a cpu controller groups
+// the daemon (CPUWeight= in a unit), the cgroup's weight decides, and this changes nothing.
+// Returns what it did or why not, as one line for the log; empty where the platform has no
+// such grouping, it is off, or no higher priority was asked for or granted.
+std::string raise_session_priority(int wanted);
 
 }  // namespace kwd::daemon

@@ -5,7 +5,7 @@
 namespace kwd::daemon {
 
 // macOS schedules threads, not sessions: the nice value alone counts.
-std::string raise_session_priority() {
+std::string raise_session_priority(int /*wanted*/) {
   return {};
 }
 

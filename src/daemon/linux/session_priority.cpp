@@ -4,8 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "kwd/daemon/scheduling_priority.hpp"
 #include "kwd/platform/regular_file.hpp"
@@ -14,31 +18,60 @@
 namespace kwd::daemon {
 namespace {
 
+std::optional<std::string> read_proc(const char* path) {
+  util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  return platform::read_up_to(fd.get(), 256);
+}
+
 bool autogroup_enabled() {
-  util::UniqueFd fd(::open("/proc/sys/kernel/sched_autogroup_enabled", O_RDONLY | O_CLOEXEC));
-  if (!fd) return false;  // a kernel built without it
-  const auto flag = platform::read_up_to(fd.get(), 16);
+  const auto flag = read_proc("/proc/sys/kernel/sched_autogroup_enabled");  // none: not built in
   return flag && !flag->empty() && flag->front() == '1';
+}
+
+// "/autogroup-17 nice 0": the session's nice value.
+std::optional<int> session_nice() {
+  const auto text = read_proc("/proc/self/autogroup");
+  if (!text) return std::nullopt;
+  const auto at = text->rfind("nice ");
+  if (at == std::string::npos) return std::nullopt;
+  int value = 0;
+  const char* first = text->data() + at + 5;
+  if (std::from_chars(first, text->data() + text->size(), value).ec != std::errc{})
+    return std::nullopt;
+  return value;
 }
 
 }  // namespace
 
-std::string raise_session_priority() {
+std::string raise_session_priority(int wanted) {
+  if (wanted >= 0 || !autogroup_enabled()) return {};
   errno = 0;
-  const int nice = ::getpriority(PRIO_PROCESS, 0);
-  if (errno != 0 || nice >= 0 || !autogroup_enabled()) return {};
+  const int nice = ::getpriority(PRIO_PROCESS, 0);  // what was granted, maybe less than asked
+  if (errno != 0 || nice >= 0) return {};
   if (::getsid(0) != ::getpid())
     return fmt::format(
         "session priority left as it is: the kernel's autogroup scheduling shares the CPU "
         "between sessions first, and this daemon is not its session's leader (run it as a "
         "service, or under setsid, for nice {} to count against kernels' sessions)",
         nice);
+  if (const auto current = session_nice(); current && *current <= nice)
+    return fmt::format("session priority: nice {} kept (autogroup scheduling is on)", *current);
   util::UniqueFd fd(::open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC));
-  const std::string value = std::to_string(nice);
-  if (!fd || ::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
+  if (!fd)
     return fmt::format("session priority left as it is: /proc/self/autogroup: {}",
                        std::strerror(errno));
-  return fmt::format("session priority: nice {} (autogroup scheduling is on)", nice);
+  const std::string value = std::to_string(nice);
+  // Without CAP_SYS_ADMIN, one such change on the whole machine per tenth of a second: a few
+  // daemons started together (one per user) take turns.
+  for (int attempt = 0;; ++attempt) {
+    if (::write(fd.get(), value.data(), value.size()) == static_cast<ssize_t>(value.size()))
+      return fmt::format("session priority: nice {} (autogroup scheduling is on)", nice);
+    if (errno != EAGAIN || attempt == 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  }
+  return fmt::format("session priority left as it is: /proc/self/autogroup: {}",
+                     std::strerror(errno));
 }
 
 }  // namespace kwd::daemon
