@@ -240,7 +240,7 @@ def main():
                 # choice and the kernel's bind (the synthetic files' ports are chosen the
                 # same way): left out, like one that never started.
                 if km.is_alive():
-                    # Alive but silent (2 runs in 9 on this 2-core machine, each beside a
+                    # Alive but silent (2 runs of 15 on this 2-core machine, each beside a
                     # start that died of a taken port): said, with who holds its ports, and
                     # left out rather than ending the run.
                     never_ready.append(port_holders(km))
