@@ -8,7 +8,7 @@ namespace kwd::daemon {
 // once on two cores, a daemon at their priority gets its fair share, a fiftieth, and each
 // wake-up waits in the run queue: new kernels were found 200-500 ms late (daemon_bench). At
 // nice -10, its session's too where that counts (below), the same stampede is found within
-// 20-60 ms (p99). The daemon asks for that where it may (root, CAP_SYS_NICE, or as far as
+// 12-61 ms (p99, six runs). The daemon asks for that where it may (root, CAP_SYS_NICE, or as far as
 // RLIMIT_NICE allows) and carries on as it is where it may not. Call before any thread
 // starts: on Linux the nice value is a thread's, and new threads take their creator's.
 // Returns what it got, as one line for the log.
