@@ -12,8 +12,9 @@ carries `-f <connection file>`, as a kernel's does) whose ports nobody listens o
   in 10 ms steps): a manager writes the file and spawns the kernel after, and no watcher
   can watch a process before it exec's. Also printed from the file's write alone, which
   adds the manager's own spawn time, with the slowest of those and how much of each was the
-  manager's time from the write to its kernel's exec. For all of them started in one stampede (a plain KernelManager
-  writes its file to the temp dir: the kernel is found at its exec, by its argv), then for
+  manager's time from the write to its kernel's exec. For all of them started in one
+  stampede (a plain KernelManager writes its file to the temp dir: the kernel is found at
+  its exec, by its argv), then for
   --one-by-one more (half real kernels, half synthetic), their files written into the
   runtime dir one at a time on the settled machine, as a user starts kernels: from the later
   of file and process, and from the file's write alone (the issue's "file written ->

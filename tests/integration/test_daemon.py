@@ -376,6 +376,11 @@ def autogroup_enabled():
     return flag.exists() and flag.read_text().strip() == "1"
 
 
+def autogroup_nice(pid):
+    """The nice value of the process's session under autogroup ("/autogroup-17 nice 0")."""
+    return pathlib.Path(f"/proc/{pid}/autogroup").read_text().split()[-2:]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a higher priority needs root here")
 @pytest.mark.skipif(not autogroup_enabled(), reason="Linux's autogroup scheduling is off here")
 def test_a_daemon_leading_its_session_raises_the_session_under_autogroup(world, daemon, kernels):
@@ -387,15 +392,14 @@ def test_a_daemon_leading_its_session_raises_the_session_under_autogroup(world, 
     d = daemon(new_session=True)
     k = kernels()
     d.kernel(k.km.connection_file, k.km.provisioner.process.pid)
-    assert pathlib.Path(f"/proc/{d.proc.pid}/autogroup").read_text().split()[-2:] == ["nice", "-10"]
-    kernel_group = pathlib.Path(f"/proc/{k.km.provisioner.process.pid}/autogroup").read_text()
-    assert kernel_group.split()[-2:] == ["nice", "0"], kernel_group
+    assert autogroup_nice(d.proc.pid) == ["nice", "-10"]
+    assert autogroup_nice(k.km.provisioner.process.pid) == ["nice", "0"]
     assert "session priority: nice -10 (autogroup scheduling is on)" in d.stop()
 
     # --nice 0 asks for no change: neither the daemon's nor its session's.
     d = daemon("--nice", "0", new_session=True)
     d.kernel(k.km.connection_file, k.km.provisioner.process.pid)
-    assert pathlib.Path(f"/proc/{d.proc.pid}/autogroup").read_text().split()[-2:] == ["nice", "0"]
+    assert autogroup_nice(d.proc.pid) == ["nice", "0"]
     assert "session priority" not in d.stop()
 
 

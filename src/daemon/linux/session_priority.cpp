@@ -12,26 +12,21 @@
 #include <thread>
 
 #include "kwd/daemon/scheduling_priority.hpp"
-#include "kwd/platform/regular_file.hpp"
+#include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::daemon {
 namespace {
 
-std::optional<std::string> read_proc(const char* path) {
-  util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  return platform::read_up_to(fd.get(), 256);
-}
-
 bool autogroup_enabled() {
-  const auto flag = read_proc("/proc/sys/kernel/sched_autogroup_enabled");  // none: not built in
+  // Absent: a kernel built without autogroup.
+  const auto flag = probes::linux_proc::read_small_file("/proc/sys/kernel/sched_autogroup_enabled");
   return flag && !flag->empty() && flag->front() == '1';
 }
 
 // "/autogroup-17 nice 0": the session's nice value.
 std::optional<int> session_nice() {
-  const auto text = read_proc("/proc/self/autogroup");
+  const auto text = probes::linux_proc::read_small_file("/proc/self/autogroup");
   if (!text) return std::nullopt;
   const auto at = text->rfind("nice ");
   if (at == std::string::npos) return std::nullopt;
@@ -57,18 +52,16 @@ std::string raise_session_priority(int wanted) {
         nice);
   if (const auto current = session_nice(); current && *current <= nice)
     return fmt::format("session priority: nice {} kept (autogroup scheduling is on)", *current);
-  util::UniqueFd fd(::open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC));
-  if (!fd)
-    return fmt::format("session priority left as it is: /proc/self/autogroup: {}",
-                       std::strerror(errno));
   const std::string value = std::to_string(nice);
   // Without CAP_SYS_ADMIN, one such change on the whole machine per tenth of a second: a few
   // daemons started together (one per user) take turns.
-  for (int attempt = 0;; ++attempt) {
-    if (::write(fd.get(), value.data(), value.size()) == static_cast<ssize_t>(value.size()))
-      return fmt::format("session priority: nice {} (autogroup scheduling is on)", nice);
-    if (errno != EAGAIN || attempt == 3) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  if (util::UniqueFd fd(::open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC)); fd) {
+    for (int attempt = 0;; ++attempt) {
+      if (::write(fd.get(), value.data(), value.size()) == static_cast<ssize_t>(value.size()))
+        return fmt::format("session priority: nice {} (autogroup scheduling is on)", nice);
+      if (errno != EAGAIN || attempt == 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(110));
+    }
   }
   return fmt::format("session priority left as it is: /proc/self/autogroup: {}",
                      std::strerror(errno));
