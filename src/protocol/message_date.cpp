@@ -24,7 +24,7 @@ bool expect(std::string_view s, std::size_t& at, char c) {
 
 }  // namespace
 
-std::optional<std::int64_t> parse_message_date(std::string_view s) {
+std::optional<std::int64_t> parse_message_date_us(std::string_view s) {
   std::size_t at = 0;
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
   if (!number(s, at, 4, year) || !expect(s, at, '-') || !number(s, at, 2, month) ||
@@ -35,13 +35,13 @@ std::optional<std::int64_t> parse_message_date(std::string_view s) {
   if (!number(s, at, 2, hour) || !expect(s, at, ':') || !number(s, at, 2, minute) ||
       !expect(s, at, ':') || !number(s, at, 2, second))
     return std::nullopt;
-  std::int64_t millis = 0;
+  std::int64_t micros = 0;
   if (at < s.size() && s[at] == '.') {
     ++at;
-    int scale = 100;
+    int scale = 100'000;  // digits past the sixth are below what anyone sends or reads
     const std::size_t start = at;
     while (at < s.size() && s[at] >= '0' && s[at] <= '9') {
-      millis += (s[at] - '0') * scale;
+      micros += (s[at] - '0') * scale;
       scale /= 10;
       ++at;
     }
@@ -69,7 +69,7 @@ std::optional<std::int64_t> parse_message_date(std::string_view s) {
   const auto days = sys_days{ymd}.time_since_epoch();
   const std::int64_t seconds_total = duration_cast<std::chrono::seconds>(days).count() +
                                      hour * 3600 + minute * 60 + second - offset_minutes * 60;
-  return seconds_total * 1000 + millis;
+  return seconds_total * 1'000'000 + micros;
 }
 
 }  // namespace kwd::protocol

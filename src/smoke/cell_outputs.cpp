@@ -47,9 +47,9 @@ void CellOutputs::begin(std::size_t index) {
   metadata["execution"] = nlohmann::json::object();  // this run's, not an earlier one's
 }
 
-void CellOutputs::record_timing(const char* step, std::int64_t date_ms) {
-  if (date_ms < 0) return;
-  cells_[current_]["metadata"]["execution"][step] = util::iso8601_utc(date_ms);
+void CellOutputs::record_timing(const char* step, std::int64_t date_us) {
+  if (date_us < 0) return;
+  cells_[current_]["metadata"]["execution"][step] = util::iso8601_utc_us(date_us);
 }
 
 void CellOutputs::clear_now() {

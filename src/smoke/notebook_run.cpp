@@ -292,15 +292,15 @@ void NotebookRun::on_message(client::Channel channel, protocol::Message& m) {
   if (channel == client::Channel::shell && m.msg_type == "execute_reply") {
     reply_ = m.content;
     reply_seen_ = true;
-    outputs_.record_timing("shell.execute_reply", m.date_ms);
+    outputs_.record_timing("shell.execute_reply", m.date_us);
   } else if (channel == client::Channel::iopub && m.msg_type == "status") {
     const std::string state = protocol::text_field(m.content, "execution_state");
     if (state == "idle") idle_seen_ = true;
     if (state == "busy" || state == "idle")
       outputs_.record_timing(state == "busy" ? "iopub.status.busy" : "iopub.status.idle",
-                             m.date_ms);
+                             m.date_us);
   } else if (channel == client::Channel::iopub) {
-    if (m.msg_type == "execute_input") outputs_.record_timing("iopub.execute_input", m.date_ms);
+    if (m.msg_type == "execute_input") outputs_.record_timing("iopub.execute_input", m.date_us);
     outputs_.apply(m);
   }
   maybe_finish_cell();

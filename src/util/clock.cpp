@@ -24,11 +24,14 @@ std::int64_t steady_ns() {
 }
 
 namespace {
-tm utc_parts(std::int64_t unix_ms) {
-  const time_t secs = static_cast<time_t>(unix_ms / 1000);
+tm utc_parts_of_second(std::int64_t unix_s) {
+  const time_t secs = static_cast<time_t>(unix_s);
   tm parts{};
   gmtime_r(&secs, &parts);
   return parts;
+}
+tm utc_parts(std::int64_t unix_ms) {
+  return utc_parts_of_second(unix_ms / 1000);
 }
 }  // namespace
 
@@ -38,6 +41,15 @@ std::string iso8601_utc(std::int64_t unix_ms) {
   std::snprintf(buf.data(), buf.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", p.tm_year + 1900,
                 p.tm_mon + 1, p.tm_mday, p.tm_hour, p.tm_min, p.tm_sec,
                 static_cast<int>(unix_ms % 1000));
+  return buf.data();
+}
+
+std::string iso8601_utc_us(std::int64_t unix_us) {
+  const tm p = utc_parts_of_second(unix_us / 1'000'000);
+  std::array<char, 96> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", p.tm_year + 1900,
+                p.tm_mon + 1, p.tm_mday, p.tm_hour, p.tm_min, p.tm_sec,
+                static_cast<int>(unix_us % 1'000'000));
   return buf.data();
 }
 

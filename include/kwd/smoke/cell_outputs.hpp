@@ -27,7 +27,7 @@ class CellOutputs {
   // When the kernel stamped one step of the current cell (a message header's date), under
   // metadata.execution as nbclient records it: "iopub.status.busy", "iopub.execute_input",
   // "shell.execute_reply", "iopub.status.idle". A date of -1 (none) is left out.
-  void record_timing(const char* step, std::int64_t date_ms);
+  void record_timing(const char* step, std::int64_t date_us);
   // An IOPub message whose parent is the current cell's execute_request. Its text and data
   // are moved into the notebook, not copied: the message is spent.
   void apply(protocol::Message& message);

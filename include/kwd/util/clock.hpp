@@ -15,6 +15,8 @@ inline std::int64_t steady_ms() {
 
 // "2026-11-21T18:05:12.345Z"
 std::string iso8601_utc(std::int64_t unix_ms);
+// "2026-11-21T18:05:12.345678Z": a message's date as nbclient records it in a notebook.
+std::string iso8601_utc_us(std::int64_t unix_us);
 // "20261121T180512Z": sortable and safe in file names.
 std::string compact_utc(std::int64_t unix_ms);
 // "2026-11-21 19:05:12 CET": the wall time where the reader is (the TZ of this process).
