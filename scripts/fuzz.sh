@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/, clang, ASan + UBSan) into build-fuzz and runs
-# each on its seed corpus tests/fuzz/corpus/<target>/ for FUZZ_SECONDS (default 30), FUZZ_JOBS
+# each on its seed corpus tests/fuzz/corpus/<target>/ for FUZZ_SECONDS (default 20), FUZZ_JOBS
 # (default: the number of cores) at a time.
 #   scripts/fuzz.sh [TARGET...]      e.g. scripts/fuzz.sh wire iopub
 # What a run finds is kept in build-fuzz/corpus/<target>/ (never written into the repo); a
 # crash, leak, UB or timeout leaves its input in build-fuzz/findings/ and fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${FUZZ_SECONDS:-30}"
+seconds="${FUZZ_SECONDS:-20}"
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKWD_FUZZ=ON -DKWD_BUILD_TESTS=OFF >/dev/null

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds, and runs the whole test suite (ctest); then, as
 # CI does, the same suite against an ASan+UBSan build and the NVML tests under TSan
-# (scripts/sanitize.sh), and every fuzz target for 30 s on its corpus (scripts/fuzz.sh).
+# (scripts/sanitize.sh), and every fuzz target for 20 s on its corpus (scripts/fuzz.sh).
 # Extra arguments go to both ctest runs, e.g. scripts/test.sh -R integration.test_launcher
 # KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 leave those stages out (a quicker local run).
 set -euo pipefail
