@@ -143,7 +143,9 @@ class ConnectorProcessEvents final : public ProcessEvents {
           "process events refused ({}); kernels outside the runtime dirs are found by "
           "the 1 s scan",
           std::strerror(static_cast<int>(event.event_data.ack.err)));
-      fd_.reset();
+      // Said, not closed here: the daemon stops watching the descriptor before it is closed
+      // (with the source), and turns its scan's exec checks back on.
+      batch.refused = true;
       return;
     }
     if (what != kEventExec) return;
