@@ -54,7 +54,6 @@ void CellTimeline::set_gpu_start(Cell& cell, std::int64_t t_ms) const {
     cell.gpu.start = last_end_.gpu;
     cell.gpu_start_awaiting = last_end_.awaiting;
     cell.gpu_start_from_ms = last_end_.at_ms;
-    cell.gpu_start_prev_started_ms = last_end_.cell_started_ms;
     return;
   }
   cell.gpu.start = before ? before->gpu : timeline::kUnknown;
@@ -177,7 +176,7 @@ void CellTimeline::finish(std::int64_t t_ms, const char* status_if_running) {
     cell.gpu.end = latest_gpu();
     cell.awaiting_gpu_end = true;
   }
-  last_end_ = {cell.ended_at_ms, cell.gpu.end, cell.awaiting_gpu_end, cell.started_at_ms};
+  last_end_ = {cell.ended_at_ms, cell.gpu.end, cell.awaiting_gpu_end};
   if (keep_last_ == 0) return;
   finished_.push_back(std::move(cell));
   while (finished_.size() > keep_last_)
@@ -215,37 +214,15 @@ void CellTimeline::on_memory_sample(const timeline::MemorySample& sample) {
   if (reading.gpu >= 0) settle_gpu(reading);
 }
 
-std::int64_t CellTimeline::boundary_gpu(const Reading& reading, std::int64_t started_ms,
-                                        std::int64_t next_start_ms) const {
-  // Taken after the next cell started, the reading may hold that cell's work: the watchdog
-  // heard of the end late, and asked the GPU late. The last reading from before the next
-  // start stands for the boundary instead, as for RSS, if it was taken while the ending cell
-  // ran. Without one (a short cell between two of the GPU's own samples), this reading is
-  // the only one that can show what the cell left behind.
-  if (next_start_ms >= 0 && started_ms >= 0 && reading.gpu_t_ms > next_start_ms)
-    if (const auto before = gpu_reading_at(next_start_ms); before && before->gpu_t_ms >= started_ms)
-      return before->gpu;
-  return reading.gpu;
-}
-
 void CellTimeline::settle_gpu(const Reading& reading) {
   const std::int64_t t = reading.gpu_t_ms;
-  const auto start_of = [](const Cell* cell) { return cell != nullptr ? cell->started_at_ms : -1; };
-  const Cell* flight = in_flight_ ? &*in_flight_ : nullptr;
-  if (last_end_.awaiting && t >= last_end_.at_ms) {
-    const std::int64_t next_start =
-        flight != nullptr && flight->started_at_ms >= last_end_.at_ms ? flight->started_at_ms : -1;
-    last_end_ = {last_end_.at_ms, boundary_gpu(reading, last_end_.cell_started_ms, next_start),
-                 false, last_end_.cell_started_ms};
-  }
+  if (last_end_.awaiting && t >= last_end_.at_ms) last_end_ = {last_end_.at_ms, reading.gpu, false};
   // A reading taken after a boundary is that boundary's only if no cell ended in between:
   // else it holds that cell's work too, and neither side's part can be told (kUnknown).
   const auto settle = [&](Cell& cell, const Cell* next) {
     if (cell.gpu_start_awaiting && t >= cell.gpu_start_from_ms) {
       cell.gpu.start =
-          cell.ended_at_ms >= 0 && cell.ended_at_ms <= t
-              ? timeline::kUnknown
-              : boundary_gpu(reading, cell.gpu_start_prev_started_ms, cell.started_at_ms);
+          cell.ended_at_ms >= 0 && cell.ended_at_ms <= t ? timeline::kUnknown : reading.gpu;
       cell.gpu.peak = std::max(cell.gpu.peak, cell.gpu.start);
       cell.gpu.peak_running = std::max(cell.gpu.peak_running, cell.gpu.start);
       cell.gpu_start_awaiting = false;
@@ -256,12 +233,12 @@ void CellTimeline::settle_gpu(const Reading& reading) {
         cell.gpu.peak = cell.gpu.peak_running;
         cell.awaiting_gpu_end = false;
       } else {
-        set_gpu_end(cell, boundary_gpu(reading, cell.started_at_ms, start_of(next)));
+        set_gpu_end(cell, reading.gpu);
       }
     }
   };
   for (std::size_t i = 0; i < finished_.size(); ++i)
-    settle(finished_[i], i + 1 < finished_.size() ? &finished_[i + 1] : flight);
+    settle(finished_[i], i + 1 < finished_.size() ? &finished_[i + 1] : nullptr);
   if (in_flight_) settle(*in_flight_, nullptr);
 }
 

@@ -183,37 +183,6 @@ TEST_CASE("a cell's GPU memory is the GPU sample taken after its end, at the GPU
 // The link between a cell's end and the next one's start does not depend on the finished
 // cells kept (--last-cells 0 keeps none; 1 pushes the previous one out), and a boundary with
 // no GPU reading before the next cell also ended cannot be told (null), not guessed.
-// On a loaded machine the watchdog can hear of a cell's end after the next cell started, and
-// the GPU reading asked at that end comes while the next cell already holds more. A reading
-// taken while the ending cell ran stands for the boundary then (as a test under ctest -j2
-// once showed: the next cell's 5 GiB were taken for the previous one's end).
-TEST_CASE("a GPU reading taken after the next cell started is not the boundary, given another") {
-  constexpr std::int64_t GB = 1024 * MB;
-  for (const std::size_t kept : {0, 10}) {
-    INFO("last cells kept: " << kept);
-    KernelActivity a(kept);
-    a.on_memory_sample(sample(900, 0, 900));
-    a.on_message(msg("status", "r1", {{"execution_state", "busy"}}), 1000);
-    a.on_message(msg("execute_input", "r1", {{"code", "hold(3); hold(1)"}, {"execution_count", 1}}),
-                 1000);
-    a.on_memory_sample(sample(1500, 3 * GB, 1500));
-    a.on_memory_sample(sample(2000, 1 * GB, 2000));  // the cell's last reading: 1 GiB
-    a.on_message(msg("status", "r1", {{"execution_state", "idle"}}), 2400);
-    a.on_message(msg("status", "r2", {{"execution_state", "busy"}}), 2405);
-    a.on_message(msg("execute_input", "r2", {{"code", "hold(5)"}, {"execution_count", 2}}), 2405);
-    a.on_memory_sample(sample(2420, 5 * GB, 2420));  // asked at cell 1's end, taken in cell 2
-    const json e = a.to_json(2500);
-    CHECK(e["cell_in_flight"]["gpu_at_start"] == 1 * GB);
-    CHECK(e["cell_in_flight"]["gpu_peak"] == 5 * GB);
-    if (kept == 10) {
-      REQUIRE(e["last_cells"].size() == 1);
-      CHECK(e["last_cells"][0]["gpu_end"] == 1 * GB);
-      CHECK(e["last_cells"][0]["gpu_peak"] == 3 * GB);
-      CHECK(e["last_cells"][0]["gpu_delta"] == 1 * GB);
-    }
-  }
-}
-
 TEST_CASE("GPU boundaries: kept cells do not matter, and an unreadable boundary is null") {
   for (const std::size_t kept : {0, 1}) {
     INFO("last cells kept: " << kept);

@@ -44,15 +44,13 @@ struct Cell {
   std::int64_t end_reading_at_ms = -1;
   bool awaiting_end_sample = false;
   // GPU samples come at the GPU's own, slower rate: a cell's end is the first GPU sample
-  // taken after it, even when that comes while the next cell runs (unless a sample taken
-  // while the cell itself ran is there to stand for it: see CellTimeline::boundary_gpu), and
-  // a cell that starts before the previous one's end was sampled starts from that same
-  // reading (nothing counted twice, nothing lost).
+  // taken after it, even when that comes while the next cell runs, and a cell that starts
+  // before the previous one's end was sampled starts from that same reading (nothing counted
+  // twice, nothing lost).
   bool awaiting_gpu_end = false;
   bool gpu_start_awaiting = false;
-  std::int64_t gpu_start_from_ms = -1;          // the previous cell's end, whose reading it awaits
-  std::int64_t gpu_start_prev_started_ms = -1;  // and when that previous cell started
-  std::string status = "running";  // running, ok, error, unknown (its end was not seen)
+  std::int64_t gpu_start_from_ms = -1;  // the previous cell's end, whose reading it awaits
+  std::string status = "running";       // running, ok, error, unknown (its end was not seen)
   // The kernel itself said it starts (the shim's pre_run_cell record) before IOPub did, or
   // instead of it: request_id is empty until IOPub names the request.
   bool announced_by_kernel = false;
@@ -130,10 +128,6 @@ class CellTimeline {
   void set_gpu_start(Cell& cell, std::int64_t t_ms) const;
   // A GPU reading taken after cells' ends: theirs, and the start of a cell that waited on it.
   void settle_gpu(const Reading& reading);
-  // What `reading`, the first taken after the end of a cell that started at `started_ms`,
-  // says of that boundary when the next cell started at `next_start_ms` (-1: none yet).
-  [[nodiscard]] std::int64_t boundary_gpu(const Reading& reading, std::int64_t started_ms,
-                                          std::int64_t next_start_ms) const;
   [[nodiscard]] std::optional<Reading> reading_at(std::int64_t t_ms) const;
   [[nodiscard]] std::optional<Reading> first_reading_from(std::int64_t t_ms) const;
   [[nodiscard]] std::optional<Reading> gpu_reading_at(std::int64_t t_ms) const;
@@ -154,7 +148,6 @@ class CellTimeline {
     std::int64_t at_ms = -1;
     std::int64_t gpu = timeline::kUnknown;
     bool awaiting = false;
-    std::int64_t cell_started_ms = -1;
   };
   LastEnd last_end_;
 };
