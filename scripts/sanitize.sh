@@ -31,6 +31,8 @@ export PYTEST_ADDOPTS="-k 'not test_watchdog_memory_stays_flat_over_a_busy_sessi
 test_forged_truncated_oversized_and_non_json_messages_are_dropped_and_counted' ${PYTEST_ADDOPTS:-}"
 # test_report_readers runs every reader on a fifth of its ~300 broken reports here (the unit
 # tests read all of them in-process in this build): the whole suite ran 9 minutes otherwise.
+# The report store's crash-safety unit test makes a fifth of its kills (each fork of this
+# binary is slow; the normal build makes them all).
 export KWD_SANITIZER_STRIDE=5
 status=0
 (cd build-asan && ctest --output-on-failure --timeout 600 -j 2 "$@") || status=$?

@@ -6,9 +6,11 @@
 namespace kwd::protocol {
 namespace {
 
-// Reads exactly `digits` digits at `at`.
+// Reads exactly `digits` digits at `at` (no sign: from_chars alone would take "-1").
 bool number(std::string_view s, std::size_t& at, int digits, int& out) {
   if (at + static_cast<std::size_t>(digits) > s.size()) return false;
+  for (std::size_t i = at; i < at + static_cast<std::size_t>(digits); ++i)
+    if (s[i] < '0' || s[i] > '9') return false;
   const char* first = s.data() + at;
   const auto [p, ec] = std::from_chars(first, first + digits, out);
   if (ec != std::errc() || p != first + digits) return false;

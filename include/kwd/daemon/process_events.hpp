@@ -12,7 +12,9 @@ namespace kwd::daemon {
 // its connection file to the temp dir, where no directory watch sees it) is examined at its
 // exec rather than at the next scan of the whole table. Linux: the kernel's process-events
 // connector (any user may listen from Linux 6.6; root or CAP_NET_ADMIN before). Elsewhere,
-// or when refused, fd() is -1 and the periodic scan alone finds such kernels.
+// or when the subscription cannot be made, fd() is -1; a subscription the kernel refuses
+// later, in its answer, is said by drain() (Batch::refused). Either way the periodic scan
+// alone finds such kernels.
 class ProcessEvents {
  public:
   virtual ~ProcessEvents() = default;
