@@ -13,7 +13,7 @@ inline std::int64_t steady_ms() {
   return steady_ns() / 1'000'000;
 }
 
-// "2026-11-21T18:05:12.345Z"
+// "2026-11-21T18:05:12.345Z" (for dates from 1970 on: callers leave unknown ones out)
 std::string iso8601_utc(std::int64_t unix_ms);
 // "2026-11-21T18:05:12.345678Z": a message's date as nbclient records it in a notebook.
 std::string iso8601_utc_us(std::int64_t unix_us);
