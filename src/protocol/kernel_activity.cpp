@@ -33,7 +33,8 @@ std::int64_t KernelActivity::made_at(const Message& m, std::int64_t now_ms) {
   // By the kernel's clock (the same machine's, for a local kernel): the message may have
   // left the kernel long after it was made. A date far from now (a remote kernel's clock, a
   // kernel that writes none) is not trusted.
-  return m.date_ms > 0 && std::abs(m.date_ms - now_ms) <= kMaxClockSkewMs ? m.date_ms : now_ms;
+  const std::int64_t made_ms = m.date_ms();
+  return made_ms > 0 && std::abs(made_ms - now_ms) <= kMaxClockSkewMs ? made_ms : now_ms;
 }
 
 void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {

@@ -1,19 +1,18 @@
 #include "kwd/protocol/message_date.hpp"
 
-#include <charconv>
 #include <chrono>
 
 namespace kwd::protocol {
 namespace {
 
-// Reads exactly `digits` digits at `at` (no sign: from_chars alone would take "-1").
+// Reads exactly `digits` digits at `at`: no sign, no space.
 bool number(std::string_view s, std::size_t& at, int digits, int& out) {
   if (at + static_cast<std::size_t>(digits) > s.size()) return false;
-  for (std::size_t i = at; i < at + static_cast<std::size_t>(digits); ++i)
-    if (s[i] < '0' || s[i] > '9') return false;
-  const char* first = s.data() + at;
-  const auto [p, ec] = std::from_chars(first, first + digits, out);
-  if (ec != std::errc() || p != first + digits) return false;
+  out = 0;
+  for (const char c : s.substr(at, static_cast<std::size_t>(digits))) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
   at += static_cast<std::size_t>(digits);
   return true;
 }

@@ -80,7 +80,6 @@ DropReason MessageDecoder::decode(std::span<const std::string_view> frames, Mess
   if (!json_.read_header(signed_part[0], &out.msg_id, &out.msg_type, &date_))
     return DropReason::invalid_json;
   out.date_us = parse_message_date_us(date_).value_or(-1);
-  out.date_ms = out.date_us < 0 ? -1 : out.date_us / 1000;
   if (out.msg_type.empty() || out.msg_id.empty()) return DropReason::invalid_header;
   if (!json_.read_header(signed_part[1], &out.parent_msg_id, &out.parent_msg_type))
     return DropReason::invalid_json;

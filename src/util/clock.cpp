@@ -24,37 +24,33 @@ std::int64_t steady_ns() {
 }
 
 namespace {
-tm utc_parts_of_second(std::int64_t unix_s) {
+tm utc_parts(std::int64_t unix_s) {
   const time_t secs = static_cast<time_t>(unix_s);
   tm parts{};
   gmtime_r(&secs, &parts);
   return parts;
 }
-tm utc_parts(std::int64_t unix_ms) {
-  return utc_parts_of_second(unix_ms / 1000);
+
+// "2026-11-21T18:05:12.<fraction>Z", the fraction `digits` wide.
+std::string iso8601_utc_with(std::int64_t unix_s, int fraction, int digits) {
+  const tm p = utc_parts(unix_s);
+  std::array<char, 96> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%0*dZ", p.tm_year + 1900,
+                p.tm_mon + 1, p.tm_mday, p.tm_hour, p.tm_min, p.tm_sec, digits, fraction);
+  return buf.data();
 }
 }  // namespace
 
 std::string iso8601_utc(std::int64_t unix_ms) {
-  const tm p = utc_parts(unix_ms);
-  std::array<char, 96> buf{};
-  std::snprintf(buf.data(), buf.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", p.tm_year + 1900,
-                p.tm_mon + 1, p.tm_mday, p.tm_hour, p.tm_min, p.tm_sec,
-                static_cast<int>(unix_ms % 1000));
-  return buf.data();
+  return iso8601_utc_with(unix_ms / 1000, static_cast<int>(unix_ms % 1000), 3);
 }
 
 std::string iso8601_utc_us(std::int64_t unix_us) {
-  const tm p = utc_parts_of_second(unix_us / 1'000'000);
-  std::array<char, 96> buf{};
-  std::snprintf(buf.data(), buf.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", p.tm_year + 1900,
-                p.tm_mon + 1, p.tm_mday, p.tm_hour, p.tm_min, p.tm_sec,
-                static_cast<int>(unix_us % 1'000'000));
-  return buf.data();
+  return iso8601_utc_with(unix_us / 1'000'000, static_cast<int>(unix_us % 1'000'000), 6);
 }
 
 std::string compact_utc(std::int64_t unix_ms) {
-  const tm p = utc_parts(unix_ms);
+  const tm p = utc_parts(unix_ms / 1000);
   std::array<char, 96> buf{};
   std::snprintf(buf.data(), buf.size(), "%04d%02d%02dT%02d%02d%02dZ", p.tm_year + 1900,
                 p.tm_mon + 1, p.tm_mday, p.tm_hour, p.tm_min, p.tm_sec);

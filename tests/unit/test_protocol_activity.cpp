@@ -378,13 +378,13 @@ TEST_CASE("a busy delivered late still starts the cell when the kernel made it")
   a.on_memory_sample(rss(1200, 700 * MB));  // cell 2 at work, unseen yet
   a.on_memory_sample(rss(1300, 1100 * MB));
   Message busy = msg("status", "r2", {{"execution_state", "busy"}});
-  busy.date_ms = 1150;       // made when the cell started...
+  busy.date_us = 1150'000;   // made when the cell started...
   a.on_message(busy, 1350);  // ...received after it was done
   Message input = msg("execute_input", "r2", {{"code", "big = alloc()"}, {"execution_count", 2}});
-  input.date_ms = 1151;
+  input.date_us = 1151'000;
   a.on_message(input, 1350);
   Message idle = msg("status", "r2", {{"execution_state", "idle"}});
-  idle.date_ms = 1320;
+  idle.date_us = 1320'000;
   a.on_message(idle, 1351);
   a.on_memory_sample(rss(1400, 1000 * MB));
   const json e = a.to_json(2000);
@@ -409,10 +409,10 @@ TEST_CASE("a sample taken after the next cell started is not the previous cell's
   a.on_memory_sample(rss(1100, 600 * MB));  // cell 2 (from 1030) at work, unseen yet
   a.on_memory_sample(rss(1200, 1100 * MB));
   Message busy = msg("status", "r2", {{"execution_state", "busy"}});
-  busy.date_ms = 1030;
+  busy.date_us = 1030'000;
   a.on_message(busy, 1250);
   Message input = msg("execute_input", "r2", {{"code", "big = alloc()"}, {"execution_count", 2}});
-  input.date_ms = 1031;
+  input.date_us = 1031'000;
   a.on_message(input, 1250);
   const json e = a.to_json(1300);
   REQUIRE(e["last_cells"].size() == 1);
@@ -426,7 +426,7 @@ TEST_CASE("a sample taken after the next cell started is not the previous cell's
 TEST_CASE("a date far from the watchdog's clock is not trusted") {
   KernelActivity a(10);
   Message input = msg("execute_input", "r1", {{"code", "x"}, {"execution_count", 1}});
-  input.date_ms = 5;  // 1970: a kernel with a broken clock
+  input.date_us = 5'000;  // 1970: a kernel with a broken clock
   a.on_message(input, 1'700'000'000'000);
   CHECK(a.to_json(1'700'000'001'000)["cell_in_flight"]["started_at_ms"] == 1'700'000'000'000);
 }

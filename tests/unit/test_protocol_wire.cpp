@@ -65,7 +65,7 @@ TEST_CASE("a message signed by jupyter_client is verified and parsed") {
   CHECK(m.content["code"] == "model.fit(x, y, batch_size=512)");
   CHECK(m.content["execution_count"] == 12);
   CHECK(m.buffer_count == 0);
-  CHECK(m.date_ms == 1767225601000);  // "2026-01-01T00:00:01.000000Z"
+  CHECK(m.date_ms() == 1767225601000);  // "2026-01-01T00:00:01.000000Z"
   CHECK(m.date_us == 1767225601000000);
 }
 

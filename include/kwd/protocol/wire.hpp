@@ -41,8 +41,10 @@ struct Message {
   std::string msg_type;
   std::string parent_msg_id;  // "" when the message has no parent
   std::string parent_msg_type;
-  std::int64_t date_ms = -1;  // the header's date (when the kernel made it); -1 if none
-  std::int64_t date_us = -1;  // the same to the microsecond, as the kernel wrote it
+  // The header's date (when the kernel made it), to the microsecond as the kernel wrote it;
+  // -1 if none.
+  std::int64_t date_us = -1;
+  [[nodiscard]] std::int64_t date_ms() const { return date_us < 0 ? -1 : date_us / 1000; }
   nlohmann::json content;
   std::size_t content_bytes = 0;  // size of the content frame as sent
   std::size_t buffer_count = 0;
