@@ -20,6 +20,9 @@ packages=(
   python3-jupyter-server
   # daemon: /metrics is read by the Prometheus project's own text parser
   python3-prometheus-client
+  # the failure corpus: Debian's PyTorch (CPU), a virtualenv for PyPI's TensorFlow and JAX
+  # (below), and qemu-user for a CPU without AVX (a TensorFlow build its CPU cannot run)
+  python3-torch python3-venv qemu-user
   # the HTML report is checked in headless Chromium, the terminal view in tmux
   chromium tmux
   # reports show times in the reader's time zone; a unit test reads Europe/Berlin's
@@ -32,13 +35,30 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}" >&2
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The newest TensorFlow, JAX, ipykernel and jupyter_client from PyPI, in a virtualenv of
+# Debian's interpreter (never in the system Python). Made again only when the requirements
+# change; pip's own cache (~/.cache/pip) keeps the downloads between runs.
+venv=".cache/venv-frameworks"
+requirements="scripts/frameworks-requirements.txt"
+cd "$(dirname "$0")/.."
+if ! cmp -s "$requirements" "$venv/.kwd-requirements" 2>/dev/null; then
+  echo "setup: making $venv (TensorFlow, JAX, ipykernel from PyPI)" >&2
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip
+  "$venv/bin/pip" install -q -r "$requirements"
+  # A module built against NumPy 1.x (numexpr 2.8.4's wheel) in a site directory of its own, as
+  # another environment on sys.path: imported under NumPy 2 it fails the way users' old builds do.
+  "$venv/bin/pip" install -q --no-deps --target "$venv/numpy1/site-packages" 'numexpr==2.8.4'
+  cp "$requirements" "$venv/.kwd-requirements"
+  "$venv/bin/pip" list --format=freeze | grep -iE '^(tensorflow[-a-z]*|jax|jaxlib|keras|numpy|ipykernel|jupyter.client)==' >&2
+fi

@@ -237,11 +237,29 @@ def _kernel_watchdog_announce_cells():
     def announce_from(shell):
         import json
 
+        def number_of_this_cell():
+            # IPython 9 counts the cell before pre_run_cell fires, IPython 8 after it runs;
+            # both have already written the cell's own number into the ExecutionResult that
+            # run_cell_async (the frame that triggered the event) is filling.
+            import sys
+
+            frame = sys._getframe(2)
+            for _ in range(4):
+                if frame is None:
+                    break
+                result = frame.f_locals.get("result")
+                if type(result).__name__ == "ExecutionResult" and \
+                        isinstance(getattr(result, "execution_count", None), int):
+                    return result.execution_count
+                frame = frame.f_back
+            return shell.execution_count
+
         def pre_run_cell(info=None):
             try:
                 code = getattr(info, "raw_cell", None) or ""
+                n = number_of_this_cell()
                 for cap in (3000, 1000, 200, 0):
-                    body = json.dumps({"n": shell.execution_count, "code": code[:cap],
+                    body = json.dumps({"n": n, "code": code[:cap],
                                        "truncated": len(code) > cap}, ensure_ascii=True)
                     if len(body) <= 3900:
                         break

@@ -8,7 +8,7 @@ namespace {
 using enum CauseId;
 using enum Severity;
 
-constexpr std::array<Cause, 11> kTable{{
+constexpr std::array<Cause, 13> kTable{{
     {oom_killed_system, "oom_killed_system", "out of memory (whole machine)",
      "Killed by the Linux OOM killer: the machine ran out of memory", error, "oom_killed_system",
      true},
@@ -19,6 +19,10 @@ constexpr std::array<Cause, 11> kTable{{
      "gpu_out_of_memory", true},
     {gpu_driver_fault, "gpu_driver_fault", "GPU driver fault", "GPU fault", error,
      "gpu_driver_fault", true},
+    {shared_memory_full, "shared_memory_full", "shared memory (/dev/shm) full",
+     "Shared memory full", error, "shared_memory_full", true},
+    {cpu_unsupported, "cpu_unsupported", "built for another CPU",
+     "Built for CPU instructions this CPU lacks", error, "cpu_unsupported", true},
     {native_crash, "native_crash", "crash in native code", "Native crash", error, "native_crash",
      true},
     {abort, "abort", "aborted by a library", "Aborted (SIGABRT)", error, "abort", true},

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "kwd/diagnosis/findings.hpp"
+#include "kwd/diagnosis/shared_memory_remedies.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::diagnosis {
@@ -47,6 +48,8 @@ class Advisor {
     if (c == oom_killed_cgroup || c == oom_killed_system) oom();
     if (c == gpu_out_of_memory) gpu_oom();
     if (c == gpu_driver_fault) gpu_fault();
+    if (c == shared_memory_full) shared_memory_advice();
+    if (c == cpu_unsupported) cpu_advice();
     if (c == native_crash) native_crash_advice();
     if (c == abort) aborted();
     if (c == killed) killed_advice();
@@ -68,6 +71,7 @@ class Advisor {
   void add(const std::string& id, const std::string& text, const std::string& why) {
     if (ids_.insert(id).second) out_.push_back({id, text, why});
   }
+  void add(const Remedy& r) { add(r.id, r.text, r.why); }
 
   Remedy* given(std::string_view id) {
     const auto it =
@@ -144,18 +148,47 @@ class Advisor {
   }
 
   void framework_host_memory() {
-    if (tensorflow())
-      add("tensorflow.clear_session",
-          "Between experiments call tf.keras.backend.clear_session() and del old models; feed "
-          "training from a tf.data pipeline instead of whole NumPy arrays.",
-          "TensorFlow is loaded in the kernel; every Keras model built without clear_session() "
-          "stays referenced by the global graph state.");
-    if (pytorch())
+    if (tensorflow()) {
+      add("tensorflow.release_tensors",
+          "Keep only what you need of each step: a number (float(loss), .numpy() of a small "
+          "result) rather than the eager tensor, del large tensors, and wrap the step in "
+          "@tf.function so its intermediates live only inside the graph.",
+          "TensorFlow is loaded in the kernel; an eager tensor holds its memory for as long as "
+          "anything refers to it (a list, a history, IPython's Out[]).");
+      if (keras_in_use())
+        add("tensorflow.clear_session",
+            "Between experiments call keras.backend.clear_session() and del the old models "
+            "(or keep their scores, not the models); feed training from a tf.data pipeline "
+            "instead of whole NumPy arrays.",
+            "The notebook's cells use Keras; every model built without clear_session() stays "
+            "referenced by Keras's global state, with its weights.");
+    }
+    if (pytorch()) {
+      add("torch.release_tensors",
+          "del tensors you no longer need (and their references in lists, dicts and Out[]); "
+          "collect numbers with .item() or .detach().cpu() instead of keeping the tensors, "
+          "then gc.collect().",
+          "PyTorch is loaded in the kernel; a tensor holds its memory for as long as anything "
+          "refers to it.");
       add("torch.no_grad",
           "Run evaluation under torch.no_grad() (or torch.inference_mode()) and keep results as "
           ".item()/.cpu() values rather than tensors that carry autograd history.",
           "PyTorch is loaded in the kernel; tensors that require grad keep every intermediate "
           "activation alive.");
+    }
+  }
+
+  // Keras is pure Python (nothing of it shows in the memory maps): the notebook's own code
+  // says whether it is used.
+  [[nodiscard]] bool keras_in_use() const {
+    if (in_.loaded("keras")) return true;
+    const auto mentions = [](const std::optional<std::string>& code) {
+      return code && code->find("keras") != std::string::npos;
+    };
+    if (mentions(v_.text("/execution/cell_in_flight/code"))) return true;
+    for (const auto& c : v_.array("/execution/last_cells"))
+      if (mentions(ReportView(c).text("/code"))) return true;
+    return false;
   }
 
   // Who else held the cgroup's memory: stopping them is the first fix.
@@ -381,6 +414,28 @@ class Advisor {
         "Restart the kernel before retrying: a CUDA context is unusable after an illegal access "
         "or a device-side assertion.",
         "CUDA marks the context as failed; every later call in this process fails too.");
+  }
+
+  void shared_memory_advice() {
+    add(larger_dev_shm(v_.integer("/shared_memory/size_bytes")));
+    if (pytorch()) add(torch_shares_less());
+  }
+
+  void cpu_advice() {
+    add("cpu.rosetta_native_arm64",
+        "On a Mac with Apple Silicon, check `python -c \"import platform; "
+        "print(platform.machine())\"`: x86_64 means Python runs under Rosetta 2, which has no "
+        "AVX. Install a native arm64 Python (python.org, Homebrew in /opt/homebrew, Miniforge) "
+        "and the framework's arm64 build into a new environment.",
+        "Rosetta 2 translates x86_64 code without AVX/AVX2; framework wheels for x86_64 are "
+        "built to need them.");
+    add("cpu.build_for_this_cpu",
+        "On an older x86 CPU (no AVX/AVX2, or no AVX-512 where the build wants it): install a "
+        "build made for it (conda-forge's builds, an older release, or one compiled from source "
+        "with -march=native), or run the notebook on a machine whose CPU has what the build "
+        "needs (lscpu lists the CPU's flags).",
+        "Framework wheels from PyPI are compiled for a minimum instruction set (TensorFlow's "
+        "need AVX); the CPU stops at the first instruction it does not have.");
   }
 
   void native_crash_advice() {

@@ -35,6 +35,18 @@ nlohmann::json& CellOutputs::outputs() {
   return cell["outputs"];
 }
 
+std::string CellOutputs::stream_text(std::string_view name) {
+  std::string text;
+  for (const auto& output : outputs()) {
+    if (protocol::text_field(output, "output_type") != "stream" ||
+        protocol::text_field(output, "name") != name || !output["text"].is_array())
+      continue;
+    for (const auto& piece : output["text"])
+      if (piece.is_string()) text += piece.get<std::string>();
+  }
+  return text;
+}
+
 void CellOutputs::begin(std::size_t index) {
   current_ = index;
   clear_pending_ = false;

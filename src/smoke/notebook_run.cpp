@@ -13,6 +13,7 @@
 #include "kwd/report/html_page.hpp"
 #include "kwd/report/terminal_summary.hpp"
 #include "kwd/report/terminal_text.hpp"
+#include "kwd/smoke/failure_explanation.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/errno_text.hpp"
 #include "kwd/util/json_text.hpp"
@@ -413,6 +414,8 @@ void NotebookRun::maybe_finish_cell() {
                          ? cell.failure_type + ": " + protocol::text_field(error, "evalue")
                          : "the kernel answered '" + status + "'";
       cell.details = traceback_text(error);
+      if (status == "error")
+        explain_failure(cell, error, outputs_.stream_text("stderr"), kernel_->watch());
       stop_ = true;
       mark_rest_not_run("an earlier cell failed (cell " + std::to_string(cell.number) + ")");
     }

@@ -142,6 +142,15 @@ nlohmann::json results_json(const std::vector<NotebookResult>& results) {
                              {"seconds", c.seconds}};
       if (!c.failure_type.empty()) cell["failure_type"] = c.failure_type;
       if (!c.message.empty()) cell["message"] = c.message;
+      if (!c.cause.empty()) {
+        cell["cause"] = c.cause;
+        cell["headline"] = c.headline;
+        cell["evidence"] = c.evidence;
+        nlohmann::json remedies = nlohmann::json::array();
+        for (const auto& [id, text] : c.remedies)
+          remedies.push_back({{"id", id}, {"text", text}});
+        cell["remedies"] = std::move(remedies);
+      }
       if (c.peak_rss) cell["peak_rss_bytes"] = *c.peak_rss;
       if (c.peak_gpu) cell["peak_gpu_bytes"] = *c.peak_gpu;
       cells.push_back(std::move(cell));
@@ -192,6 +201,11 @@ std::string failure_details(const NotebookResult& r) {
     if (c.status != CellStatus::failed) continue;
     out += fmt::format("  cell {} ({}): {}\n", c.number, report::terminal_safe(c.first_line),
                        report::terminal_safe(c.message));
+    if (!c.headline.empty()) {
+      out += "    why: " + report::terminal_safe(c.headline) + "\n";
+      if (!c.remedies.empty())
+        out += "    what to do: " + report::terminal_safe(c.remedies.front().second) + "\n";
+    }
     if (r.outcome == Outcome::died && !r.summary.empty() && c.failure_type == r.cause) continue;
     const std::string tb = first_lines(c.details, 20);
     std::istringstream lines(report::terminal_safe(tb));

@@ -243,6 +243,19 @@ bool Watch::shutdown_requested() const {
   return listener_ && listener_->shutdown_requested();
 }
 
+json Watch::live_facts() {
+  json facts = json::object();
+  for (const auto& p : probes_) {
+    try {
+      p->catch_up();
+      p->contribute(facts);
+    } catch (const std::exception&) {
+      // A probe that cannot say now leaves its section out; the cell keeps its own error.
+    }
+  }
+  return facts;
+}
+
 json Watch::build_report(const ReportContext& ctx, const std::string& id) {
   json r;
   Collectors collectors(options_.collector_budget);

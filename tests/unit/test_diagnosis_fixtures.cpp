@@ -1,4 +1,5 @@
-// The classifier over recorded fact sets: every file in tests/fixtures/diagnosis is a report
+// The classifier over recorded fact sets: every file in tests/fixtures/diagnosis (and each
+// report of tests/fixtures/frameworks) is a report
 // (real ones recorded from ipykernel under the watchdog, and fact sets written with the field
 // names of docs/CONTRACT.md) with what the diagnosis must and must not say about it.
 #include <algorithm>
@@ -16,11 +17,17 @@ using nlohmann::json;
 namespace {
 
 const fs::path kFixtures = fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "diagnosis";
+// Reports of real frameworks dying (tests/integration/framework_corpus.py), one folder per
+// framework and the version that printed them: tensorflow-2.21.0/, torch-1.13.0/...
+const fs::path kFrameworkFixtures = fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "frameworks";
 
 std::vector<fs::path> fixture_files() {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(kFixtures))
     if (e.path().extension() == ".json") files.push_back(e.path());
+  for (const auto& e : fs::recursive_directory_iterator(kFrameworkFixtures))
+    if (e.path().extension() == ".json" && !e.path().stem().string().ends_with(".cell"))
+      files.push_back(e.path());
   std::sort(files.begin(), files.end());
   return files;
 }

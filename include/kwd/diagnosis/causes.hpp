@@ -11,6 +11,8 @@ enum class CauseId {
   oom_killed_cgroup,
   gpu_out_of_memory,
   gpu_driver_fault,
+  shared_memory_full,
+  cpu_unsupported,
   native_crash,
   abort,
   killed,

@@ -79,6 +79,7 @@ class WatchedKernel {
   bool send_signal(int signal) const;
   [[nodiscard]] bool shutdown_requested() const;
   [[nodiscard]] const watch::Watch& watch() const { return *watch_; }
+  [[nodiscard]] watch::Watch& watch() { return *watch_; }
   // An IOPub message of the caller's client (LaunchOptions::listener.client_iopub_drain).
   void iopub_message(const protocol::Message& message) {
     if (watch_) watch_->iopub_message(message);

@@ -49,6 +49,9 @@ class Probe {
   // The kernel has begun to die (faulthandler is writing its dump) but still lives for a
   // moment: the last chance to read what only a live process shows.
   virtual void on_kernel_dying() {}
+  // A front end is about to read contribute() while the kernel lives (a cell failed and it
+  // asks why): a probe that reads its source at its own slower rate reads it now.
+  virtual void catch_up() {}
   // A cell started (`running`) or ended at `at_ms` (the kernel's clock): a probe whose source
   // is read at a slower rate of its own reads it now. With `sampled`, a sample is being
   // taken for the edge; without, one was a moment ago (a flood of tiny executions), and the

@@ -36,6 +36,8 @@ class CellOutputs {
 
   // The last error output of the current cell: ename, evalue, traceback.
   [[nodiscard]] const nlohmann::json& last_error() const { return last_error_; }
+  // What the current cell wrote on one stream ("stderr"), joined.
+  [[nodiscard]] std::string stream_text(std::string_view name);
   // Bytes of output text and data received for the current cell.
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
 

@@ -22,6 +22,12 @@ struct CellResult {
   std::string failure_type;
   std::string message;
   std::string details;
+  // A failed cell whose error the facts explain (diagnosis::explain_cell_failure): the
+  // cause ("framework_out_of_memory"), a headline, the evidence and what to do.
+  std::string cause;
+  std::string headline;
+  std::vector<std::string> evidence;
+  std::vector<std::pair<std::string, std::string>> remedies;  // id, text
   double seconds = 0;
   std::optional<std::int64_t> peak_rss;  // bytes, the kernel's process tree
   std::optional<std::int64_t> peak_gpu;  // bytes, when a GPU is watched

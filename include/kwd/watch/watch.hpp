@@ -110,6 +110,10 @@ class Watch {
   // section is gathered on its own: one that throws or overruns its budget is named under
   // `problems` and the rest is kept. Never throws.
   nlohmann::json build_report(const ReportContext& context, const std::string& id);
+  // What the probes know of the live kernel now, as their report sections (the OOM records
+  // of its processes, its /dev/shm, its fingerprint...), each probe caught up with its
+  // source first: what a front end reads to explain a failed cell. Never throws.
+  nlohmann::json live_facts();
 
  private:
   void on_sample_tick();

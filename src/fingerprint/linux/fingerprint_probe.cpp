@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <regex>
 #include <set>
 
@@ -154,15 +156,19 @@ void FingerprintProbe::read_maps() {
   }
   reason_.clear();
   ++refreshes_;
-  const auto files = mapped_files(*maps);
-  std::size_t hash = files.size();
-  for (const auto& f : files)
-    hash = hash * 31 + std::hash<std::string>{}(f);
-  if (hash == files_hash_ && !fingerprint_.is_null()) {
+  // Every file the process has had mapped, not only what this read shows: Python never
+  // unloads an extension module, and a read that races the process's exit (the one when it
+  // dies) can see a part of its mappings, torn down while they are listed.
+  const auto now_mapped = mapped_files(*maps);
+  std::vector<std::string> files;
+  files.reserve(seen_files_.size() + now_mapped.size());
+  std::set_union(seen_files_.begin(), seen_files_.end(), now_mapped.begin(), now_mapped.end(),
+                 std::back_inserter(files));
+  if (files.size() == seen_files_.size() && !fingerprint_.is_null()) {
     fingerprint_["refreshed_at_ms"] = util::wall_ms();
     return;
   }
-  files_hash_ = hash;
+  seen_files_ = files;
   pending_files_ = std::move(files);
 }
 

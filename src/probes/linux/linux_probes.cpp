@@ -3,6 +3,7 @@
 #include "kwd/probes/linux/cgroup_probe.hpp"
 #include "kwd/probes/linux/oom_killer_probe.hpp"
 #include "kwd/probes/linux/process_tree_probe.hpp"
+#include "kwd/probes/linux/shared_memory_probe.hpp"
 #include "kwd/probes/linux/system_memory_probe.hpp"
 #include "kwd/probes/nvml/nvml_probe.hpp"
 #include "kwd/probes/probe.hpp"
@@ -16,6 +17,7 @@ ProbeList make_platform_probes(const ProbeOptions& options) {
   probes.push_back(std::make_unique<linux_proc::CgroupProbe>(options));
   probes.push_back(std::make_unique<linux_proc::SystemMemoryProbe>(options));
   probes.push_back(std::make_unique<linux_proc::OomKillerProbe>(options));
+  probes.push_back(std::make_unique<linux_proc::SharedMemoryProbe>(options));
   // NVIDIA ships no NVML for macOS; here a missing driver is a reported state.
   probes.push_back(std::make_unique<nvml::NvmlProbe>(options));
   return probes;

@@ -89,6 +89,10 @@ void OomKillerProbe::sample(timeline::MemorySample& /*into*/) {
   drain(false);
 }
 
+void OomKillerProbe::catch_up() {
+  drain(true);
+}
+
 void OomKillerProbe::on_kernel_exit(const KernelExit& how) {
   const bool found = drain(true);
   if (!feed_->valid() || found || !how.signaled || how.signal != SIGKILL) return;

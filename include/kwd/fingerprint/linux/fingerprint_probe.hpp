@@ -36,6 +36,8 @@ class FingerprintProbe final : public probes::Probe {
   void sample(timeline::MemorySample& into) override;
   void contribute(nlohmann::json& report) const override;
   void on_kernel_dying() override;
+  // A front end asks about a live kernel (a failed cell): the maps and their lookups now.
+  void catch_up() override { refresh(); }
   void on_kernel_exit(const probes::KernelExit& how) override;
 
   // Reads now, whatever the interval (tests, and the first tick).
@@ -54,7 +56,7 @@ class FingerprintProbe final : public probes::Probe {
   std::string proc_;
   std::int64_t interval_ms_;
   std::int64_t last_refresh_ms_ = -1;
-  std::size_t files_hash_ = 0;
+  std::vector<std::string> seen_files_;  // sorted: every file mapped at any read
   std::optional<std::vector<std::string>> pending_files_;
   std::int64_t last_rebuild_ms_ = -1;
   static constexpr std::int64_t kRebuildGapMs = 2000;

@@ -34,6 +34,7 @@ class OomKillerProbe final : public Probe {
   void sample(timeline::MemorySample& into) override;
   void contribute(nlohmann::json& report) const override;
   void on_kernel_exit(const KernelExit& how) override;
+  void catch_up() override;
 
   [[nodiscard]] const std::vector<pid_t>& killed_pids() const { return killed_pids_; }
 

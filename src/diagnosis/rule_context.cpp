@@ -1,0 +1,202 @@
+#include "kwd/diagnosis/rule_context.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "kwd/util/size_parse.hpp"
+
+namespace kwd::diagnosis {
+
+using nlohmann::json;
+
+std::string RuleContext::signal_meaning(const std::string& name) {
+  if (name == "SIGSEGV") return "segmentation fault: native code touched memory it does not own";
+  if (name == "SIGBUS") return "bus error: a bad memory access, often a truncated mapped file";
+  if (name == "SIGILL") return "illegal instruction: code for a CPU feature this machine lacks";
+  if (name == "SIGFPE") return "arithmetic fault, e.g. an integer division by zero";
+  if (name == "SIGSYS") return "a system call the process was not allowed to make";
+  if (name == "SIGTRAP") return "a trap/breakpoint instruction in native code";
+  if (name == "SIGABRT") return "the process aborted itself";
+  if (name == "SIGKILL") return "it cannot be caught, so the kernel could not say why";
+  return "";
+}
+
+std::string RuleContext::percent(double fraction) {
+  return std::to_string(std::llround(std::clamp(fraction * 100.0, -1e15, 1e15))) + "%";
+}
+
+// The cause's own headline, which the rules extend with what the facts show.
+std::string RuleContext::title(const Finding& f) {
+  return std::string(cause(f.cause).title);
+}
+
+std::string RuleContext::shorten(const std::string& s, std::size_t n) {
+  return s.size() <= n ? s : s.substr(0, n) + "…";
+}
+
+bool RuleContext::sigkill() const {
+  return in_.death.signaled && in_.death.signal_name == "SIGKILL";
+}
+
+std::optional<std::size_t> RuleContext::running_cell_frame() const {
+  if (!in_.traceback.is_object()) return std::nullopt;
+  const auto& frames = in_.traceback.value("frames", json::array());
+  for (std::size_t i = 0; i < frames.size(); ++i)
+    if (frames[i].value("cell", "") == "in flight") return i;
+  return std::nullopt;
+}
+
+std::string RuleContext::cell_phrase() const {
+  if (auto n = v_.integer("/execution/cell_in_flight/execution_count"))
+    return " while cell [" + std::to_string(*n) + "] was running";
+  if (v_.has("/execution/cell_in_flight") || running_cell_frame())
+    return " while a cell was running";
+  if (v_.text("/execution/state_at_death").value_or("") == "idle")
+    return " while the kernel was idle";
+  return "";
+}
+
+std::string RuleContext::how_it_died() const {
+  const auto& d = in_.death;
+  if (d.signaled) return "died of " + d.signal_name;
+  if (d.exit_code) return "exited with code " + std::to_string(*d.exit_code);
+  return "ended";
+}
+
+void RuleContext::termination(Finding& f) const {
+  const auto& d = in_.death;
+  if (d.signaled) {
+    std::string fact = "killed by " + d.signal_name;
+    if (const auto meaning = signal_meaning(d.signal_name); !meaning.empty())
+      fact += " (" + meaning + ")";
+    if (d.core_dumped) fact += ", core dumped";
+    f.evidence.push_back({fact, "/termination/signal_name"});
+  } else if (d.exit_code) {
+    f.evidence.push_back(
+        {"exited with code " + std::to_string(*d.exit_code), "/termination/exit_code"});
+  }
+}
+
+void RuleContext::hit(Finding& f, const SignatureHit& h) const {
+  f.evidence.push_back({h.label + " line " + std::to_string(h.line) + ": " + h.excerpt + "  [" +
+                            h.signature->id + ": " + h.signature->meaning + "]",
+                        h.pointer, h.line});
+}
+
+void RuleContext::more_hits(Finding& f, CauseId cause, const SignatureHit* except) const {
+  const std::string_view id = diagnosis::cause(cause).id;
+  for (const auto& h : in_.hits)
+    if (&h != except && (h.signature->supports == id || h.signature->supports == "context"))
+      hit(f, h);
+}
+
+void RuleContext::pressure(Finding& f, double at_least) const {
+  if (!in_.pressure || in_.pressure->fraction() < at_least) return;
+  const auto& p = *in_.pressure;
+  f.evidence.push_back({"memory reached " + util::format_bytes(static_cast<double>(p.used_bytes)) +
+                            " of the " + util::format_bytes(static_cast<double>(p.limit_bytes)) +
+                            " " + p.limit_name + " (" + percent(p.fraction()) + ")",
+                        p.used_pointer});
+}
+
+void RuleContext::cell(Finding& f) const {
+  if (auto n = v_.integer("/execution/cell_in_flight/execution_count")) {
+    std::string fact = "cell [" + std::to_string(*n) + "] was running";
+    if (auto s = v_.number("/execution/cell_in_flight/running_for_s")) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, *s < 10 ? "%.1f" : "%.0f", *s);
+      fact += std::string(" for ") + buf + " s";
+    }
+    f.evidence.push_back({fact, "/execution/cell_in_flight"});
+  } else if (const auto frame = running_cell_frame();
+             frame && !v_.has("/execution/cell_in_flight")) {
+    f.evidence.push_back(
+        {"a cell was running (its code is on the crashing thread's stack) but the kernel never "
+         "announced it to the notebook: it died within milliseconds of starting it",
+         "/python_traceback/frames/" + std::to_string(*frame)});
+  }
+}
+
+std::optional<std::pair<std::string, std::string>> RuleContext::crash_site() const {
+  if (!in_.traceback.is_object() || !in_.traceback.contains("frames")) return std::nullopt;
+  const auto& frames = in_.traceback["frames"];
+  if (!frames.is_array() || frames.empty()) return std::nullopt;
+  // The innermost frame in the notebook's own code says more than a library frame.
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const auto& fr = frames[i];
+    if (!fr.value("in_cell", false)) continue;
+    std::string where = fr.value("function", "?") + "()";
+    if (where == "<module>()") where = "top-level code";
+    where += ", line " + std::to_string(fr.value("line", 0));
+    const auto n = v_.integer("/execution/cell_in_flight/execution_count");
+    if (fr.value("cell", "") == "in flight")
+      where += n ? " of cell [" + std::to_string(*n) + "]" : " of the running cell";
+    else
+      where += " of an earlier cell";
+    return std::make_pair(where, "/python_traceback/frames/" + std::to_string(i));
+  }
+  const auto& top = frames[0];
+  std::string file = top.value("file", "?");
+  if (auto slash = file.rfind('/'); slash != std::string::npos) file = file.substr(slash + 1);
+  return std::make_pair(
+      top.value("function", "?") + "() in " + file + ":" + std::to_string(top.value("line", 0)),
+      std::string("/python_traceback/frames/0"));
+}
+
+void RuleContext::traceback(Finding& f) const {
+  if (!in_.traceback.is_object()) return;
+  const auto& frames = in_.traceback.value("frames", json::array());
+  if (frames.empty()) return;
+  const auto& top = frames[0];
+  std::string fact = "Python stack at the crash (faulthandler): " + top.value("function", "?") +
+                     "() at " + top.value("file", "?") + ":" + std::to_string(top.value("line", 0));
+  if (auto site = crash_site(); site && site->second != "/python_traceback/frames/0")
+    fact += ", called from " + site->first;
+  f.evidence.push_back({fact, "/python_traceback/frames/0"});
+}
+
+std::optional<Evidence> RuleContext::full_device() const {
+  // Report data: any field may be null or of the wrong type (NOT_SUPPORTED answers, other
+  // writers), so everything is read through the tolerant view.
+  const auto kernel_pid = v_.integer("/kernel/pid");
+  std::set<std::int64_t> our_devices;
+  for (const auto& p : v_.array("/gpu/processes")) {
+    const ReportView proc(p);
+    if (kernel_pid && proc.integer("/pid") == kernel_pid)
+      our_devices.insert(proc.integer("/device").value_or(0));
+  }
+  const auto& devices = v_.array("/gpu/devices");
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const ReportView d(devices[i]);
+    const auto total = d.integer("/memory_total").value_or(0);
+    const auto used = d.integer("/memory_used").value_or(0);
+    const auto index = d.integer("/index").value_or(0);
+    if (total <= 0 || !our_devices.contains(index)) continue;
+    const double frac = static_cast<double>(used) / static_cast<double>(total);
+    if (frac >= 0.97)
+      return Evidence{"GPU " + std::to_string(index) + " (" + d.text("/name").value_or("?") +
+                          ") had " + util::format_bytes(static_cast<double>(used)) + " of " +
+                          util::format_bytes(static_cast<double>(total)) + " in use (" +
+                          percent(frac) + "), some of it the kernel's",
+                      "/gpu/devices/" + std::to_string(i)};
+  }
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> RuleContext::last_error_survived_until() const {
+  const auto count = v_.integer("/execution/last_error/execution_count");
+  if (!count) return std::nullopt;
+  std::optional<std::int64_t> until;
+  for (const auto& c : v_.array("/execution/last_cells")) {
+    if (!c.is_object()) continue;
+    const ReportView cell(c);
+    const auto status = cell.text("/status").value_or("");
+    const auto n = cell.integer("/execution_count");
+    if (n && *n > *count && (status == "ok" || status == "error")) until = n;
+  }
+  return until;
+}
+
+}  // namespace kwd::diagnosis

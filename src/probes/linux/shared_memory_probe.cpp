@@ -1,0 +1,58 @@
+#include "kwd/probes/linux/shared_memory_probe.hpp"
+
+#include <linux/magic.h>
+#include <sys/vfs.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace kwd::probes::linux_proc {
+
+SharedMemoryProbe::SharedMemoryProbe(const ProbeOptions& options)
+    : path_(options.proc_root + "/" + std::to_string(options.kernel_pid) + "/root/dev/shm") {
+  if (read()) {
+    reason_ = path_ + ", a tmpfs, at every sample";
+  } else if (reason_.empty()) {
+    reason_ = "cannot read " + path_;
+  }
+}
+
+bool SharedMemoryProbe::read() {
+  struct statfs fs {};
+  if (::statfs(path_.c_str(), &fs) != 0) return false;
+  if (fs.f_type != TMPFS_MAGIC) {
+    tmpfs_ = false;
+    reason_ = path_ + " is not a tmpfs";
+    return false;
+  }
+  tmpfs_ = true;
+  const auto block = static_cast<std::int64_t>(fs.f_frsize ? fs.f_frsize : fs.f_bsize);
+  size_ = static_cast<std::int64_t>(fs.f_blocks) * block;
+  used_ = static_cast<std::int64_t>(fs.f_blocks - fs.f_bfree) * block;
+  peak_used_ = std::max(peak_used_, used_);
+  return true;
+}
+
+ProbeStatus SharedMemoryProbe::status() const {
+  return {"linux.shared_memory", tmpfs_, reason_};
+}
+
+void SharedMemoryProbe::sample(timeline::MemorySample& /*into*/) {
+  if (tmpfs_) read();
+}
+
+void SharedMemoryProbe::on_kernel_dying() {
+  // faulthandler is writing its dump: what filled /dev/shm is still there.
+  if (tmpfs_) read();
+}
+
+void SharedMemoryProbe::contribute(nlohmann::json& report) const {
+  if (!tmpfs_ || size_ < 0) return;
+  report["shared_memory"] = {{"path", "/dev/shm"},
+                             {"read_through", path_},
+                             {"size_bytes", size_},
+                             {"used_bytes", used_},
+                             {"peak_used_bytes", peak_used_}};
+}
+
+}  // namespace kwd::probes::linux_proc

@@ -1,0 +1,35 @@
+#include "kwd/smoke/failure_explanation.hpp"
+
+#include "kwd/diagnosis/cell_failure.hpp"
+#include "kwd/protocol/content_fields.hpp"
+#include "kwd/report/terminal_text.hpp"
+
+namespace kwd::smoke {
+
+void explain_failure(CellResult& cell, const nlohmann::json& error, const std::string& stderr_text,
+                     watch::Watch& watch) {
+  diagnosis::CellFailureFacts facts;
+  facts.ename = protocol::text_field(error, "ename");
+  facts.evalue = protocol::text_field(error, "evalue");
+  if (error.is_object() && error.contains("traceback") && error["traceback"].is_array())
+    for (const auto& line : error["traceback"])
+      if (line.is_string())
+        facts.traceback += report::without_ansi_sequences(line.get<std::string>()) + "\n";
+  facts.stderr_text = report::without_ansi_sequences(stderr_text);
+  facts.watch = watch.live_facts();
+  const auto finding = diagnosis::explain_cell_failure(facts);
+  if (!finding) return;
+  cell.cause = finding->cause;
+  cell.headline = finding->headline;
+  cell.evidence = finding->evidence;
+  for (const auto& r : finding->remedies)
+    cell.remedies.emplace_back(r.id, r.text);
+  std::string said = "\nWhy: " + finding->headline + "\n";
+  for (const auto& e : finding->evidence)
+    said += "  - " + e + "\n";
+  for (const auto& r : finding->remedies)
+    said += "What to do: " + r.text + "\n";
+  cell.details += said;
+}
+
+}  // namespace kwd::smoke
