@@ -182,6 +182,14 @@ def jupyter_env(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     report_dir = tmp_path / "reports"
     monkeypatch.setenv("KERNEL_WATCHDOG_REPORT_DIR", str(report_dir))
+    if sys.executable != "/usr/bin/python3":
+        # Another Jupyter stack (PyPI's, in the framework virtualenv): its own interpreter is
+        # the python3 kernel, as jupyter_client's native kernelspec says, for the wrapped copy too.
+        spec = prefix / "share" / "jupyter" / "kernels" / PLAIN
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (ipykernel)", "language": "python"}))
     kwd("kernelspec", "wrap", PLAIN, "--prefix", prefix, "--name", WRAPPED)
     env = dict(os.environ)
     return {"tmp": tmp_path, "prefix": prefix, "report_dir": report_dir, "env": env}

@@ -7,6 +7,7 @@
 
 #include "kwd/fingerprint/compatibility.hpp"
 #include "kwd/fingerprint/environment_filter.hpp"
+#include "kwd/fingerprint/framework_build.hpp"
 #include "kwd/fingerprint/library_catalog.hpp"
 #include "kwd/fingerprint/linux/fingerprint_probe.hpp"
 #include "kwd/fingerprint/loaded_files.hpp"
@@ -256,4 +257,37 @@ TEST_CASE("metadata directory names give name and version without reading files"
   CHECK(parse_metadata_dir_name("cryptography.egg-info") == P{"cryptography", ""});
   CHECK_FALSE(parse_metadata_dir_name("numpy"));
   CHECK_FALSE(parse_metadata_dir_name(".dist-info"));
+}
+
+TEST_CASE("framework builds are read from the packages' own files", "[fingerprint]") {
+  using kwd::fingerprint::parse_tensorflow_build_info;
+  using kwd::fingerprint::parse_torch_version;
+  // tensorflow-cpu 2.21.0's python/platform/build_info.py, as installed from PyPI.
+  const auto cpu = parse_tensorflow_build_info(
+      "build_info = collections.OrderedDict([('is_cuda_build', False), ('is_rocm_build', "
+      "False), ('is_tensorrt_build', False)])\n");
+  REQUIRE(cpu);
+  CHECK(cpu->accelerator == "cpu");
+  CHECK(cpu->summary() == "CPU only");
+  // The CUDA wheel's: the versions it was built against.
+  const auto cuda = parse_tensorflow_build_info(
+      "build_info = collections.OrderedDict([('cpu_compiler', '/usr/lib/llvm-18/bin/clang'), "
+      "('cuda_compute_capabilities', ['sm_60', 'sm_70']), ('cuda_version', '12.5.1'), "
+      "('cudnn_version', '9'), ('is_cuda_build', True), ('is_rocm_build', False), "
+      "('is_tensorrt_build', False)])\n");
+  REQUIRE(cuda);
+  CHECK(cuda->summary() == "CUDA 12.5.1, cuDNN 9");
+  CHECK_FALSE(parse_tensorflow_build_info("not a build info"));
+  // Debian's python3-torch 1.13 and a CUDA wheel's version.py.
+  const auto debian = parse_torch_version(
+      "__version__ = '1.13.0a0'\ndebug = False\ncuda = None\ngit_version = 'Unknown'\nhip = "
+      "None\n");
+  REQUIRE(debian);
+  CHECK(debian->accelerator == "cpu");
+  const auto wheel = parse_torch_version(
+      "from typing import Optional\n__version__ = '2.5.1+cu124'\ndebug = False\n"
+      "cuda: Optional[str] = '12.4'\ngit_version = 'abc'\nhip: Optional[str] = None\n");
+  REQUIRE(wheel);
+  CHECK(wheel->accelerator == "cuda");
+  CHECK(wheel->cuda == "12.4");
 }

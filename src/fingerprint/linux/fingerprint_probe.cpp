@@ -11,6 +11,7 @@
 
 #include "kwd/fingerprint/compatibility.hpp"
 #include "kwd/fingerprint/environment_filter.hpp"
+#include "kwd/fingerprint/framework_build.hpp"
 #include "kwd/fingerprint/library_catalog.hpp"
 #include "kwd/fingerprint/loaded_files.hpp"
 #include "kwd/fingerprint/make_fingerprint_probe.hpp"
@@ -195,6 +196,8 @@ void FingerprintProbe::rebuild(const std::vector<std::string>& files) {
         entry["distribution"] = owner ? json(owner->name) : json(nullptr);
         entry["version"] = owner ? json(owner->version) : json(nullptr);
         if (owner) versions[owner->name] = owner->version;
+        if (auto build = read_framework_build(fw->name, split->first / top))
+          entry["build"] = build->to_json();
         frameworks[fw->name] = std::move(entry);
         // jax is pure Python: only jaxlib shows in the maps, but both versions matter.
         if (fw->name == "jaxlib" && !frameworks.contains("jax"))

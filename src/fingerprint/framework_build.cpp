@@ -1,0 +1,97 @@
+#include "kwd/fingerprint/framework_build.hpp"
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace kwd::fingerprint {
+namespace {
+
+std::optional<std::string> small_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string text(64 * 1024, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+// The value of a ('key', value) pair of build_info.py, unquoted; "" when absent.
+std::string pair_value(const std::string& text, const std::string& key) {
+  const std::regex pair("\\('" + key + "',\\s*'?([^')]*)'?\\)");
+  std::smatch m;
+  return std::regex_search(text, m, pair) ? m[1].str() : "";
+}
+
+// The value of `name = '...'` (or `name: Optional[str] = '...'`) of version.py; "" for None.
+std::string assignment(const std::string& text, const std::string& name) {
+  const std::regex line("(^|\\n)" + name + "\\s*(:[^=\\n]*)?=\\s*'([^']*)'");
+  std::smatch m;
+  return std::regex_search(text, m, line) ? m[3].str() : "";
+}
+
+}  // namespace
+
+std::string FrameworkBuild::summary() const {
+  if (accelerator == "cuda") {
+    std::string s = "CUDA" + (cuda.empty() ? "" : " " + cuda);
+    if (!cudnn.empty()) s += ", cuDNN " + cudnn;
+    return s;
+  }
+  if (accelerator == "rocm") return "ROCm" + (hip.empty() ? "" : " (HIP " + hip + ")");
+  return "CPU only";
+}
+
+nlohmann::json FrameworkBuild::to_json() const {
+  nlohmann::json j = {{"accelerator", accelerator}, {"summary", summary()}};
+  if (!cuda.empty()) j["cuda"] = cuda;
+  if (!cudnn.empty()) j["cudnn"] = cudnn;
+  if (!hip.empty()) j["hip"] = hip;
+  return j;
+}
+
+std::optional<FrameworkBuild> parse_tensorflow_build_info(std::string_view view) {
+  const std::string text(view);
+  if (text.find("build_info") == std::string::npos) return std::nullopt;
+  FrameworkBuild b;
+  b.accelerator = pair_value(text, "is_cuda_build") == "True"   ? "cuda"
+                  : pair_value(text, "is_rocm_build") == "True" ? "rocm"
+                                                                : "cpu";
+  b.cuda = pair_value(text, "cuda_version");
+  b.cudnn = pair_value(text, "cudnn_version");
+  return b;
+}
+
+std::optional<FrameworkBuild> parse_torch_version(std::string_view view) {
+  const std::string text(view);
+  if (text.find("__version__") == std::string::npos) return std::nullopt;
+  FrameworkBuild b;
+  b.cuda = assignment(text, "cuda");
+  b.hip = assignment(text, "hip");
+  b.accelerator = !b.cuda.empty() ? "cuda" : !b.hip.empty() ? "rocm" : "cpu";
+  return b;
+}
+
+std::optional<FrameworkBuild> read_framework_build(const std::string& name,
+                                                   const std::filesystem::path& package_dir) {
+  if (name == "tensorflow") {
+    if (auto text = small_text(package_dir / "python" / "platform" / "build_info.py"))
+      return parse_tensorflow_build_info(*text);
+  } else if (name == "torch") {
+    if (auto text = small_text(package_dir / "version.py")) return parse_torch_version(*text);
+  } else if (name == "jaxlib") {
+    // jaxlib itself is the CPU build; CUDA comes as plugin packages installed beside it.
+    const auto site = package_dir.parent_path();
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(site, error)) {
+      const std::string dir = entry.path().filename().string();
+      static const std::regex plugin(R"(^jax_cuda([0-9]+)_plugin$)");
+      std::smatch m;
+      if (std::regex_match(dir, m, plugin)) return FrameworkBuild{"cuda", m[1].str(), "", ""};
+    }
+    if (!error) return FrameworkBuild{"cpu", "", "", ""};
+  }
+  return std::nullopt;
+}
+
+}  // namespace kwd::fingerprint
