@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package that the build, the tests and the demo need.
+# Installs every Debian package that the build, the tests and the demo need, and the
+# virtualenv of PyPI's TensorFlow, JAX and Jupyter stack that the failure corpus runs.
 # Idempotent, and quick when everything is already there (no apt-get update then).
 set -euo pipefail
 
@@ -20,9 +21,6 @@ packages=(
   python3-jupyter-server
   # daemon: /metrics is read by the Prometheus project's own text parser
   python3-prometheus-client
-  # the failure corpus: Debian's PyTorch (CPU), a virtualenv for PyPI's TensorFlow and JAX
-  # (below), and qemu-user for a CPU without AVX (a TensorFlow build its CPU cannot run)
-  python3-torch python3-venv qemu-user
   # the HTML report is checked in headless Chromium, the terminal view in tmux
   chromium tmux
   # reports show times in the reader's time zone; a unit test reads Europe/Berlin's
@@ -30,6 +28,14 @@ packages=(
   # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found
   dpkg-dev file groff-base man-db
 )
+
+# The failure corpus (tests/integration/test_frameworks.py): Debian's PyTorch (CPU), a
+# virtualenv for PyPI's TensorFlow and JAX (below), and qemu-user for a CPU without AVX. The
+# demo does without them: KWD_SETUP_FRAMEWORKS=0.
+frameworks="${KWD_SETUP_FRAMEWORKS:-1}"
+if [ "$frameworks" != 0 ]; then
+  packages+=(python3-torch python3-venv qemu-user)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -50,7 +56,7 @@ fi
 venv=".cache/venv-frameworks"
 requirements="scripts/frameworks-requirements.txt"
 cd "$(dirname "$0")/.."
-if ! cmp -s "$requirements" "$venv/.kwd-requirements" 2>/dev/null; then
+if [ "$frameworks" != 0 ] && ! cmp -s "$requirements" "$venv/.kwd-requirements" 2>/dev/null; then
   echo "setup: making $venv (TensorFlow, JAX, ipykernel from PyPI)" >&2
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
