@@ -143,6 +143,12 @@ def test_under_run(failure, env):
         assert remedy in remedy_ids, (remedy, remedy_ids)
     assert any(failure.framework.lower() in n.lower() for n in fingerprint_names(report)), \
         (failure.framework, report.get("fingerprint"))
+    # What the framework was built for, from its package: these are CPU builds.
+    for entry in report["fingerprint"]["frameworks"]:
+        if entry["name"] in ("tensorflow", "torch", "jaxlib"):
+            assert entry["build"]["accelerator"] == "cpu", entry
+            if entry["name"] == "tensorflow":
+                assert entry["distribution"] == "tensorflow_cpu", entry
     # The key never reaches the report.
     assert k.km.session.key.decode() not in json.dumps(report)
 
