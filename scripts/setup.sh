@@ -66,5 +66,5 @@ if [ "$frameworks" != 0 ] && ! cmp -s "$requirements" "$venv/.kwd-requirements" 
   # another environment on sys.path: imported under NumPy 2 it fails the way users' old builds do.
   "$venv/bin/pip" install -q --no-deps --target "$venv/numpy1/site-packages" 'numexpr==2.8.4'
   cp "$requirements" "$venv/.kwd-requirements"
-  "$venv/bin/pip" list --format=freeze | grep -iE '^(tensorflow[-a-z]*|jax|jaxlib|keras|numpy|ipykernel|jupyter.client)==' >&2
+  "$venv/bin/pip" list --format=freeze | grep -iE '^(tensorflow[-_a-z]*|jax|jaxlib|keras|numpy|ipykernel|jupyter.client)==' >&2
 fi
