@@ -134,7 +134,7 @@ class CellExplainer {
   // The innermost traceback frame outside NumPy and IPython: its package name.
   [[nodiscard]] std::string importing_module() const {
     // Python's own frames ('File "/x/y.py", line 3') and IPython's ('File /x/y.py:3').
-    static const std::regex frame(R"re(File (?:"([^"]+)", line|([^\s:"]+):)[0-9]+)re");
+    static const std::regex frame(R"re(File (?:"([^"]{1,512})", line|([^\s:"]{1,512}):)[0-9]+)re");
     const std::string text = facts_.stderr_text + "\n" + facts_.traceback;
     std::string module;
     for (auto it = std::sregex_iterator(text.begin(), text.end(), frame);

@@ -5,6 +5,17 @@
 #include "kwd/report/terminal_text.hpp"
 
 namespace kwd::smoke {
+namespace {
+
+// The decisive lines are the last ones; a cell may have written megabytes before them.
+constexpr std::size_t kTextKept = 16 * 1024;
+
+std::string tail(std::string text) {
+  if (text.size() > kTextKept) text.erase(0, text.size() - kTextKept);
+  return text;
+}
+
+}  // namespace
 
 void explain_failure(CellResult& cell, const nlohmann::json& error, const std::string& stderr_text,
                      watch::Watch& watch) {
@@ -15,7 +26,8 @@ void explain_failure(CellResult& cell, const nlohmann::json& error, const std::s
     for (const auto& line : error["traceback"])
       if (line.is_string())
         facts.traceback += report::without_ansi_sequences(line.get<std::string>()) + "\n";
-  facts.stderr_text = report::without_ansi_sequences(stderr_text);
+  facts.traceback = tail(std::move(facts.traceback));
+  facts.stderr_text = tail(report::without_ansi_sequences(stderr_text));
   facts.watch = watch.live_facts();
   const auto finding = diagnosis::explain_cell_failure(facts);
   if (!finding) return;

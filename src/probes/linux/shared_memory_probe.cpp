@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "kwd/util/clock.hpp"
+
 namespace kwd::probes::linux_proc {
 
 SharedMemoryProbe::SharedMemoryProbe(const ProbeOptions& options)
-    : path_(options.proc_root + "/" + std::to_string(options.kernel_pid) + "/root/dev/shm") {
+    : path_(options.proc_root + "/" + std::to_string(options.kernel_pid) + "/root/dev/shm"),
+      interval_ms_(options.slow_interval.count()) {
   if (read()) {
-    reason_ = path_ + ", a tmpfs, at every sample";
+    reason_ = path_ + ", a tmpfs, every " + std::to_string(interval_ms_) +
+              " ms, at cell edges and when the kernel dies";
   } else if (reason_.empty()) {
     reason_ = "cannot read " + path_;
   }
@@ -38,6 +42,15 @@ ProbeStatus SharedMemoryProbe::status() const {
 }
 
 void SharedMemoryProbe::sample(timeline::MemorySample& /*into*/) {
+  // One statfs through procfs is cheap, but a daemon samples hundreds of kernels: the fill
+  // level that matters is the one at a cell's end or the kernel's death, read then.
+  const auto now = util::steady_ms();
+  if (!tmpfs_ || (last_read_ms_ >= 0 && now - last_read_ms_ < interval_ms_)) return;
+  last_read_ms_ = now;
+  read();
+}
+
+void SharedMemoryProbe::on_cell_edge(bool /*running*/, std::int64_t /*at_ms*/, bool /*sampled*/) {
   if (tmpfs_) read();
 }
 

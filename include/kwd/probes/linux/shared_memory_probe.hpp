@@ -11,7 +11,8 @@ namespace kwd::probes::linux_proc {
 // kernel in a container is measured in its container's tmpfs: its size, and how full it was.
 // PyTorch shares tensors between processes (DataLoader workers, share_memory_()) as files
 // there, and Docker gives a container 64 MiB: a write past the free space is a SIGBUS, which
-// only this size and fill level tell apart from any other bus error. One statfs a sample.
+// only this size and fill level tell apart from any other bus error. One statfs a second, at
+// cell edges and when the kernel is dying.
 class SharedMemoryProbe final : public Probe {
  public:
   explicit SharedMemoryProbe(const ProbeOptions& options);
@@ -20,12 +21,15 @@ class SharedMemoryProbe final : public Probe {
   void sample(timeline::MemorySample& into) override;
   void contribute(nlohmann::json& report) const override;
   void on_kernel_dying() override;
+  void on_cell_edge(bool running, std::int64_t at_ms, bool sampled) override;
 
  private:
   // Reads the file system's size and use; false when it is gone or no tmpfs.
   bool read();
 
   std::string path_;
+  std::int64_t interval_ms_;
+  std::int64_t last_read_ms_ = -1;
   std::string reason_;
   bool tmpfs_ = false;
   std::int64_t size_ = -1;
