@@ -36,7 +36,7 @@ class HostRules : public RuleContext {
     if (!size || *size <= 0) return std::nullopt;
     const auto peak = v_.integer("/shared_memory/peak_used_bytes").value_or(0);
     const auto sharing_frame = frame_in({"share_memory_", "_share_fd_cpu_", "_share_filename_"});
-    const bool filled = peak * 10 >= *size * 9;
+    const bool filled = static_cast<double>(peak) >= 0.9 * static_cast<double>(*size);
     if (!filled && !sharing_frame) return std::nullopt;
     Finding f;
     f.cause = CauseId::shared_memory_full;
