@@ -1,3 +1,5 @@
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "kwd/diagnosis/rule_context.hpp"
@@ -33,7 +35,15 @@ class Rules : public RuleContext {
       f.evidence.push_back({std::to_string(misses) + " heartbeats in a row went unanswered",
                             v_.has("/hang/consecutive_misses") ? "/hang/consecutive_misses"
                                                                : "/heartbeat/consecutive_misses"});
-      if (timeout_ms > 0) silent = " for " + std::to_string(misses * timeout_ms / 1000) + " s";
+      // A hang found within seconds (short heartbeat timeouts) is said to the tenth.
+      if (timeout_ms > 0) {
+        const double seconds =
+            static_cast<double>(misses) * static_cast<double>(timeout_ms) / 1000.0;
+        char buf[32];
+        std::snprintf(buf, sizeof buf,
+                      seconds < 10 && seconds != std::floor(seconds) ? "%.1f" : "%.0f", seconds);
+        silent = std::string(" for ") + buf + " s";
+      }
     }
     std::string state;
     if (auto s = v_.text("/hang/process_state")) {
