@@ -37,14 +37,16 @@ void KernelLogFeed::settle_count() {
   const auto counted = oom_kills_counted();
   if (!counted) return;
   const std::int64_t due = *counted - kill_lines_read_;
+  std::int64_t settled = 0;
   if (due < 0) {
-    *count_base_ += due;  // lines of kills counted before the feed opened
+    settled = due;  // lines of kills counted before the feed opened
   } else if (due > 0 && lines_due_at_last_settle_ > 0) {
     // A line is due a microsecond after its kill is counted: one due a whole period ago too
     // is lost.
-    *count_base_ += std::min(due, lines_due_at_last_settle_);
+    settled = std::min(due, lines_due_at_last_settle_);
   }
-  lines_due_at_last_settle_ = *counted - *count_base_ - kill_lines_read_;
+  *count_base_ += settled;
+  lines_due_at_last_settle_ = due - settled;
 }
 
 void KernelLogFeed::read_new(std::int64_t min_age_ms) {
