@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -11,14 +12,41 @@
 
 namespace kwd::probes::linux_proc {
 
-KernelLogFeed::KernelLogFeed(const std::string& path)
-    : fd_(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)) {
+KernelLogFeed::KernelLogFeed(const std::string& path, const std::string& vmstat_path)
+    : fd_(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)), count_(vmstat_path) {
   if (!fd_) {
     problem_ = "cannot read " + path + " (" + std::strerror(errno) + ")";
     return;
   }
   // What the kernel logged before we came concerns no kernel we watch.
   ::lseek(fd_.get(), 0, SEEK_END);
+  // Counted after the seek: a kill counted before it whose line comes after it makes the
+  // lines one ahead of the count, which settle_count() takes back (the other order would
+  // leave the count one ahead, a line awaited that was skipped).
+  count_base_ = count_.read();
+}
+
+std::optional<std::int64_t> KernelLogFeed::oom_kills_counted() {
+  if (!count_base_) return std::nullopt;
+  const auto now = count_.read();
+  if (!now) return std::nullopt;
+  return *now - *count_base_;
+}
+
+void KernelLogFeed::settle_count() {
+  const auto counted = oom_kills_counted();
+  if (!counted) return;
+  const std::int64_t due = *counted - kill_lines_read_;
+  std::int64_t settled = 0;
+  if (due < 0) {
+    settled = due;  // lines of kills counted before the feed opened
+  } else if (due > 0 && lines_due_at_last_settle_ > 0) {
+    // A line is due a microsecond after its kill is counted: one due a whole period ago too
+    // is lost.
+    settled = std::min(due, lines_due_at_last_settle_);
+  }
+  *count_base_ += settled;
+  lines_due_at_last_settle_ = due - settled;
 }
 
 void KernelLogFeed::read_new(std::int64_t min_age_ms) {
@@ -43,9 +71,12 @@ void KernelLogFeed::read_new(std::int64_t min_age_ms) {
     if (!record) continue;
     const auto oom = parse_oom_line(record->message);
     if (!oom) continue;
+    if (oom->kind == OomLineKind::killed) ++kill_lines_read_;
     if (entries_.size() == kKept) entries_.pop_front();
     entries_.push_back({next_number_++, *oom, std::string(record->message)});
   }
+  // The count is read after the log: a line read is never of a kill not counted yet.
+  if (min_age_ms > 0) settle_count();
 }
 
 }  // namespace kwd::probes::linux_proc

@@ -45,7 +45,13 @@ OomKillerProbe::OomKillerProbe(const ProbeOptions& options, const std::string& k
   cursor_ = feed_->end();
   lost_before_ = feed_->records_lost();
   reason_ = kmsg_path + ", read non-blocking every " + std::to_string(interval_ms_) +
-            " ms and when the kernel dies";
+            " ms and when the kernel dies; after a SIGKILL ";
+  reason_ += feed_->counts_oom_kills()
+                 ? "it waits for the OOM killer's line only while /proc/vmstat's oom_kill "
+                   "counts a kill whose line has not come yet"
+                 : "it waits up to " + std::to_string(kGraceAfterKillMs) +
+                       " ms for the OOM killer's line (/proc/vmstat has no oom_kill count "
+                       "to tell whether one is coming)";
 }
 
 OomKillerProbe::~OomKillerProbe() = default;
@@ -96,33 +102,47 @@ void OomKillerProbe::catch_up() {
 void OomKillerProbe::on_kernel_exit(const KernelExit& how) {
   const bool found = drain(true);
   if (!feed_->valid() || found || !how.signaled || how.signal != SIGKILL) return;
-  const auto root_named = [this] {
-    return std::find(killed_pids_.begin(), killed_pids_.end(), processes_->root()) !=
-           killed_pids_.end();
-  };
   if (root_named()) return;
-  const std::int64_t deadline = util::steady_ms() + kGraceAfterKillMs;
-  for (std::int64_t now = util::steady_ms(); now < deadline; now = util::steady_ms()) {
+  // Was it the OOM killer? It counts a kill before it signals the victim and logs the
+  // victim's line just after: only while a kill counted by now has no line read yet may the
+  // kernel's line still come. Without the count, every SIGKILL waits for it (up to the grace).
+  const auto counted = feed_->oom_kills_counted();
+  const auto line_due = [&] { return !counted || *counted > feed_->kill_lines_read(); };
+  if (counted) kills_unlogged_at_death_ = *counted - feed_->kill_lines_read();
+  waited_for_kernel_log_ms_ = 0;
+  if (!line_due()) return;
+  const std::int64_t start = util::steady_ms();
+  const std::int64_t deadline = start + kGraceAfterKillMs;
+  for (std::int64_t now = start; now < deadline; now = util::steady_ms()) {
     pollfd p{feed_->fd(), POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(deadline - now)) <= 0) break;
     drain(true);
-    if (root_named()) break;
+    if (root_named() || !line_due()) break;
   }
+  waited_for_kernel_log_ms_ = util::steady_ms() - start;
+}
+
+bool OomKillerProbe::root_named() const {
+  return std::find(killed_pids_.begin(), killed_pids_.end(), processes_->root()) !=
+         killed_pids_.end();
 }
 
 void OomKillerProbe::contribute(nlohmann::json& report) const {
   using nlohmann::json;
   // Evidence only: whether it adds up to an OOM kill of the kernel is the diagnosis's to
   // decide (diagnosis/rules.cpp), in one place, with the cgroup's counter next to it.
-  const bool kernel_itself =
-      std::find(killed_pids_.begin(), killed_pids_.end(), processes_->root()) != killed_pids_.end();
+  const auto opt = [](const std::optional<std::int64_t>& v) {
+    return v ? json(*v) : json(nullptr);
+  };
   report["oom_evidence"] = {
       {"kernel_log", lines_},
       {"matched_pids", killed_pids_},
-      {"kernel_pid_named", kernel_itself},
+      {"kernel_pid_named", root_named()},
       {"kernel_log_readable", feed_->valid()},
       {"other_oom_kills_seen", other_kills_},
-      {"kernel_log_records_lost", feed_->records_lost() - lost_before_ + missed_}};
+      {"kernel_log_records_lost", feed_->records_lost() - lost_before_ + missed_},
+      {"oom_kills_unlogged_at_death", opt(kills_unlogged_at_death_)},
+      {"waited_for_kernel_log_ms", opt(waited_for_kernel_log_ms_)}};
 }
 
 }  // namespace kwd::probes::linux_proc

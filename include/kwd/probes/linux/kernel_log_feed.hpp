@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 
 #include "kwd/probes/linux/kernel_log.hpp"
+#include "kwd/probes/linux/oom_kill_count.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::probes::linux_proc {
@@ -17,9 +19,16 @@ namespace kwd::probes::linux_proc {
 // last read is older than the interval it gives, or at once when it must (a kernel's death).
 // Only OOM-killer lines are kept, the newest kKept of them, each numbered so that every
 // reader follows them with a cursor of its own.
+//
+// Beside the lines, the feed keeps the machine's count of OOM kills (OomKillCount) against
+// the "Killed process" lines it has read: the kernel counts a kill, signals the victim and
+// only then logs the line, so at a SIGKILL's reap a count ahead of the lines read says that a
+// victim's line is still on its way, and a count level with them says the OOM killer killed
+// no one whose line is not here (no need to wait for the log at all).
 class KernelLogFeed {
  public:
-  explicit KernelLogFeed(const std::string& path = "/dev/kmsg");
+  explicit KernelLogFeed(const std::string& path = "/dev/kmsg",
+                         const std::string& vmstat_path = "/proc/vmstat");
 
   struct Entry {
     std::uint64_t number = 0;  // 1, 2, 3… in the order read
@@ -56,6 +65,13 @@ class KernelLogFeed {
   // Records the kernel's ring overwrote before they could be read, since this feed opened.
   [[nodiscard]] std::int64_t records_lost() const { return records_lost_; }
 
+  // "Killed process" lines read since the feed opened.
+  [[nodiscard]] std::int64_t kill_lines_read() const { return kill_lines_read_; }
+  // The OOM kills the kernel has counted since the feed opened, read now, comparable with
+  // kill_lines_read(); nullopt when the machine's count cannot be read.
+  [[nodiscard]] std::optional<std::int64_t> oom_kills_counted();
+  [[nodiscard]] bool counts_oom_kills() const { return count_base_.has_value(); }
+
   static constexpr std::size_t kKept = 256;
 
  private:
@@ -65,6 +81,16 @@ class KernelLogFeed {
   std::uint64_t next_number_ = 1;
   std::int64_t records_lost_ = 0;
   std::int64_t last_read_ms_ = -1;
+
+  // Keeps the count's base current at the periodic reads: kills counted before the feed
+  // opened whose lines it read anyway, and kills whose line never came (the ring overwrote
+  // it) would otherwise make every later reap wait for a line.
+  void settle_count();
+
+  OomKillCount count_;
+  std::optional<std::int64_t> count_base_;  // the machine's count that kill_lines_read_ matches
+  std::int64_t kill_lines_read_ = 0;
+  std::int64_t lines_due_at_last_settle_ = 0;
 };
 
 }  // namespace kwd::probes::linux_proc

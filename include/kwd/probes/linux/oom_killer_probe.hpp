@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,10 @@ class KernelLogFeed;
 //
 // The kernel log is a KernelLogFeed shared by every watch of the process (one /dev/kmsg
 // descriptor for a daemon's hundred kernels): this probe follows it from the moment it was
-// made, once a second and in full when the kernel dies. After a SIGKILL it waits briefly
-// for the line, which the kernel prints just after sending the signal.
+// made, once a second and in full when the kernel dies. After a SIGKILL it waits for the
+// line, which the kernel prints just after sending the signal, only when the machine's count
+// of OOM kills says a kill's line is still to come (KernelLogFeed::oom_kills_counted): a
+// SIGKILL from anyone else is reported at once.
 class OomKillerProbe final : public Probe {
  public:
   explicit OomKillerProbe(const ProbeOptions& options, const std::string& kmsg_path = "/dev/kmsg");
@@ -45,6 +48,8 @@ class OomKillerProbe final : public Probe {
   // interval, or at once when `now`); true if a new line named a kill in the kernel's tree.
   bool drain(bool now);
   [[nodiscard]] bool ours(pid_t pid) const;
+  // A "Killed process" line names the kernel's own pid.
+  [[nodiscard]] bool root_named() const;
 
   std::shared_ptr<KernelLogFeed> feed_;
   std::uint64_t cursor_ = 0;
@@ -61,6 +66,10 @@ class OomKillerProbe final : public Probe {
   std::int64_t missed_ = 0;         // lines other kernels' reads pushed out before ours
   std::int64_t interval_ms_;
   std::string reason_;
+  // At a SIGKILL: OOM kills counted whose line was not read yet, and how long the report
+  // waited for the log (nullopt: it had no cause to look).
+  std::optional<std::int64_t> kills_unlogged_at_death_;
+  std::optional<std::int64_t> waited_for_kernel_log_ms_;
 };
 
 }  // namespace kwd::probes::linux_proc
