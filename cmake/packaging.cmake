@@ -1,6 +1,11 @@
 # `cmake --install` and CPack: the program, its HTTP module, the man page, bash and zsh
 # completion and the service templates, where a Debian system looks for each; `cpack -G DEB`
 # in the build directory makes kernel-watchdog_VERSION_ARCH.deb.
+if(SKBUILD)
+  include(${CMAKE_SOURCE_DIR}/cmake/wheel_install.cmake)
+  return()
+endif()
+
 include(GNUInstallDirs)
 
 install(TARGETS kernel-watchdog RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,0 +1,68 @@
+"""A jupyter_client kernel provisioner that starts every kernel under `kernel-watchdog run`.
+
+It is jupyter_client's LocalProvisioner with one change, the command that starts the kernel.
+Interrupts, restarts, shutdown and kill are LocalProvisioner's own: they signal the process
+group, which the watchdog shares with its kernel, and the watchdog ends as its kernel ended.
+When the kernel dies, the provisioner's log gets one line with the report's headline and path.
+
+Turned on with JUPYTER_DEFAULT_PROVISIONER_NAME=kernel-watchdog-provisioner, or per kernelspec:
+    "metadata": {"kernel_provisioner": {"provisioner_name": "kernel-watchdog-provisioner",
+                                        "config": {"run_options": ["--memory-limit=8G"]}}}
+"""
+import os
+import shlex
+
+from jupyter_client.provisioning import LocalProvisioner
+from traitlets import List, Unicode, default
+
+from kernel_watchdog._launch import watched_command
+from kernel_watchdog._reports import read_death, report_files, report_store, watchdog_pid
+
+NAME = "kernel-watchdog-provisioner"
+RUN_OPTIONS_ENV = "KERNEL_WATCHDOG_RUN_OPTIONS"
+
+
+class WatchdogProvisioner(LocalProvisioner):
+    run_options = List(Unicode(), config=True, help=(
+        "Options for `kernel-watchdog run` (e.g. --memory-limit=8G). Default: "
+        f"${RUN_OPTIONS_ENV}, split as a shell would."))
+
+    @default("run_options")
+    def _run_options_from_env(self):
+        return shlex.split(os.environ.get(RUN_OPTIONS_ENV, ""))
+
+    _store = None  # the report store of the running kernel, None when it is not watched
+    _reports_before = frozenset()
+    _death_seen = False
+
+    async def launch_kernel(self, cmd, **kwargs):
+        command, unwatched_because = watched_command(cmd, self.run_options)
+        if unwatched_because:
+            self.log.warning("kernel-watchdog: starting the kernel unwatched: %s",
+                             unwatched_because)
+            self._store = None
+        else:
+            self._store = report_store(kwargs.get("env") or os.environ)
+            self._reports_before = frozenset(report_files(self._store))
+        self._death_seen = False
+        return await super().launch_kernel(command, **kwargs)
+
+    async def poll(self):
+        status = await super().poll()
+        if status is not None and self.process is not None and not self._death_seen:
+            self._death_seen = True
+            if status != 0 and self._store is not None:
+                self._log_death()
+        return status
+
+    def _log_death(self):
+        """The one line for the runner's log, when the watchdog wrote a report: it writes none
+        for an end that was asked for (shutdown, SIGTERM, SIGKILL to the group)."""
+        # The report is on disk before the watchdog mirrors the kernel's end.
+        for path in reversed(report_files(self._store)):
+            if path in self._reports_before or watchdog_pid(path) != self.pid:
+                continue
+            death = read_death(path)
+            if death:
+                self.log.warning("%s", death.log_line())
+            return
