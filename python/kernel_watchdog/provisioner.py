@@ -16,10 +16,8 @@ from jupyter_client.provisioning import LocalProvisioner
 from traitlets import List, Unicode, default
 
 from kernel_watchdog._launch import watched_command
+from kernel_watchdog._names import RUN_OPTIONS_ENV
 from kernel_watchdog._reports import read_death, report_files, report_store, watchdog_pid
-
-NAME = "kernel-watchdog-provisioner"
-RUN_OPTIONS_ENV = "KERNEL_WATCHDOG_RUN_OPTIONS"
 
 
 class WatchdogProvisioner(LocalProvisioner):
