@@ -11,6 +11,7 @@ from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 from kernel_watchdog._reports import format_bytes, read_death, report_files
 from kernel_watchdog._names import PROVISIONER, RUN_OPTIONS_ENV
+from kernel_watchdog._nbval import fail_fast_on_death
 
 PROVISIONER_ENV = "JUPYTER_DEFAULT_PROVISIONER_NAME"
 REPORT_DIR_ENV = "KERNEL_WATCHDOG_REPORT_DIR"
@@ -35,6 +36,7 @@ class KernelDeaths:
             self._make_default_provisioner()
         if run_options is not None:
             os.environ[RUN_OPTIONS_ENV] = run_options
+        fail_fast_on_death()
 
     @staticmethod
     def _make_default_provisioner():

@@ -36,9 +36,11 @@ class Death:
     peak_rss: int | None  # bytes, the kernel's whole process tree
 
     def log_line(self):
-        where = f" while running {self.cell}" if self.cell else ""
-        peak = f"; peak memory {format_bytes(self.peak_rss)}" if self.peak_rss else ""
-        return f"kernel-watchdog: kernel died{where}: {self.headline}{peak}; report: {self.path}"
+        context = [f"running {self.cell}"] if self.cell else []
+        if self.peak_rss:
+            context.append(f"peak memory {format_bytes(self.peak_rss)}")
+        details = f" ({'; '.join(context)})" if context else ""
+        return f"kernel-watchdog: the kernel died: {self.headline}{details}; report: {self.path}"
 
 
 def read_death(path):
