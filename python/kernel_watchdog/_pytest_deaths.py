@@ -96,14 +96,20 @@ class KernelDeaths:
         report.user_properties = [*report.user_properties, *properties]
         report.longrepr = _WithDeaths(report.longrepr, deaths)
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
         # Here, not in makereport: under xdist this runs in the controller, whose output
-        # is the step's log.
-        if not (self.annotate and report.failed):
+        # is the step's log, and whose JUnit file and summary come after this.
+        if not report.failed:
             return
         props = [(k, v) for k, v in report.user_properties if str(k).startswith(PROPERTY)]
-        for headline, path in zip((v for k, v in props if k == PROPERTY + "headline"),
-                                  (v for k, v in props if k == PROPERTY + "report")):
+        headlines = [v for k, v in props if k == PROPERTY + "headline"]
+        if headlines and isinstance(report.longrepr, str):
+            # From an xdist worker the failure arrives as its text: its summary is put back.
+            report.longrepr = _Text(report.longrepr, f"kernel died: {headlines[0]}")
+        if not self.annotate:
+            return
+        for headline, path in zip(headlines, (v for k, v in props if k == PROPERTY + "report")):
             self.annotations.append((report.location[0], headline, path))
 
     def pytest_terminal_summary(self, terminalreporter):
@@ -142,6 +148,18 @@ class _WithDeaths(TerminalRepr):
             self.original.toterminal(tw)
         elif self.original is not None:
             tw.line(str(self.original))
+
+
+class _Text(TerminalRepr):
+    """A failure's text with the one-line summary it had before it was sent as text."""
+
+    def __init__(self, text, summary):
+        self.text = text
+        self.reprcrash = ReprFileLocation("", 0, summary)
+
+    def toterminal(self, tw):
+        for line in self.text.splitlines():
+            tw.line(line)
 
 
 def _escape_data(text):

@@ -9,8 +9,10 @@ Turned on with JUPYTER_DEFAULT_PROVISIONER_NAME=kernel-watchdog-provisioner, or 
     "metadata": {"kernel_provisioner": {"provisioner_name": "kernel-watchdog-provisioner",
                                         "config": {"run_options": ["--memory-limit=8G"]}}}
 """
+import logging
 import os
 import shlex
+import sys
 
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import List, Unicode, default
@@ -36,8 +38,7 @@ class WatchdogProvisioner(LocalProvisioner):
     async def launch_kernel(self, cmd, **kwargs):
         command, unwatched_because = watched_command(cmd, self.run_options)
         if unwatched_because:
-            self.log.warning("kernel-watchdog: starting the kernel unwatched: %s",
-                             unwatched_because)
+            self._say(f"kernel-watchdog: starting the kernel unwatched: {unwatched_because}")
             self._store = None
         else:
             self._store = report_store(kwargs.get("env") or os.environ)
@@ -62,5 +63,31 @@ class WatchdogProvisioner(LocalProvisioner):
                 continue
             death = read_death(path)
             if death:
-                self.log.warning("%s", death.log_line())
+                self._say(death.log_line())
             return
+
+    def _say(self, line):
+        """A warning in the manager's log, or on stderr where that log goes nowhere (a bare
+        script's: older traitlets give their logger only a NullHandler)."""
+        self.log.warning("%s", line)
+        if not _reaches_a_handler(self.log):
+            print(line, file=sys.stderr, flush=True)
+
+
+def _reaches_a_handler(logger):
+    """Whether a WARNING record of this logger is written somewhere (logging's last resort,
+    used when no handler exists at all, counts)."""
+    if isinstance(logger, logging.LoggerAdapter):
+        logger = logger.logger
+    if not logger.isEnabledFor(logging.WARNING):
+        return False
+    found_any = False
+    while logger:
+        for handler in logger.handlers:
+            found_any = True
+            if not isinstance(handler, logging.NullHandler) and handler.level <= logging.WARNING:
+                return True
+        if not logger.propagate:
+            break
+        logger = logger.parent
+    return not found_any and logging.lastResort is not None
