@@ -6,13 +6,15 @@ kill under `--memory-limit`, beside a notebook that passes.
 The package is built here as a wheel without its C++ (scikit-build-core's wheel.cmake=false:
 the program under test is $KWD_BINARY, named by KERNEL_WATCHDOG_BINARY) and installed with
 `pip --target` into the test's own folder, so its entry points are found as an installed
-wheel's are. The runners are the framework virtualenv's (scripts/setup.sh); without it these
+wheel's are. With $KWD_WHEEL (a wheel `pip wheel .` built, program inside) that wheel is
+installed instead, and the package finds its own program. The runners are the framework virtualenv's (scripts/setup.sh); without it these
 tests fail: run scripts/setup.sh."""
 import json
 import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -21,6 +23,7 @@ from conftest import KWD_BINARY, REPO_ROOT, load_reports
 from framework_corpus import VENV_PYTHON
 
 PROVISIONER = "kernel-watchdog-provisioner"
+WHEEL = os.environ.get("KWD_WHEEL")
 
 # What each notebook's kernel does, and the cause its report must state (None: it passes).
 NOTEBOOKS = {
@@ -38,12 +41,15 @@ RUN_OPTIONS = "--memory-limit=300M"
 @pytest.fixture(scope="module")
 def package(tmp_path_factory):
     """The package installed into a folder of its own; returns that folder."""
-    wheels = tmp_path_factory.mktemp("wheel")
-    subprocess.run([str(VENV_PYTHON), "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "--config-settings=wheel.cmake=false",
-                    "-w", str(wheels), str(REPO_ROOT)], check=True, timeout=300)
+    if WHEEL:
+        wheel = WHEEL
+    else:
+        wheels = tmp_path_factory.mktemp("wheel")
+        subprocess.run([str(VENV_PYTHON), "-m", "pip", "wheel", "-q", "--no-deps",
+                        "--no-build-isolation", "--config-settings=wheel.cmake=false",
+                        "-w", str(wheels), str(REPO_ROOT)], check=True, timeout=300)
+        [wheel] = wheels.glob("kernel_watchdog-*.whl")
     site = tmp_path_factory.mktemp("site")
-    [wheel] = wheels.glob("kernel_watchdog-*.whl")
     subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "--no-deps",
                     "--target", str(site), str(wheel)], check=True, timeout=300)
     return site
@@ -64,7 +70,10 @@ def env(tmp_path, package):
     for name in ("GITHUB_ACTIONS", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER",
                  "JUPYTER_DEFAULT_PROVISIONER_NAME", "KERNEL_WATCHDOG_RUN_OPTIONS"):
         e.pop(name, None)
-    e.update(PYTHONPATH=str(package), KERNEL_WATCHDOG_BINARY=KWD_BINARY,
+    e.pop("KERNEL_WATCHDOG_BINARY", None)
+    if not WHEEL:
+        e["KERNEL_WATCHDOG_BINARY"] = KWD_BINARY
+    e.update(PYTHONPATH=str(package),
              JUPYTER_PATH=str(tmp_path / "jupyter"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
              JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), XDG_RUNTIME_DIR=str(runtime),
              TMPDIR=str(tmp_path), KERNEL_WATCHDOG_REPORT_DIR=str(tmp_path / "reports"))
@@ -93,19 +102,25 @@ def reports_under(folder):
             for doc in load_reports(sub)] if folder.exists() else []
 
 
+def program(env):
+    """The program under test: $KWD_BINARY, or the one $KWD_WHEEL carries, which pip --target
+    puts in TARGET/bin (the scripts scheme)."""
+    return str(Path(env["PYTHONPATH"]) / "bin" / "kernel-watchdog") if WHEEL else KWD_BINARY
+
+
 # --- the shim -------------------------------------------------------------------------
 
 
 def test_python_m_runs_the_program_in_its_place(env, tmp_path):
     version = run([str(VENV_PYTHON), "-m", "kernel_watchdog", "--version"], env, tmp_path)
-    assert version.returncode == 0 and version.stdout == run([KWD_BINARY, "--version"], env,
+    assert version.returncode == 0 and version.stdout == run([program(env), "--version"], env,
                                                              tmp_path).stdout
     # exec, not a child: the program's own end (here a mirrored SIGKILL) is the caller's.
     killed = run([str(VENV_PYTHON), "-m", "kernel_watchdog", "run", "--", sys.executable, "-c",
                   "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], env, tmp_path)
     assert killed.returncode == -9, killed.stderr
     usage = run([str(VENV_PYTHON), "-m", "kernel_watchdog", "no-such-command"], env, tmp_path)
-    assert usage.returncode == run([KWD_BINARY, "no-such-command"], env, tmp_path).returncode != 0
+    assert usage.returncode == run([program(env), "no-such-command"], env, tmp_path).returncode != 0
 
 
 def foreign_program(folder):
@@ -211,7 +226,7 @@ def test_interrupt_restart_shutdown_as_local_provisioner(env, tmp_path):
                {**env, "JUPYTER_DEFAULT_PROVISIONER_NAME": PROVISIONER}, tmp_path)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
-    assert f"argv ['{KWD_BINARY}', 'run']" in out
+    assert f"argv ['{program(env)}', 'run']" in out
     assert "interrupted KeyboardInterrupt" in out
     assert "after restart ok True" in out and "after kill-restart ok" in out
     assert "after shutdown False" in out
