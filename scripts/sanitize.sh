@@ -34,12 +34,13 @@ test_forged_truncated_oversized_and_non_json_messages_are_dropped_and_counted' $
 # The report store's crash-safety unit test makes a fifth of its kills (each fork of this
 # binary is slow; the normal build makes them all).
 export KWD_SANITIZER_STRIDE=5
-# The framework corpus and the PyPI-stack rerun of the launcher tests are left out here: they
-# run the same C++ paths as the tests above (the corpus's reports are judged again by the unit
-# tests, which run here), and with TensorFlow kernels they would add minutes under ASan.
+# The framework corpus, the PyPI-stack rerun of the launcher tests and the Python package's
+# runners are left out here: they run the same C++ paths as the tests above (the corpus's
+# reports are judged again by the unit tests, which run here), and with TensorFlow kernels
+# and nbmake/papermill they would add minutes under ASan.
 status=0
 (cd build-asan && ctest --output-on-failure --timeout 600 -j 2 \
-  -E '^integration\.(test_frameworks|pypi_stack\..*)$' "$@") || status=$?
+  -E '^integration\.(test_frameworks|test_python_package|pypi_stack\..*)$' "$@") || status=$?
 if compgen -G "$logs/*" >/dev/null; then
   echo "sanitize: sanitizer reports in $logs:" >&2
   for f in "$logs"/*; do
