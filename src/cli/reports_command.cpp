@@ -12,6 +12,7 @@
 #include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/diagnose.hpp"
 #include "kwd/diagnosis/report_view.hpp"
+#include "kwd/platform/default_app.hpp"
 #include "kwd/report/html_page.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_file.hpp"
@@ -19,7 +20,6 @@
 #include "kwd/report/report_store.hpp"
 #include "kwd/report/terminal_summary.hpp"
 #include "kwd/report/terminal_text.hpp"
-#include "kwd/util/default_app.hpp"
 #include "kwd/util/private_files.hpp"
 
 namespace kwd::cli {
@@ -181,13 +181,13 @@ Command add_reports_command(CLI::App& app) {
               }
               std::filesystem::path written;
               try {
-                written = util::SafeDir::open_private(util::user_cache_dir("html"))
+                written = util::SafeDir::open_private(platform::user_cache_dir("html"))
                               .write_file(found->id + ".html", page, 0600);
               } catch (const std::exception& e) {
                 std::cerr << "kernel-watchdog: " << e.what() << "\n";
                 return 1;
               }
-              if (const auto problem = util::open_with_default_app(written); !problem.empty()) {
+              if (const auto problem = platform::open_with_default_app(written); !problem.empty()) {
                 std::cerr << "kernel-watchdog: " << problem << "\n";
                 return 1;
               }

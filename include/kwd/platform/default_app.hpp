@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <string>
 
-namespace kwd::util {
+namespace kwd::platform {
 
 // Opens a file with the desktop's default application: xdg-open on Linux and the BSDs,
 // open on macOS (both found on PATH). Waits for the opener, which returns as soon as it has
@@ -14,4 +14,4 @@ std::string open_with_default_app(const std::filesystem::path& file);
 // ~/.cache/kernel-watchdog/<what>.
 std::filesystem::path user_cache_dir(const std::string& what);
 
-}  // namespace kwd::util
+}  // namespace kwd::platform

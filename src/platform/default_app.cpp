@@ -1,4 +1,4 @@
-#include "kwd/util/default_app.hpp"
+#include "kwd/platform/default_app.hpp"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -15,11 +15,11 @@
 
 extern char** environ;
 
-namespace kwd::util {
+namespace kwd::platform {
 
 std::string open_with_default_app(const std::filesystem::path& file) {
-  const std::string opener = platform::default_opener();
-  const auto program = find_on_path(opener);
+  const std::string opener = default_opener();
+  const auto program = util::find_on_path(opener);
   if (!program) return opener + " was not found on PATH; open " + file.string() + " yourself";
   std::vector<std::string> args{program->string(), file.string()};
   std::vector<char*> argv;
@@ -46,7 +46,7 @@ std::filesystem::path user_cache_dir(const std::string& what) {
   const char* home = std::getenv("HOME");
   if (home != nullptr && *home == '/')
     return std::filesystem::path(home) / ".cache" / "kernel-watchdog" / what;
-  return shared_temp_dir() / ("kernel-watchdog-" + std::to_string(::geteuid())) / what;
+  return util::shared_temp_dir() / ("kernel-watchdog-" + std::to_string(::geteuid())) / what;
 }
 
-}  // namespace kwd::util
+}  // namespace kwd::platform
