@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kwd/probes/linux/cgroup_fs.hpp"
+#include "kwd/platform/linux/cgroup_fs.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace kwd::probes::linux_proc;
+  using namespace kwd::platform::linux_proc;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const auto mounts = parse_cgroup_mounts(text);
   const auto member = parse_proc_cgroup(text);

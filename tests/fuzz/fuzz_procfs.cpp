@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace kwd::probes::linux_proc;
+  using namespace kwd::platform::linux_proc;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)parse_proc_stat(text);
   (void)parse_statm_resident(text);

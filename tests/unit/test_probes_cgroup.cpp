@@ -12,15 +12,16 @@
 #include <nlohmann/json.hpp>
 
 #include "kwd/diagnosis/diagnose.hpp"
+#include "kwd/platform/linux/cgroup_fs.hpp"
 #include "kwd/platform/linux/kernel_cgroup.hpp"
-#include "kwd/probes/linux/cgroup_fs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/probes/linux/cgroup_probe.hpp"
 #include "kwd/probes/linux/oom_killer_probe.hpp"
-#include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 using namespace kwd::probes;
 using namespace kwd::probes::linux_proc;
+using namespace kwd::platform::linux_proc;
 namespace cg = kwd::platform::linux_cgroup;
 
 TEST_CASE("mountinfo: the v1 memory hierarchy and the unified one") {

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/probes/linux/process_tree_probe.hpp"
-#include "kwd/probes/linux/procfs.hpp"
 #include "kwd/probes/linux/recent_processes.hpp"
 #include "kwd/util/clock.hpp"
 
@@ -149,10 +149,10 @@ TEST_CASE("the departed list has a fixed size") {
 }
 
 TEST_CASE("statm's resident pages, and a process that has released its memory") {
-  CHECK(linux_proc::parse_statm_resident("61234 2560 1200 300 0 4000 0\n") == 2560);
-  CHECK(linux_proc::parse_statm_resident("0 0 0 0 0 0 0\n") == 0);
-  CHECK_FALSE(linux_proc::parse_statm_resident("garbage"));
-  CHECK_FALSE(linux_proc::parse_statm_resident("12 x 3"));
+  CHECK(kwd::platform::linux_proc::parse_statm_resident("61234 2560 1200 300 0 4000 0\n") == 2560);
+  CHECK(kwd::platform::linux_proc::parse_statm_resident("0 0 0 0 0 0 0\n") == 0);
+  CHECK_FALSE(kwd::platform::linux_proc::parse_statm_resident("garbage"));
+  CHECK_FALSE(kwd::platform::linux_proc::parse_statm_resident("12 x 3"));
 }
 
 TEST_CASE("children born after the first scan are found by pid, and threads are not children") {

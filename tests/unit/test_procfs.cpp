@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 
-using namespace kwd::probes::linux_proc;
+using namespace kwd::platform::linux_proc;
 
 TEST_CASE("parse_proc_stat survives spaces and parentheses in comm") {
   const std::string text =

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "kwd/daemon/scheduling_priority.hpp"
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::daemon {
@@ -20,13 +20,14 @@ namespace {
 
 bool autogroup_enabled() {
   // Absent: a kernel built without autogroup.
-  const auto flag = probes::linux_proc::read_small_file("/proc/sys/kernel/sched_autogroup_enabled");
+  const auto flag =
+      platform::linux_proc::read_small_file("/proc/sys/kernel/sched_autogroup_enabled");
   return flag && !flag->empty() && flag->front() == '1';
 }
 
 // "/autogroup-17 nice 0": the session's nice value.
 std::optional<int> session_nice() {
-  const auto text = probes::linux_proc::read_small_file("/proc/self/autogroup");
+  const auto text = platform::linux_proc::read_small_file("/proc/self/autogroup");
   if (!text) return std::nullopt;
   const auto at = text->rfind("nice ");
   if (at == std::string::npos) return std::nullopt;

@@ -15,7 +15,7 @@
 #include "kwd/fingerprint/library_catalog.hpp"
 #include "kwd/fingerprint/loaded_files.hpp"
 #include "kwd/fingerprint/make_fingerprint_probe.hpp"
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/errno_text.hpp"
 
@@ -82,8 +82,8 @@ void FingerprintProbe::sample(timeline::MemorySample& /*into*/) {
   std::uint64_t vsize = 0;
   if (stat_fd_) {
     static thread_local std::string buf;
-    const auto text = probes::linux_proc::pread_all(stat_fd_.get(), buf);
-    const auto st = text ? probes::linux_proc::parse_proc_stat(*text) : std::nullopt;
+    const auto text = platform::linux_proc::pread_all(stat_fd_.get(), buf);
+    const auto st = text ? platform::linux_proc::parse_proc_stat(*text) : std::nullopt;
     if (st) vsize = st->vsize;
     if (st && st->vsize == last_vsize_ && refreshes_ > 0 && !before_exec_) return;
   }
@@ -113,7 +113,7 @@ void FingerprintProbe::read_once_facts() {
   if (before_exec_) return;  // nothing here is the kernel's yet
   if (!environment_read_) {
     // The environment the kernel was started with; reading it is allowed for our own child.
-    if (auto text = probes::linux_proc::read_small_file(base + "/environ")) {
+    if (auto text = platform::linux_proc::read_small_file(base + "/environ")) {
       environment_ = nlohmann::json::object();
       for (const auto& [name, value] : allowed_environment(*text))
         environment_[name] = value;
@@ -124,7 +124,7 @@ void FingerprintProbe::read_once_facts() {
     if (!exe_error) {
       python_ = {{"executable", exe.string()}};
       // A virtual environment records the exact version beside its interpreter.
-      if (auto cfg = probes::linux_proc::read_small_file(
+      if (auto cfg = platform::linux_proc::read_small_file(
               (exe.parent_path().parent_path() / "pyvenv.cfg").string())) {
         static const std::regex version(R"((^|\n)version(_info)?\s*=\s*([0-9][0-9.]*))");
         std::smatch m;
@@ -146,7 +146,7 @@ void FingerprintProbe::read_maps() {
   read_once_facts();
   if (before_exec_) return;
   const auto maps =
-      probes::linux_proc::read_small_file(proc_ + "/" + std::to_string(pid_) + "/maps");
+      platform::linux_proc::read_small_file(proc_ + "/" + std::to_string(pid_) + "/maps");
   if (!maps || maps->empty()) {
     // Empty: the process has exited (its maps are gone), not an error of the system's.
     if (refreshes_ == 0)

@@ -6,7 +6,7 @@
 #include <charconv>
 #include <memory>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/errno_text.hpp"
 #include "kwd/util/unique_dir.hpp"
 
@@ -15,15 +15,15 @@ namespace {
 
 // One-line procfs files (comm, wchan) without their trailing newline.
 std::optional<std::string> read_text(const std::string& path) {
-  auto text = probes::linux_proc::read_small_file(path);
+  auto text = platform::linux_proc::read_small_file(path);
   while (text && !text->empty() && (text->back() == '\n' || text->back() == '\0'))
     text->pop_back();
   return text;
 }
 
 std::optional<char> state_of(const std::string& dir) {
-  const auto text = probes::linux_proc::read_small_file(dir + "/stat");
-  const auto stat = text ? probes::linux_proc::parse_proc_stat(*text) : std::nullopt;
+  const auto text = platform::linux_proc::read_small_file(dir + "/stat");
+  const auto stat = text ? platform::linux_proc::parse_proc_stat(*text) : std::nullopt;
   if (!stat) return std::nullopt;
   return stat->state;
 }

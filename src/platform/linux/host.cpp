@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "kwd/platform/linux/enter_cgroup.hpp"
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 
 namespace kwd::platform {
 namespace fs = std::filesystem;
@@ -37,8 +37,8 @@ std::optional<int> run_internal_step(int argc, char** argv) {
 }
 
 std::int64_t self_resident_bytes() {
-  const auto text = probes::linux_proc::read_small_file("/proc/self/statm");
-  const auto pages = text ? probes::linux_proc::parse_statm_resident(*text) : std::nullopt;
+  const auto text = linux_proc::read_small_file("/proc/self/statm");
+  const auto pages = text ? linux_proc::parse_statm_resident(*text) : std::nullopt;
   return pages ? *pages * ::sysconf(_SC_PAGESIZE) : -1;
 }
 

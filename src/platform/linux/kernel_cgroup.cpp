@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "kwd/probes/linux/cgroup_fs.hpp"
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/cgroup_fs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/errno_text.hpp"
 #include "kwd/util/process_exists.hpp"
 #include "kwd/util/unique_dir.hpp"
@@ -24,7 +24,7 @@
 namespace kwd::platform::linux_cgroup {
 namespace {
 
-using probes::linux_proc::read_small_file;
+using linux_proc::read_small_file;
 
 constexpr std::string_view kPrefix = "kernel-watchdog-";
 
@@ -80,7 +80,7 @@ struct Own {
 };
 
 Own own_memory_cgroup(const std::string& proc_root) {
-  using namespace probes::linux_proc;
+  using namespace linux_proc;
   const auto mountinfo = read_small_file(proc_root + "/self/mountinfo");
   if (!mountinfo) throw CgroupError(util::cannot("read", proc_root + "/self/mountinfo", errno));
   const auto membership = read_small_file(proc_root + "/self/cgroup");

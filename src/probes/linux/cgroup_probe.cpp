@@ -2,12 +2,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/probes/host_sources.hpp"
-#include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/errno_text.hpp"
 
 namespace kwd::probes::linux_proc {
+
+using platform::linux_proc::cgroup_mounts;
+using platform::linux_proc::memory_cgroup_at;
+using platform::linux_proc::memory_cgroup_of;
+using platform::linux_proc::MemoryCgroup;
+using platform::linux_proc::parse_flat_keyed;
+using platform::linux_proc::read_small_file;
+using platform::linux_proc::unified_dir_of;
+
 namespace {
 
 // Under a limit the usage is what the OOM killer judges, read at every sample; kernels of

@@ -6,10 +6,17 @@
 #include <cerrno>
 #include <utility>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 
 namespace kwd::probes::linux_proc {
+
+using platform::linux_proc::MemoryCgroup;
+using platform::linux_proc::parse_flat_keyed;
+using platform::linux_proc::parse_memory_limit;
+using platform::linux_proc::parse_number;
+using platform::linux_proc::pread_all;
+
 namespace {
 
 util::UniqueFd open_read(const std::string& path) {

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <charconv>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 
 namespace kwd::probes::linux_proc {
+
+using platform::linux_proc::pread_to_end;
 
 OomKillCount::OomKillCount(const std::string& path)
     : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}

@@ -11,13 +11,16 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "kwd/platform/linux/cgroup_fs.hpp"
 #include "kwd/probes/host_sources.hpp"
-#include "kwd/probes/linux/cgroup_fs.hpp"
 #include "kwd/probes/linux/kernel_log.hpp"
 #include "kwd/probes/linux/kernel_log_feed.hpp"
 #include "kwd/util/clock.hpp"
 
 namespace kwd::probes::linux_proc {
+
+using platform::linux_proc::memory_cgroup_at;
+
 namespace {
 
 // How long to wait after a SIGKILL for the kernel's "Killed process" line.

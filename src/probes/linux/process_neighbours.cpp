@@ -6,11 +6,15 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/probes/process_identity.hpp"
 #include "kwd/probes/process_record.hpp"
 
 namespace kwd::probes::linux_proc {
+
+using platform::linux_proc::parse_statm_resident;
+using platform::linux_proc::read_small_file;
+
 namespace {
 
 constexpr std::size_t kMaxScanned = 512;

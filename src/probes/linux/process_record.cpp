@@ -9,7 +9,7 @@
 #include <cstring>
 #include <memory>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/process_args.hpp"
 #include "kwd/util/unique_dir.hpp"
 
@@ -53,7 +53,7 @@ std::vector<std::string> ProcessRecord::environment() const {
 }
 
 std::optional<ProcessRecord::Lineage> ProcessRecord::lineage() const {
-  const auto stat = linux_proc::parse_proc_stat(read_at(dir_.get(), "stat"));
+  const auto stat = platform::linux_proc::parse_proc_stat(read_at(dir_.get(), "stat"));
   if (!stat) return std::nullopt;
   constexpr std::uint32_t kForkNoExec = 0x40;  // PF_FORKNOEXEC, include/linux/sched.h
   return Lineage{stat->ppid, stat->start_time, (stat->flags & kForkNoExec) != 0};

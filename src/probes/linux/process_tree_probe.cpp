@@ -9,12 +9,19 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/probes/host_sources.hpp"
-#include "kwd/probes/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/errno_text.hpp"
 
 namespace kwd::probes::linux_proc {
+
+using platform::linux_proc::find_kb_field;
+using platform::linux_proc::parse_proc_stat;
+using platform::linux_proc::parse_statm_resident;
+using platform::linux_proc::pread_all;
+using platform::linux_proc::read_small_file;
+
 namespace {
 
 // Kernels whose probes look for new processes within this of each other share one

@@ -10,11 +10,16 @@
 #include <string_view>
 #include <utility>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/unique_dir.hpp"
 
 namespace kwd::probes::linux_proc {
+
+using platform::linux_proc::find_kb_field;
+using platform::linux_proc::parse_proc_stat;
+using platform::linux_proc::pread_all;
+using platform::linux_proc::read_small_file;
 
 RecentProcesses::RecentProcesses(std::string proc_root)
     : proc_(std::move(proc_root)),

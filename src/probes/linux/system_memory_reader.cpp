@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 
 namespace kwd::probes::linux_proc {
+
+using platform::linux_proc::find_kb_field;
+using platform::linux_proc::pread_all;
 
 SystemMemoryReader::SystemMemoryReader(const std::string& proc_root)
     : meminfo_fd_(::open((proc_root + "/meminfo").c_str(), O_RDONLY | O_CLOEXEC)),

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <system_error>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/unique_fd.hpp"
 #include "kwd/watch/death_source.hpp"
@@ -87,10 +87,10 @@ class PidfdDeathSource final : public DeathSource {
   }
 
  private:
-  [[nodiscard]] std::optional<probes::linux_proc::ProcStat> proc_stat() const {
+  [[nodiscard]] std::optional<platform::linux_proc::ProcStat> proc_stat() const {
     const auto text =
-        probes::linux_proc::read_small_file("/proc/" + std::to_string(pid_) + "/stat");
-    return text ? probes::linux_proc::parse_proc_stat(*text) : std::nullopt;
+        platform::linux_proc::read_small_file("/proc/" + std::to_string(pid_) + "/stat");
+    return text ? platform::linux_proc::parse_proc_stat(*text) : std::nullopt;
   }
 
   static Termination from_siginfo(const siginfo_t& info) {

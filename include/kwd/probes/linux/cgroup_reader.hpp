@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kwd/probes/linux/cgroup_fs.hpp"
+#include "kwd/platform/linux/cgroup_fs.hpp"
 #include "kwd/probes/linux/pressure.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -20,13 +20,13 @@ namespace kwd::probes::linux_proc {
 class CgroupReader {
  public:
   // `pressure_file`: the cgroup's memory.pressure, empty where there is none of its own.
-  CgroupReader(MemoryCgroup cgroup, const std::string& pressure_file);
+  CgroupReader(platform::linux_proc::MemoryCgroup cgroup, const std::string& pressure_file);
 
   // The usage file could be opened: the reader has something to say.
   [[nodiscard]] bool usable() const { return static_cast<bool>(usage_fd_); }
   // errno of the failed open of the usage file.
   [[nodiscard]] int open_error() const { return open_error_; }
-  [[nodiscard]] const MemoryCgroup& cgroup() const { return cgroup_; }
+  [[nodiscard]] const platform::linux_proc::MemoryCgroup& cgroup() const { return cgroup_; }
   [[nodiscard]] bool has_pressure_file() const { return static_cast<bool>(pressure_fd_); }
 
   // Re-read the limits along the path, the high-water mark, the event counters and the
@@ -43,7 +43,7 @@ class CgroupReader {
   std::optional<Pressure> pressure;
 
  private:
-  MemoryCgroup cgroup_;
+  platform::linux_proc::MemoryCgroup cgroup_;
   int open_error_ = 0;
   util::UniqueFd usage_fd_;
   struct LimitFile {

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace kwd::probes::linux_proc {
+namespace kwd::platform::linux_proc {
 
 // The fields of /proc/PID/stat we use.
 struct ProcStat {
@@ -41,4 +41,4 @@ std::optional<std::string_view> pread_all(int fd, std::string& buf);
 // page per read, so they are read on until the end.
 std::optional<std::string_view> pread_to_end(int fd, std::string& buf);
 
-}  // namespace kwd::probes::linux_proc
+}  // namespace kwd::platform::linux_proc

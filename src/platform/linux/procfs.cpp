@@ -1,4 +1,4 @@
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include "kwd/util/unique_fd.hpp"
 
-namespace kwd::probes::linux_proc {
+namespace kwd::platform::linux_proc {
 namespace {
 
 template <typename T>
@@ -157,4 +157,4 @@ std::optional<std::string_view> pread_all(int fd, std::string& buf) {
   }
 }
 
-}  // namespace kwd::probes::linux_proc
+}  // namespace kwd::platform::linux_proc

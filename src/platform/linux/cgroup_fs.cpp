@@ -1,4 +1,4 @@
-#include "kwd/probes/linux/cgroup_fs.hpp"
+#include "kwd/platform/linux/cgroup_fs.hpp"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -11,10 +11,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kwd/probes/linux/procfs.hpp"
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/unique_fd.hpp"
 
-namespace kwd::probes::linux_proc {
+namespace kwd::platform::linux_proc {
 namespace {
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -255,4 +255,4 @@ std::optional<std::int64_t> parse_memory_limit(std::string_view text) {
   return static_cast<std::int64_t>(v);
 }
 
-}  // namespace kwd::probes::linux_proc
+}  // namespace kwd::platform::linux_proc

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace kwd::probes::linux_proc {
+namespace kwd::platform::linux_proc {
 
 // Where cgroup hierarchies are mounted, from /proc/PID/mountinfo.
 struct CgroupMount {
@@ -59,4 +59,4 @@ std::optional<std::int64_t> parse_memory_limit(std::string_view text);
 // A plain number file (memory.current, memory.usage_in_bytes).
 std::optional<std::int64_t> parse_number(std::string_view text);
 
-}  // namespace kwd::probes::linux_proc
+}  // namespace kwd::platform::linux_proc
