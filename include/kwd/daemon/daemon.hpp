@@ -93,6 +93,8 @@ class Daemon {
     std::string previous_death;  // the report of this connection file's previous process
     std::unique_ptr<watch::Watch> watch;
   };
+
+  // Discovery (daemon_discovery.cpp): which processes are kernels for us to watch.
   void scan(KernelProcessScanner::ScanKind kind = KernelProcessScanner::ScanKind::regular);
   // Kernels a scan or the process events found: watched unless under a launcher, watched
   // already, or turned away before.
@@ -100,18 +102,22 @@ class Daemon {
   void on_process_events();
   // Quick scans for 2 s from now: a connection file appeared, its process is on its way.
   void scan_soon();
-  void start_watching(const KernelProcess& process);
-  void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
-  void on_hang(pid_t pid, const protocol::HangEvidence& hang);
   void name_notebook(Kernel& k, bool now);
   // The kernelspecs installed, read again when the last reading is over kKernelspecsFreshMs
   // old: kernels found together (a server restoring its sessions) share one reading.
   const std::vector<kernelspec::Kernelspec>& kernelspecs();
+
+  // Watching (daemon_watching.cpp): one kernel's Watch, and its death or hang reported.
+  void start_watching(const KernelProcess& process);
+  void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
+  void on_hang(pid_t pid, const protocol::HangEvidence& hang);
+
+  // Telling (daemon_status.cpp): the status socket and the metrics.
+  bool open_status_socket();
   void on_status_client();
   [[nodiscard]] nlohmann::json status_json() const;
   [[nodiscard]] metrics::DaemonFigures metrics_figures() const;
   void publish_metrics();
-  bool open_status_socket();
 
   DaemonOptions options_;
   loop::EventLoop loop_;
