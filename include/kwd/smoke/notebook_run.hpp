@@ -50,25 +50,34 @@ class NotebookRun {
  private:
   enum class State { starting, running, interrupting, shutting_down, done };
 
+  // Starting (notebook_run_start.cpp): the kernel up, the shell and IOPub answering.
   [[nodiscard]] std::vector<std::string> kernel_argv(const std::string& connection_file) const;
   void prepare_connection();
-  void on_message(client::Channel channel, protocol::Message& message);
   void on_kernel_info_reply();
+  void never_started(const std::string& why);
+
+  // The cells (notebook_run_cells.cpp), one at a time.
+  void on_message(client::Channel channel, protocol::Message& message);
   void next_cell();
   void maybe_finish_cell();
   void on_cell_timeout();
   void sample_peaks();
   [[nodiscard]] double cell_timeout_s() const;
+  void mark_rest_not_run(const std::string& why);
+
+  // The end (notebook_run.cpp): a death, a hang, or the shutdown after the last cell.
   void on_kernel_death(const watch::ProcessEnd& end, std::int64_t at_ms);
   void on_hang();
   void kernel_failed(const std::string& cell_verdict, const watch::ProcessEnd* end,
                      std::int64_t at_ms);
-  void never_started(const std::string& why);
   void shut_down();
   void finish();
   void cancel_timers();
-  void mark_rest_not_run(const std::string& why);
   void remove_run_dir();
+
+  // "12.3 s", as the run's messages say a duration; seconds since a util::steady_ns().
+  static std::string format_seconds(double s);
+  static double seconds_since(std::int64_t start_ns);
 
   loop::EventLoop& loop_;
   zmq::context_t& zmq_;
