@@ -231,7 +231,8 @@ CORPUS = [
                "import numexpr"],
         dies=False,
         cause="numpy_abi_mismatch",
-        headline=[r"NumPy 1\.x", r"NumPy 2\.[0-9]+\.[0-9]+", r"numexpr"],
+        # Both versions: NumPy's from its own message, numexpr's from the live fingerprint.
+        headline=[r"NumPy 1\.x", r"NumPy 2\.[0-9]+\.[0-9]+", r"numexpr 2\.8\.4 was built for"],
         evidence=[r"A module that was compiled using NumPy 1\.x cannot be run in"],
         remedies=["numpy.rebuild_or_pin"],
         framework="numpy",
