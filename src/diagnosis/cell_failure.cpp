@@ -75,17 +75,18 @@ class CellExplainer {
     return "";
   }
 
-  [[nodiscard]] std::optional<std::int64_t> machine_memory() const {
-    if (auto limit = watch_.integer("/cgroup/limit"); limit && *limit > 0) return limit;
-    return watch_.integer("/system_memory/mem_total");
-  }
-
-  [[nodiscard]] std::string memory_there_is() const {
+  // The most memory the kernel may have, and how to say it: its cgroup's limit, else the
+  // machine's memory.
+  struct MemoryThereIs {
+    std::int64_t bytes = 0;
+    std::string words;
+  };
+  [[nodiscard]] std::optional<MemoryThereIs> memory_there_is() const {
     if (auto limit = watch_.integer("/cgroup/limit"); limit && *limit > 0)
-      return "the kernel's cgroup allows " + bytes(*limit);
+      return MemoryThereIs{*limit, "the kernel's cgroup allows " + bytes(*limit)};
     if (auto total = watch_.integer("/system_memory/mem_total"))
-      return "the machine has " + bytes(*total);
-    return "";
+      return MemoryThereIs{*total, "the machine has " + bytes(*total)};
+    return std::nullopt;
   }
 
   // A module built for NumPy 1.x imported under NumPy 2: the cell's import fails (or the
@@ -99,14 +100,15 @@ class CellExplainer {
     f.evidence.push_back(quoted(*h));
     const std::string text = all_text();
     std::smatch m;
-    std::string numpy = loaded_version("numpy");
+    const std::string loaded_numpy = loaded_version("numpy");
+    std::string numpy = loaded_numpy;
     static const std::regex installed(R"(cannot be run in\s+NumPy ([0-9]+\.[0-9]+\.[0-9]+))");
     if (std::regex_search(text, m, installed)) {
       numpy = m[1].str();
       f.evidence.push_back("NumPy's message names the NumPy installed: " + numpy);
     }
-    if (const auto fp = loaded_version("numpy"); !fp.empty())
-      f.evidence.push_back("the kernel has NumPy " + fp + " loaded (fingerprint)");
+    if (!loaded_numpy.empty())
+      f.evidence.push_back("the kernel has NumPy " + loaded_numpy + " loaded (fingerprint)");
     const std::string module = importing_module();
     std::string module_version;
     if (!module.empty()) {
@@ -193,9 +195,10 @@ class CellExplainer {
       f.cause = "worker_oom_killed";
       f.evidence.push_back(quoted(*h));
       f.evidence.push_back("kernel log: " + *oom);
+      const auto memory = memory_there_is();
       f.headline = who + " was killed by the OOM killer" +
-                   (memory_there_is().empty() ? "" : " (" + memory_there_is() + ")") +
-                   "; PyTorch failed the cell with " + facts_.ename;
+                   (memory ? " (" + memory->words + ")" : "") + "; PyTorch failed the cell with " +
+                   facts_.ename;
       f.remedies.push_back(
           {"torch.dataloader_worker_memory",
            "Make each worker hold less: load items lazily in __getitem__ instead of caching "
@@ -203,12 +206,12 @@ class CellExplainer {
            "worker's memory counts against the same limit as the kernel's.",
            "The OOM killer picks the largest process of the cgroup or machine: here a worker, so "
            "the kernel lived and the cell failed."});
-      if (machine_memory())
+      if (memory)
         f.remedies.push_back(
             {"oom.more_memory",
              "Or give the kernel more memory (raise --memory-limit, or the "
              "container's or machine's limit).",
-             "The worker and the kernel together reached " + bytes(*machine_memory()) + "."});
+             "The worker and the kernel together reached " + bytes(memory->bytes) + "."});
       return f;
     }
     const auto shm = watch_.integer("/shared_memory/size_bytes");
@@ -282,15 +285,15 @@ class CellExplainer {
     CellFailureFinding f;
     f.cause = "framework_out_of_memory";
     f.evidence.push_back(quoted(*h));
-    const auto there_is = device_words(device) == "the CPU" ? machine_memory() : std::nullopt;
+    const auto there_is = device_words(device) == "the CPU" ? memory_there_is() : std::nullopt;
     f.headline = framework + " could not allocate " +
                  (requested ? bytes(*requested) : std::string("the memory it asked for")) + " on " +
                  device_words(device) + detail;
-    if (there_is && !memory_there_is().empty()) {
-      f.headline += "; " + memory_there_is();
-      f.evidence.push_back(memory_there_is() + " (what the watch read)");
+    if (there_is) {
+      f.headline += "; " + there_is->words;
+      f.evidence.push_back(there_is->words + " (what the watch read)");
     }
-    const std::int64_t all = there_is.value_or(0);
+    const std::int64_t all = there_is ? there_is->bytes : 0;
     const std::int64_t asked = requested.value_or(0);
     const bool larger_than_all = all > 0 && asked > all;
     f.remedies.push_back(

@@ -22,11 +22,7 @@ void explain_failure(CellResult& cell, const nlohmann::json& error, const std::s
   diagnosis::CellFailureFacts facts;
   facts.ename = protocol::text_field(error, "ename");
   facts.evalue = protocol::text_field(error, "evalue");
-  if (error.is_object() && error.contains("traceback") && error["traceback"].is_array())
-    for (const auto& line : error["traceback"])
-      if (line.is_string())
-        facts.traceback += report::without_ansi_sequences(line.get<std::string>()) + "\n";
-  facts.traceback = tail(std::move(facts.traceback));
+  facts.traceback = tail(cell.details);
   facts.stderr_text = tail(report::without_ansi_sequences(stderr_text));
   facts.watch = watch.live_facts();
   const auto finding = diagnosis::explain_cell_failure(facts);
