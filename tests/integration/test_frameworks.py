@@ -121,12 +121,16 @@ def test_under_run(failure, env):
             reply, _ = k.execute(source, timeout=failure.timeout)
             assert reply["status"] == "ok", reply
         if not failure.dies:
-            reply, _ = k.execute(failure.cells[-1], timeout=failure.timeout)
+            # stop_on_error=False: ipykernel would otherwise abort the next request if it
+            # arrived inside the error's abort window (seen in CI: "1 + 1" came back aborted
+            # after the DataLoader's bus error), as in test_diagnosis and test_protocol.
+            reply, _ = k.execute(failure.cells[-1], timeout=failure.timeout,
+                                 stop_on_error=False)
             assert reply["status"] == "error", reply
             assert k.km.is_alive()
             # The kernel lives on and answers.
             reply, outputs = k.execute("1 + 1")
-            assert reply["status"] == "ok"
+            assert reply["status"] == "ok", reply
             assert load_reports(env["report_dir"]) == []
             return
         k.execute_until_death(failure.cells[-1], timeout=failure.timeout)
