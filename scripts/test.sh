@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine, builds, and runs the whole test suite (ctest); then, as
+# Sets up a fresh Debian 12 machine, builds (the program, then the Python wheel from the same
+# objects), and runs the whole test suite (ctest); then, as
 # CI does, the same suite against an ASan+UBSan build and the NVML tests under TSan
 # (scripts/sanitize.sh), and every fuzz target for 20 s on its corpus (scripts/fuzz.sh).
 # Extra arguments go to both ctest runs, e.g. scripts/test.sh -R integration.test_launcher
@@ -20,6 +21,11 @@ run_ctest() (
 
 stage setup scripts/setup.sh
 stage build scripts/build.sh
+# The manylinux wheel, from the objects just built (nothing compiled again); the Python
+# package's tests install it into a fresh virtualenv (tests/integration/test_python_package.py).
+stage wheel scripts/wheel.sh build dist
+KWD_WHEEL=$(ls "$PWD"/dist/kernel_watchdog-*.whl)
+export KWD_WHEEL
 stage tests run_ctest "$@"
 if [ "${KWD_SANITIZE_STAGE:-1}" != 0 ]; then stage sanitizers scripts/sanitize.sh "$@"; fi
 if [ "${KWD_FUZZ_STAGE:-1}" != 0 ]; then stage fuzz scripts/fuzz.sh; fi

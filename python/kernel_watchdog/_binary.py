@@ -1,50 +1,49 @@
 """Finding the kernel-watchdog program and handing the process over to it.
 
-The wheel puts the program in the scripts directory of the scheme it was installed with
-(a virtualenv's bin/, ~/.local/bin for --user, <target>/bin for --target), as ruff and uv do.
+The wheel carries the program inside this package (kernel_watchdog/_bin), beside the
+libraries auditwheel bundles for it; the `kernel-watchdog` command on PATH is this
+package's console script, which execs it (`main` below).
 """
 import os
-import shutil
 import sys
-import sysconfig
 from pathlib import Path
 
 NAME = "kernel-watchdog"
 ENV_OVERRIDE = "KERNEL_WATCHDOG_BINARY"
+PACKAGED = Path(__file__).resolve().parent / "_bin" / NAME
 
 
 class BinaryNotFound(RuntimeError):
     """No kernel-watchdog program where this package looked; the message says where."""
 
 
-def _scripts_dirs():
-    """The scripts directories the wheel may have been installed into, most likely first."""
-    dirs = [sysconfig.get_path("scripts")]
-    user_scheme = sysconfig.get_preferred_scheme("user")
-    dirs.append(sysconfig.get_path("scripts", user_scheme))
-    # pip install --target DIR: the package is DIR/kernel_watchdog, the program DIR/bin.
-    dirs.append(str(Path(__file__).resolve().parent.parent / "bin"))
-    return dirs
+def _is_program(path):
+    """An executable file that is not a script: the console script that pip writes for this
+    package is also called kernel-watchdog, and exec'ing it from here would loop."""
+    if not os.access(path, os.X_OK) or os.path.isdir(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) != b"#!"
+    except OSError:
+        return False
 
 
 def find_binary():
-    """The program's path: $KERNEL_WATCHDOG_BINARY, else the one installed with this package,
-    else the first on PATH. Raises BinaryNotFound naming every place looked at."""
+    """The program's path: $KERNEL_WATCHDOG_BINARY, else the one this package carries, else
+    the first program of that name on PATH. Raises BinaryNotFound naming where it looked."""
     override = os.environ.get(ENV_OVERRIDE)
     if override:
         if os.access(override, os.X_OK) and not os.path.isdir(override):
             return override
         raise BinaryNotFound(f"${ENV_OVERRIDE} names {override}, which is not an executable file")
-    looked = []
-    for directory in _scripts_dirs():
+    if _is_program(PACKAGED):
+        return str(PACKAGED)
+    for directory in os.get_exec_path():
         candidate = os.path.join(directory, NAME)
-        looked.append(directory)
-        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+        if _is_program(candidate):
             return candidate
-    on_path = shutil.which(NAME)
-    if on_path:
-        return on_path
-    raise BinaryNotFound(f"no {NAME} program in {', '.join(dict.fromkeys(looked))} or on PATH "
+    raise BinaryNotFound(f"no {NAME} program in {PACKAGED.parent} or on PATH "
                          f"(set ${ENV_OVERRIDE} to its path)")
 
 
@@ -60,3 +59,8 @@ def exec_binary(args):
         # ENOEXEC: another architecture; ENOENT on a file that exists: its loader (another
         # libc) is missing.
         sys.exit(f"kernel-watchdog: {binary} cannot run on this machine: {e.strerror}")
+
+
+def main():
+    """The `kernel-watchdog` console script."""
+    exec_binary(sys.argv[1:])

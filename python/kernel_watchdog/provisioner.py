@@ -12,6 +12,7 @@ Turned on with JUPYTER_DEFAULT_PROVISIONER_NAME=kernel-watchdog-provisioner, or 
 import logging
 import os
 import shlex
+import signal
 import sys
 
 from jupyter_client.provisioning import LocalProvisioner
@@ -34,6 +35,7 @@ class WatchdogProvisioner(LocalProvisioner):
     _store = None  # the report store of the running kernel, None when it is not watched
     _reports_before = frozenset()
     _death_seen = False
+    _manager_told = False  # SIGUSR2 sent: the manager is ending this kernel
 
     async def launch_kernel(self, cmd, **kwargs):
         command, unwatched_because = watched_command(cmd, self.run_options)
@@ -44,13 +46,39 @@ class WatchdogProvisioner(LocalProvisioner):
             self._store = report_store(kwargs.get("env") or os.environ)
             self._reports_before = frozenset(report_files(self._store))
         self._death_seen = False
+        self._manager_told = False
         return await super().launch_kernel(command, **kwargs)
+
+    async def send_signal(self, signum):
+        self._tell_watchdog_if_ending()
+        return await super().send_signal(signum)
+
+    async def kill(self, restart=False):
+        self._tell_watchdog_if_ending()
+        return await super().kill(restart=restart)
+
+    async def terminate(self, restart=False):
+        self._tell_watchdog_if_ending()
+        return await super().terminate(restart=restart)
+
+    def _tell_watchdog_if_ending(self):
+        """jupyter_client's shutdown (and restart) interrupts the kernel before it asks it to
+        shut down: a kernel still starting dies of that SIGINT, which the watchdog would
+        report. SIGUSR2 to the watchdog alone, before any signal of the shutdown, tells it
+        that the end to come is the manager's (see `kernel-watchdog run --help`)."""
+        if (self._store is None or self._manager_told or self.process is None
+                or not getattr(self.parent, "shutting_down", False)):
+            return
+        self._manager_told = True
+        # Popen's own check: a process already reaped may have a reused pid.
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR2)
 
     async def poll(self):
         status = await super().poll()
         if status is not None and self.process is not None and not self._death_seen:
             self._death_seen = True
-            if status != 0 and self._store is not None:
+            if status != 0 and self._store is not None and not self._manager_told:
                 self._log_death()
         return status
 

@@ -33,7 +33,10 @@ Command add_run_command(CLI::App& app) {
       "Run a kernel under watch (the kernelspec launcher).\n"
       "Everything after `--` is the kernel's own command line, exactly as kernel.json has it.\n"
       "The kernel keeps our process group, stdio and exit status: front ends see no\n"
-      "difference, except a crash report when it dies unexpectedly.");
+      "difference, except a crash report when it dies unexpectedly.\n"
+      "A kernel manager that is about to end the kernel itself may send us SIGUSR2 first\n"
+      "(our pid alone): the end that follows gets no report, whatever it is (the provisioner\n"
+      "does this before jupyter_client's shutdown, which interrupts the kernel first).");
   run->add_flag("--forward-sigint", options->forward_sigint,
                 "Pass SIGINT on to the kernel. Only for launchers that signal our pid alone: "
                 "jupyter_client signals the whole process group, so the kernel already got it.");

@@ -34,7 +34,7 @@ int Launcher::run() {
   // SIGPIPE: a closed stderr downstream must not kill us; write() reports EPIPE instead.
   ::signal(SIGPIPE, SIG_IGN);
   signals_ = std::make_unique<loop::SignalPipe>(
-      std::initializer_list<int>{SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT});
+      std::initializer_list<int>{SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2});
 
   // Where reports go is checked now so a problem is said at start, not at death; the kernel
   // starts whatever the answer.
@@ -81,6 +81,11 @@ int Launcher::run() {
 void Launcher::on_signals() {
   for (int s : signals_->drain()) {
     if (s == SIGCHLD) continue;
+    if (s == SIGUSR2) {
+      spdlog::debug("the kernel's manager is ending the kernel; its end will not be reported");
+      manager_is_ending_kernel_ = true;
+      continue;
+    }
     received_.push_back({s, util::wall_ms()});
     if (s == SIGINT) {
       // The manager's killpg already delivered it to the kernel; passing it on would make
@@ -106,7 +111,8 @@ void Launcher::on_signals() {
 void Launcher::on_kernel_death(const watch::ProcessEnd& end, std::int64_t died_at_ms) {
   // Whatever goes wrong with the report, we end the way the kernel did.
   try {
-    if (watch::death_was_requested(end, kernel_->shutdown_requested(), received_, died_at_ms)) {
+    if (manager_is_ending_kernel_ ||
+        watch::death_was_requested(end, kernel_->shutdown_requested(), received_, died_at_ms)) {
       spdlog::debug("kernel {} {} (requested); no report", kernel_->pid(),
                     end.status ? end.status->describe() : end.how_known);
     } else {

@@ -1,18 +1,26 @@
 """The Python package (python/kernel_watchdog): the shim that execs the program, the kernel
-provisioner under real notebook runners (nbclient, papermill, nbmake, nbval, pytest-xdist
-from PyPI) and the pytest plugin, with real kernels dying: a segfault, an abort and an OOM
-kill under `--memory-limit`, beside a notebook that passes.
+provisioner under real notebook runners (nbclient, papermill, nbmake, nbval, pytest-xdist,
+Jupyter Server from PyPI) and the pytest plugin, with real kernels dying: a segfault, an abort
+and an OOM kill under `--memory-limit`, beside a notebook that passes.
 
-The package is built here as a wheel without its C++ (scikit-build-core's wheel.cmake=false:
-the program under test is $KWD_BINARY, named by KERNEL_WATCHDOG_BINARY) and installed with
-`pip --target` into the test's own folder, so its entry points are found as an installed
-wheel's are. With $KWD_WHEEL (a wheel `pip wheel .` built, program inside) that wheel is
-installed instead, and the package finds its own program. The runners are the framework virtualenv's (scripts/setup.sh); without it these
-tests fail: run scripts/setup.sh."""
+Two ways to get the package:
+- $KWD_WHEEL (what scripts/test.sh sets: the manylinux wheel scripts/wheel.sh made from the
+  build under test): a fresh virtualenv, made here with no compiler on PATH, gets that wheel
+  and the runners from PyPI, as a user's would; runners, kernels and the program are that
+  virtualenv's.
+- otherwise the package is built as a wheel without its C++ (scikit-build-core's
+  wheel.cmake=false), installed with `pip --target` into the test's own folder so that its
+  entry points are found as an installed wheel's are, and the program under test is
+  $KWD_BINARY (named by KERNEL_WATCHDOG_BINARY); runners and kernels are the framework
+  virtualenv's (scripts/setup.sh; without it these tests fail: run scripts/setup.sh)."""
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -38,46 +46,76 @@ DEATHS = sorted(name for name, (_, cause) in NOTEBOOKS.items() if cause)
 RUN_OPTIONS = "--memory-limit=300M"
 
 
+# What a user installs beside the wheel to run notebooks (the fresh virtualenv's runners).
+RUNNERS = ["ipykernel", "jupyter_client", "jupyter_server", "nbclient", "nbformat", "nbmake",
+           "nbval", "papermill", "pytest", "pytest-xdist"]
+COMPILERS = ["cc", "gcc", "g++", "c++", "clang", "clang++"]
+
+
+def without_compilers(folder):
+    """A PATH folder with the few tools a runner may ask for by name, and no compiler."""
+    folder.mkdir()
+    for tool in ("sh", "env", "uname"):
+        (folder / tool).symlink_to(shutil.which(tool))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def package(tmp_path_factory):
-    """The package installed into a folder of its own; returns that folder."""
+    """The package installed: {"python": the runners' interpreter, "program": the program
+    its provisioner starts, "site": a folder for PYTHONPATH or None}."""
     if WHEEL:
-        wheel = WHEEL
-    else:
-        wheels = tmp_path_factory.mktemp("wheel")
-        subprocess.run([str(VENV_PYTHON), "-m", "pip", "wheel", "-q", "--no-deps",
-                        "--no-build-isolation", "--config-settings=wheel.cmake=false",
-                        "-w", str(wheels), str(REPO_ROOT)], check=True, timeout=300)
-        [wheel] = wheels.glob("kernel_watchdog-*.whl")
+        root = tmp_path_factory.mktemp("fresh")
+        venv = root / "venv"
+        subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True, timeout=120)
+        path = f"{venv / 'bin'}:{without_compilers(root / 'tools')}"
+        assert not any(shutil.which(c, path=path) for c in COMPILERS)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", WHEEL, *RUNNERS],
+                       check=True, timeout=600, env={**os.environ, "PATH": path})
+        [program] = venv.glob("lib/python3*/site-packages/kernel_watchdog/_bin/kernel-watchdog")
+        return {"python": venv / "bin" / "python", "program": str(program), "site": None,
+                "path": path}
+    wheels = tmp_path_factory.mktemp("wheel")
+    subprocess.run([str(VENV_PYTHON), "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "--config-settings=wheel.cmake=false",
+                    "-w", str(wheels), str(REPO_ROOT)], check=True, timeout=300)
+    [wheel] = wheels.glob("kernel_watchdog-*.whl")
     site = tmp_path_factory.mktemp("site")
     subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "--no-deps",
                     "--target", str(site), str(wheel)], check=True, timeout=300)
-    return site
+    return {"python": VENV_PYTHON, "program": KWD_BINARY, "site": site,
+            "path": os.environ["PATH"]}
 
 
 @pytest.fixture
 def env(tmp_path, package):
     """An environment for the runners: the package importable, a private Jupyter path whose
-    python3 kernel is the virtualenv's interpreter, a private report store."""
+    python3 kernel is the runners' interpreter, a private report store."""
     spec = tmp_path / "jupyter" / "kernels" / "python3"
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(VENV_PYTHON), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": [str(package["python"]), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3", "language": "python"}))
     runtime = tmp_path / "xdg-runtime"
     runtime.mkdir(mode=0o700)
     e = dict(os.environ)
-    for name in ("GITHUB_ACTIONS", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER",
-                 "JUPYTER_DEFAULT_PROVISIONER_NAME", "KERNEL_WATCHDOG_RUN_OPTIONS"):
+    for name in ("GITHUB_ACTIONS", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTHONPATH",
+                 "JUPYTER_DEFAULT_PROVISIONER_NAME", "KERNEL_WATCHDOG_RUN_OPTIONS",
+                 "KERNEL_WATCHDOG_BINARY"):
         e.pop(name, None)
-    e.pop("KERNEL_WATCHDOG_BINARY", None)
-    if not WHEEL:
-        e["KERNEL_WATCHDOG_BINARY"] = KWD_BINARY
-    e.update(PYTHONPATH=str(package),
+    if package["site"] is not None:
+        e.update(PYTHONPATH=str(package["site"]), KERNEL_WATCHDOG_BINARY=KWD_BINARY)
+    e.update(PATH=package["path"], KWD_TEST_PYTHON=str(package["python"]),
+             KWD_TEST_PROGRAM=package["program"],
              JUPYTER_PATH=str(tmp_path / "jupyter"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
              JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), XDG_RUNTIME_DIR=str(runtime),
              TMPDIR=str(tmp_path), KERNEL_WATCHDOG_REPORT_DIR=str(tmp_path / "reports"))
     return e
+
+
+def python(env):
+    """The runners' interpreter (the fresh virtualenv's, or the framework virtualenv's)."""
+    return env["KWD_TEST_PYTHON"]
 
 
 def write_notebooks(folder, names=NOTEBOOKS):
@@ -103,24 +141,74 @@ def reports_under(folder):
 
 
 def program(env):
-    """The program under test: $KWD_BINARY, or the one $KWD_WHEEL carries, which pip --target
-    puts in TARGET/bin (the scripts scheme)."""
-    return str(Path(env["PYTHONPATH"]) / "bin" / "kernel-watchdog") if WHEEL else KWD_BINARY
+    """The program under test: $KWD_BINARY, or the one the wheel carries."""
+    return env["KWD_TEST_PROGRAM"]
 
 
 # --- the shim -------------------------------------------------------------------------
 
 
 def test_python_m_runs_the_program_in_its_place(env, tmp_path):
-    version = run([str(VENV_PYTHON), "-m", "kernel_watchdog", "--version"], env, tmp_path)
+    version = run([python(env), "-m", "kernel_watchdog", "--version"], env, tmp_path)
     assert version.returncode == 0 and version.stdout == run([program(env), "--version"], env,
                                                              tmp_path).stdout
     # exec, not a child: the program's own end (here a mirrored SIGKILL) is the caller's.
-    killed = run([str(VENV_PYTHON), "-m", "kernel_watchdog", "run", "--", sys.executable, "-c",
+    killed = run([python(env), "-m", "kernel_watchdog", "run", "--", sys.executable, "-c",
                   "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], env, tmp_path)
     assert killed.returncode == -9, killed.stderr
-    usage = run([str(VENV_PYTHON), "-m", "kernel_watchdog", "no-such-command"], env, tmp_path)
+    usage = run([python(env), "-m", "kernel_watchdog", "no-such-command"], env, tmp_path)
     assert usage.returncode == run([program(env), "no-such-command"], env, tmp_path).returncode != 0
+
+
+def test_the_command_on_path_execs_the_program(env, tmp_path):
+    """`kernel-watchdog` on PATH is the package's console script (pip writes it into the
+    environment's scripts folder); it hands the process over to the program."""
+    scripts = Path(package_scripts(env))
+    command = scripts / "kernel-watchdog"
+    assert command.read_bytes().startswith(b"#!")  # pip's script, not the program itself
+    e = {**env, "PATH": f"{scripts}:{env['PATH']}"}
+    version = run(["kernel-watchdog", "--version"], e, tmp_path)
+    assert version.returncode == 0
+    assert version.stdout == run([program(env), "--version"], env, tmp_path).stdout
+    killed = run(["kernel-watchdog", "run", "--", sys.executable, "-c",
+                  "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], e, tmp_path)
+    assert killed.returncode == -9, killed.stderr
+
+
+def package_scripts(env):
+    """Where pip put the package's console scripts: the virtualenv's bin, or TARGET/bin."""
+    site = env.get("PYTHONPATH")
+    return str(Path(site) / "bin") if site else str(Path(python(env)).parent)
+
+
+# Debian's libraries that the program is built with and the wheel bundles (the deferred
+# libzmq too): hidden, the wheel's program must not miss them. OpenSSL stays visible, as
+# Python's own ssl module needs it in the kernel.
+BUNDLED = ["libzmq.so.5", "libsodium.so.23", "libspdlog.so.1.10", "libfmt.so.9",
+           "libsimdjson.so.14", "libcpp-httplib.so.0.11"]
+
+
+@pytest.mark.skipif(not WHEEL, reason="the program from a wheel only ($KWD_WHEEL)")
+def test_the_wheels_program_needs_none_of_debians_libraries(env, tmp_path):
+    """In a mount namespace where Debian's copies of what the wheel bundles are empty files,
+    the wheel's program still watches a real kernel through ZeroMQ (smoke) and writes the
+    report of its segfault."""
+    hidden = [os.path.realpath(f"/usr/lib/x86_64-linux-gnu/{name}") for name in BUNDLED]
+    assert all(os.path.exists(h) for h in hidden), hidden
+    write_notebooks(tmp_path / "nb", ["segfault"])
+    mount = shutil.which("mount")  # the test's own PATH: the runners' has no system tools
+    binds = " && ".join(f"{mount} --bind /dev/null {h}" for h in hidden)
+    proc = run([shutil.which("unshare"), "--mount", "--propagation", "private", "--", "sh", "-c",
+                f'{binds} && exec "$@"', "hide", program(env), "smoke", "--json",
+                "--output-dir", str(tmp_path / "out"), str(tmp_path / "nb" / "segfault.ipynb")],
+               env, tmp_path)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2, said
+    [result] = json.loads(proc.stdout[proc.stdout.index("{"):])["notebooks"]
+    assert result["outcome"] == "kernel died" and result["cause"] == "native_crash", said
+    report = json.loads(Path(result["report"]).read_text())
+    assert report["diagnosis"]["cause"] == "native_crash"
+    assert "cannot load" not in proc.stderr, said
 
 
 def foreign_program(folder):
@@ -135,7 +223,7 @@ def test_a_program_that_cannot_run_is_said_in_one_line(env, tmp_path):
     foreign = foreign_program(tmp_path)
     for binary, words in ((str(foreign), "cannot run on this machine"),
                           (str(tmp_path / "missing"), "not an executable file")):
-        proc = run([str(VENV_PYTHON), "-m", "kernel_watchdog", "--version"],
+        proc = run([python(env), "-m", "kernel_watchdog", "--version"],
                    {**env, "KERNEL_WATCHDOG_BINARY": binary}, tmp_path)
         assert proc.returncode == 1
         assert proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
@@ -157,7 +245,7 @@ print("runner: passed")
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
 def test_nbclient_with_the_provisioner_as_default(env, tmp_path, name):
     notebooks = write_notebooks(tmp_path / "nb", [name])
-    proc = run([str(VENV_PYTHON), "-c", NBCLIENT_SCRIPT, str(notebooks / f"{name}.ipynb")],
+    proc = run([python(env), "-c", NBCLIENT_SCRIPT, str(notebooks / f"{name}.ipynb")],
                {**env, "JUPYTER_DEFAULT_PROVISIONER_NAME": PROVISIONER,
                 "KERNEL_WATCHDOG_RUN_OPTIONS": RUN_OPTIONS}, tmp_path)
     reports = load_reports(env["KERNEL_WATCHDOG_REPORT_DIR"])
@@ -176,7 +264,7 @@ def test_papermill_log_names_the_cause_and_report(env, tmp_path):
     notebooks = write_notebooks(tmp_path / "nb", ["oom", "passes"])
     e = {**env, "JUPYTER_DEFAULT_PROVISIONER_NAME": PROVISIONER,
          "KERNEL_WATCHDOG_RUN_OPTIONS": RUN_OPTIONS}
-    papermill = [str(VENV_PYTHON), "-m", "papermill", "--no-progress-bar"]
+    papermill = [python(env), "-m", "papermill", "--no-progress-bar"]
     passed = run([*papermill, str(notebooks / "passes.ipynb"), str(tmp_path / "p.ipynb")], e,
                  tmp_path)
     assert passed.returncode == 0, passed.stderr
@@ -222,7 +310,7 @@ print("after shutdown", km.is_alive(), flush=True)
 
 
 def test_interrupt_restart_shutdown_as_local_provisioner(env, tmp_path):
-    proc = run([str(VENV_PYTHON), "-c", LIFECYCLE_SCRIPT],
+    proc = run([python(env), "-c", LIFECYCLE_SCRIPT],
                {**env, "JUPYTER_DEFAULT_PROVISIONER_NAME": PROVISIONER}, tmp_path)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
@@ -235,11 +323,31 @@ def test_interrupt_restart_shutdown_as_local_provisioner(env, tmp_path):
     assert "the kernel died" not in proc.stderr
 
 
+SHUTDOWN_WHILE_STARTING_SCRIPT = """
+from jupyter_client import KernelManager
+km = KernelManager(kernel_name="python3")
+km.start_kernel()
+# At once, while the kernel is still importing: jupyter_client's shutdown interrupts it
+# first, and a kernel without its SIGINT handler yet dies of that.
+km.shutdown_kernel(now=False)
+print("ended", km.provisioner is None or km.provisioner.process is None, flush=True)
+"""
+
+
+def test_a_kernel_shut_down_while_starting_is_not_a_death(env, tmp_path):
+    for _ in range(3):
+        proc = run([python(env), "-c", SHUTDOWN_WHILE_STARTING_SCRIPT],
+                   {**env, "JUPYTER_DEFAULT_PROVISIONER_NAME": PROVISIONER}, tmp_path)
+        assert proc.returncode == 0 and "ended" in proc.stdout, proc.stdout + proc.stderr
+        assert "the kernel died" not in proc.stderr, proc.stderr
+    assert not load_reports(env["KERNEL_WATCHDOG_REPORT_DIR"])
+
+
 @pytest.mark.parametrize("program", ["missing", "foreign"])
 def test_without_a_program_that_runs_the_kernel_starts_unwatched(env, tmp_path, program):
     notebooks = write_notebooks(tmp_path / "nb", ["passes"])
     binary = tmp_path / "gone" if program == "missing" else foreign_program(tmp_path)
-    proc = run([str(VENV_PYTHON), "-c", NBCLIENT_SCRIPT, str(notebooks / "passes.ipynb")],
+    proc = run([python(env), "-c", NBCLIENT_SCRIPT, str(notebooks / "passes.ipynb")],
                {**env, "JUPYTER_DEFAULT_PROVISIONER_NAME": PROVISIONER,
                 "KERNEL_WATCHDOG_BINARY": str(binary)}, tmp_path)
     assert proc.returncode == 0 and "runner: passed" in proc.stdout, proc.stderr
@@ -250,7 +358,7 @@ def test_without_a_program_that_runs_the_kernel_starts_unwatched(env, tmp_path, 
 
 
 def pytest_run(env, cwd, *args):
-    return run([str(VENV_PYTHON), "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+    return run([python(env), "-m", "pytest", "-p", "no:cacheprovider", "-rA",
                 "--kernel-watchdog", f"--kernel-watchdog-run-options={RUN_OPTIONS}",
                 f"--kernel-watchdog-report-dir={cwd / 'reports'}", "--junitxml=junit.xml",
                 *args], env, cwd, timeout=600)
@@ -322,9 +430,115 @@ def test_github_annotations(env, tmp_path):
 
 def test_off_unless_asked(env, tmp_path):
     write_notebooks(tmp_path, ["segfault"])
-    proc = run([str(VENV_PYTHON), "-m", "pytest", "-p", "no:cacheprovider", "--nbmake",
+    proc = run([python(env), "-m", "pytest", "-p", "no:cacheprovider", "--nbmake",
                 "segfault.ipynb"], env, tmp_path)
     assert proc.returncode == 1
     assert "the kernel died" not in proc.stdout + proc.stderr
     assert not reports_under(tmp_path / "reports")
     assert not load_reports(env["KERNEL_WATCHDOG_REPORT_DIR"])
+
+
+# --- Jupyter Server -------------------------------------------------------------------
+
+# A browser's part, in the runners' interpreter: a session made through the REST API, the
+# notebook's cells executed over the kernel's websocket, until a reply for each, or the
+# server saying the kernel is restarting (it died). Prints {"outcome": "ok" | "died"}.
+BROWSER_SCRIPT = """
+import asyncio, json, sys, urllib.request, uuid
+from tornado.websocket import websocket_connect
+base, token, path, cells = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+def api(method, url, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + url, data=data, method=method,
+                                 headers={"Authorization": "token " + token,
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as reply:
+        text = reply.read()
+        return json.loads(text) if text else None
+def request(code):
+    header = {"msg_id": uuid.uuid4().hex, "msg_type": "execute_request", "username": "test",
+              "session": uuid.uuid4().hex, "version": "5.3", "date": ""}
+    return header["msg_id"], json.dumps({
+        "header": header, "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": True,
+                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}})
+async def main():
+    session = api("POST", "/api/sessions", {"path": path, "name": path, "type": "notebook",
+                                            "kernel": {"name": "python3"}})
+    url = base.replace("http", "ws", 1) + "/api/kernels/" + session["kernel"]["id"] + "/channels"
+    ws = await websocket_connect(url + "?token=" + token)
+    outcome = "ok"
+    for code in cells:
+        msg_id, text = request(code)
+        await ws.write_message(text)
+        while outcome == "ok":
+            raw = await asyncio.wait_for(ws.read_message(), 180)
+            msg = json.loads(raw) if raw is not None else None
+            if msg is None or (msg["msg_type"] == "status" and
+                               msg["content"]["execution_state"] in ("restarting", "dead")):
+                outcome = "died"
+            elif msg["channel"] == "shell" and msg["parent_header"].get("msg_id") == msg_id:
+                break
+        if outcome != "ok":
+            break
+    ws.close()
+    # A dead kernel's session is left to the server's own shutdown (its restarted kernel may
+    # still be starting then): deleted while its kernel restarts, Jupyter Server answers 500.
+    if outcome == "ok":
+        api("DELETE", "/api/sessions/" + session["id"])
+    print(json.dumps({"outcome": outcome}), flush=True)
+asyncio.run(main())
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_jupyter_server_rest_api_with_the_provisioner_as_default(env, tmp_path):
+    """Jupyter Server started as a user starts it, with the provisioner as the default: each
+    notebook opened through the REST API and run over its websocket; the deaths are in the
+    server's own log with their cause and report, one report per death."""
+    names = ["passes", "segfault", "oom"]
+    notebooks = write_notebooks(tmp_path / "nb", names)
+    port, token = free_port(), "kernel-watchdog-test-token"
+    log = open(tmp_path / "server.log", "w+")
+    server = subprocess.Popen(
+        [python(env), "-m", "jupyter_server", f"--ServerApp.port={port}",
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+         "--ServerApp.open_browser=False", f"--ServerApp.root_dir={notebooks}",
+         "--allow-root"],  # CI runs as root
+        env={**env, "JUPYTER_DEFAULT_PROVISIONER_NAME": PROVISIONER,
+             "KERNEL_WATCHDOG_RUN_OPTIONS": RUN_OPTIONS},
+        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5).read()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, \
+                    (tmp_path / "server.log").read_text()
+                time.sleep(0.2)
+        outcomes = {}
+        for name in names:
+            proc = run([python(env), "-c", BROWSER_SCRIPT, base, token, f"{name}.ipynb",
+                        json.dumps(NOTEBOOKS[name][0])], env, tmp_path)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            outcomes[name] = json.loads(proc.stdout)["outcome"]
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    said = (tmp_path / "server.log").read_text()
+    assert outcomes == {"passes": "ok", "segfault": "died", "oom": "died"}, said
+    reports = load_reports(env["KERNEL_WATCHDOG_REPORT_DIR"])
+    assert sorted(r["diagnosis"]["cause"] for r in reports) == sorted(
+        NOTEBOOKS[n][1] for n in ("segfault", "oom")), said
+    died = [l for l in said.splitlines() if "kernel-watchdog: the kernel died" in l]
+    assert len(died) == len(reports), said
+    for report in reports:
+        assert any(report["diagnosis"]["headline"] in l and report["id"] in l for l in died), said

@@ -37,6 +37,9 @@ class Launcher {
   loop::EventLoop loop_;
   std::unique_ptr<loop::SignalPipe> signals_;
   watch::ReceivedSignals received_;  // signals sent to us, with when
+  // SIGUSR2 came: the kernel's manager is ending the kernel (the Python provisioner says so
+  // before jupyter_client's shutdown interrupts it), so whatever end follows was asked for.
+  bool manager_is_ending_kernel_ = false;
   std::optional<loop::EventLoop::TimerId> forward_timer_;
   std::unique_ptr<WatchedKernel> kernel_;  // last: unregisters from loop_ when destroyed
 };

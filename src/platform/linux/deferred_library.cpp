@@ -3,7 +3,11 @@
 #include <dlfcn.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
+
+#include "kwd/platform/host.hpp"
 
 namespace kwd::platform {
 namespace {
@@ -18,12 +22,26 @@ void say(spdlog::level::level_enum level, fmt::format_string<Args...> format,
   }
 }
 
+// A copy beside the program first: the Python wheel carries libzmq and libcrypto there
+// (cmake/wheel_install.cmake), for machines that have neither; else the system's.
+void* open_library(const char* soname) noexcept {
+  try {
+    std::error_code ec;
+    const auto beside = self_executable().parent_path() / soname;
+    if (std::filesystem::is_regular_file(beside, ec)) {
+      if (void* handle = ::dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
+    }
+  } catch (...) {
+  }
+  return ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+}
+
 }  // namespace
 
 void* DeferredLibrary::symbol(const char* name) noexcept {
   std::call_once(opened_, [this] {
     // Local: its symbols are found through this handle only, never bound to anyone else's.
-    handle_ = ::dlopen(soname_, RTLD_NOW | RTLD_LOCAL);
+    handle_ = open_library(soname_);
     if (handle_ != nullptr) {
       say(spdlog::level::debug, "opened {} at its first use", soname_);
     } else {
