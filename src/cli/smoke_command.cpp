@@ -8,7 +8,9 @@
 
 #include "kwd/cli/commands.hpp"
 #include "kwd/platform/memory_reuse.hpp"
+#include "kwd/smoke/junit_merge.hpp"
 #include "kwd/smoke/smoke_runner.hpp"
+#include "kwd/util/private_files.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::cli {
@@ -60,6 +62,20 @@ bool parse_history(const std::string& text, std::string& into) {
   return true;
 }
 
+// --merge-junit: the positionals are the shards' JUnit files.
+int merge_junit_files(const std::string& out, const std::vector<std::string>& inputs) {
+  try {
+    const std::vector<std::filesystem::path> files(inputs.begin(), inputs.end());
+    const auto target = std::filesystem::absolute(out);
+    util::write_file_atomically(target.parent_path(), target.filename().string(),
+                                smoke::merge_junit(files), 0644);
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("--merge-junit: {}", e.what());
+    return 4;
+  }
+}
+
 }  // namespace
 
 Command add_smoke_command(CLI::App& app) {
@@ -68,6 +84,8 @@ Command add_smoke_command(CLI::App& app) {
   auto memory_limit = std::make_shared<std::string>();
   auto max_rss = std::make_shared<std::string>();
   auto max_gpu = std::make_shared<std::string>();
+  auto shard = std::make_shared<std::string>();
+  auto merge_junit = std::make_shared<std::string>();
   auto* smoke = app.add_subcommand(
       "smoke",
       "Run notebooks top to bottom, each in a fresh kernel under watch, and say per cell what\n"
@@ -80,7 +98,12 @@ Command add_smoke_command(CLI::App& app) {
       "Exit status: 0 every cell passed; 1 a cell failed (error, timeout, budget) and no kernel\n"
       "died; 2 a kernel died or hung (or could not start); 4 a usage or input error (no such\n"
       "notebook, not a notebook, unknown kernel), said before any kernel starts.\n"
-      "Example: kernel-watchdog smoke --junit smoke.xml -j 2 notebooks/*.ipynb");
+      "Example: kernel-watchdog smoke --junit smoke.xml -j 2 notebooks/*.ipynb\n"
+      "Split across 4 CI jobs (job K of 4), then one JUnit report:\n"
+      "  kernel-watchdog smoke --shard K/4 --durations .smoke-durations.json --junit shard-K.xml "
+      "notebooks/*.ipynb\n"
+      "  kernel-watchdog smoke --merge-junit smoke.xml shard-*.xml\n"
+      "  (once in a while, all in one job: --store-durations --durations .smoke-durations.json)");
   smoke->add_option("--kernel", options->kernel_name,
                     "Kernelspec to run (default: the notebook's metadata.kernelspec.name, else "
                     "python3); a spec wrapped by `kernelspec wrap` is unwrapped");
@@ -139,9 +162,38 @@ Command add_smoke_command(CLI::App& app) {
                    "history file, and parallel kernels do not contend for its lock), profile "
                    "(the kernel's own setting), or an SQLite file")
       ->capture_default_str();
-  smoke->add_option("notebooks", *notebooks, "Notebooks (.ipynb) to run")->required();
+  smoke->add_option("--shard", *shard,
+                    "Run only part K of N of the notebooks (e.g. 2/4), for a suite split across "
+                    "CI jobs: every N-th by path, or balanced by --durations; each notebook is "
+                    "in exactly one part when every job is given the same notebooks");
+  smoke->add_option("--durations", options->durations,
+                    "A JSON file of seconds per notebook (what --store-durations writes) that "
+                    "balances --shard");
+  smoke->add_flag(
+      "--store-durations", options->store_durations,
+      "Write how long each notebook took into the --durations file (merged with "
+      "what it holds); commit it, and the next sharded runs take as long as each other");
+  smoke->add_option("--merge-junit", *merge_junit,
+                    "Merge the JUnit files that the jobs of a sharded run wrote (given as the "
+                    "positionals) into this file, and run nothing");
+  smoke
+      ->add_option("notebooks", *notebooks,
+                   "Notebooks (.ipynb) to run (with --merge-junit: the JUnit files to merge)")
+      ->required();
 
   return {smoke, [=]() -> int {
+            if (!merge_junit->empty()) return merge_junit_files(*merge_junit, *notebooks);
+            if (!shard->empty()) {
+              options->shard = smoke::parse_shard(*shard);
+              if (!options->shard) {
+                spdlog::error("--shard: '{}' is not K/N with 1 <= K <= N (e.g. 2/4)", *shard);
+                return 4;
+              }
+            }
+            if (options->store_durations && options->durations.empty()) {
+              spdlog::error("--store-durations: give the file with --durations FILE");
+              return 4;
+            }
             if (!parse_budget("--memory-limit", *memory_limit, options->memory_limit) ||
                 !parse_budget("--max-rss", *max_rss, options->max_rss) ||
                 !parse_budget("--max-gpu", *max_gpu, options->max_gpu) ||

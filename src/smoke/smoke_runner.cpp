@@ -18,6 +18,7 @@
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/smoke/notebook_run.hpp"
 #include "kwd/smoke/result_writers.hpp"
+#include "kwd/smoke/sharding.hpp"
 #include "kwd/util/private_files.hpp"
 
 namespace kwd::smoke {
@@ -55,8 +56,22 @@ void write_text_file(const std::filesystem::path& path, const std::string& text,
 
 }  // namespace
 
-int run_smoke(const SmokeOptions& options, const std::vector<std::string>& notebook_paths) {
+int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_notebooks) {
   // Everything that can be known wrong is known before any kernel starts.
+  Durations durations;
+  try {
+    if (!options.durations.empty()) durations = load_durations(options.durations);
+  } catch (const std::exception& e) {
+    std::cerr << "kernel-watchdog smoke: --durations " << report::terminal_safe(e.what()) << "\n";
+    return 4;
+  }
+  const std::vector<std::string> notebook_paths =
+      options.shard ? select_shard(all_notebooks, *options.shard, durations) : all_notebooks;
+  if (options.shard)
+    std::cerr << fmt::format("kernel-watchdog smoke: shard {}/{}: {} of {} notebooks{}\n",
+                             options.shard->index, options.shard->count, notebook_paths.size(),
+                             all_notebooks.size(),
+                             durations.empty() ? " (by path)" : " (balanced by --durations)");
   std::vector<Planned> plan;
   std::set<std::string> names;
   for (const auto& path : notebook_paths) {
@@ -173,6 +188,16 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& noteb
     if (r.outcome != Outcome::passed)
       lines << "\n" << report::terminal_safe(r.path.string()) << ":\n" << failure_details(r);
   const int status = exit_status(results);
+  if (options.store_durations) {
+    Durations measured;
+    for (std::size_t i = 0; i < results.size(); ++i)
+      measured[notebook_key(notebook_paths[i])] = results[i].seconds;
+    try {
+      store_durations(options.durations, measured);
+    } catch (const std::exception& e) {
+      spdlog::error("--store-durations {}: {}", options.durations.string(), e.what());
+    }
+  }
   if (options.json) std::cout << results_json(results).dump(2) << "\n";
   if (!options.junit.empty()) {
     try {

@@ -484,3 +484,54 @@ def test_sigterm_to_the_harness_leaves_no_kernel(tmp_path, monkeypatch):
     psutil.wait_procs(kernels, timeout=10)
     assert not any(k.is_running() and k.status() != psutil.STATUS_ZOMBIE for k in kernels)
     assert not list(tmp_path.glob("kernel-watchdog-smoke-*"))
+
+
+def test_shards_split_the_suite_and_their_junit_files_merge(smoke, tmp_path):
+    """--store-durations in one full run; --shard K/N in two jobs balanced by the file it
+    wrote (and by a file of our own, where the split is known); --merge-junit makes one
+    report of the shards' as if one job had run everything."""
+    run, out = smoke
+    notebooks = [write_notebook(tmp_path / "slow.ipynb", ["import time\ntime.sleep(2)"])]
+    notebooks += [write_notebook(tmp_path / f"quick{i}.ipynb", ["x = 1"]) for i in range(3)]
+    notebooks.append(write_notebook(tmp_path / "fails.ipynb", ["1/0"]))
+    names = [nb.name for nb in notebooks]
+    durations = tmp_path / "durations.json"
+    full = run(*names, "--store-durations", "--durations", durations, "--junit", "all.xml")
+    assert full.returncode == 1, full.stdout + full.stderr
+    stored = json.loads(durations.read_text())
+    assert sorted(stored) == sorted(names) and stored["slow.ipynb"] >= 2, stored
+    assert all(stored["slow.ipynb"] > stored[n] for n in names if n != "slow.ipynb"), stored
+
+    def shards(n, *args):
+        ran = []
+        for k in range(1, n + 1):
+            proc = run(*names, "--shard", f"{k}/{n}", "--json", "--junit", f"shard-{k}.xml", *args)
+            assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+            assert f"shard {k}/{n}:" in proc.stderr
+            ran.append([pathlib.Path(nb["path"]).name for nb in json.loads(proc.stdout)["notebooks"]])
+        return ran
+
+    for args in ([], ["--durations", durations]):
+        ran = shards(2, *args)
+        assert sorted(ran[0] + ran[1]) == sorted(names), ran
+        merged = run("--merge-junit", "merged.xml", "shard-1.xml", "shard-2.xml")
+        assert merged.returncode == 0, merged.stderr
+        whole, parts = JUnitXml.fromfile(str(tmp_path / "all.xml")), JUnitXml.fromfile(
+            str(tmp_path / "merged.xml"))
+        assert sorted(s.name for s in parts) == sorted(s.name for s in whole)
+        assert (parts.tests, parts.failures, parts.skipped) == (
+            whole.tests, whole.failures, whole.skipped)
+    # Balanced by a file whose numbers we chose: the slow one alone against the rest.
+    durations.write_text(json.dumps({"slow.ipynb": 100, "quick0.ipynb": 10, "quick1.ipynb": 10,
+                                     "quick2.ipynb": 10, "fails.ipynb": 10}))
+    assert shards(2, "--durations", durations) == [["slow.ipynb"],
+                                                   ["quick0.ipynb", "quick1.ipynb",
+                                                    "quick2.ipynb", "fails.ipynb"]]
+    # More jobs than notebooks: the jobs left over run nothing and pass.
+    assert shards(7)[5:] == [[], []]
+    bad = run(*names, "--shard", "3/2")
+    assert bad.returncode == 4 and "--shard: '3/2' is not K/N" in bad.stderr
+    foreign = tmp_path / "pytest.xml"
+    foreign.write_text('<?xml version="1.0"?>\n<testsuites name="pytest"></testsuites>\n')
+    refused = run("--merge-junit", "m.xml", foreign)
+    assert refused.returncode == 4 and "not a JUnit file that `smoke --junit` wrote" in refused.stderr

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "kwd/smoke/sharding.hpp"
+
 namespace kwd::smoke {
 
 struct SmokeOptions {
@@ -30,6 +32,9 @@ struct SmokeOptions {
   // contend for its SQLite lock, and a cell costs the kernel no write to disk. Empty: the
   // kernel's own setting ("profile"); else an absolute path.
   std::string ipython_history = ":memory:";
+  std::optional<Shard> shard;       // --shard K/N: only this part of the notebooks runs
+  std::filesystem::path durations;  // --durations: read to balance shards; empty: none
+  bool store_durations = false;     // --store-durations: this run's times into `durations`
 };
 
 }  // namespace kwd::smoke

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kwd::smoke {
+
+// `smoke --shard K/N`: this job runs the K-th of N parts of the notebook suite (1-based), as
+// pytest-split users split a suite across CI jobs.
+struct Shard {
+  unsigned index = 1;  // K
+  unsigned count = 1;  // N
+};
+// "K/N" with 1 <= K <= N; nullopt for anything else.
+std::optional<Shard> parse_shard(std::string_view text);
+
+// Seconds each notebook took, by the key notebook_key() gives: the file smoke writes with
+// --store-durations and reads with --durations.
+using Durations = std::map<std::string, double>;
+// The path as given, made lexically normal: the same in every job of one checkout.
+std::string notebook_key(const std::filesystem::path& notebook);
+// Throws std::runtime_error naming the file and what is wrong; a missing file is empty.
+Durations load_durations(const std::filesystem::path& file);
+// Merges `measured` into what the file holds and writes it whole, atomically.
+void store_durations(const std::filesystem::path& file, const Durations& measured);
+
+// The notebooks of one shard, in the order given. Without durations: the notebooks sorted by
+// key, every N-th from the K-th (stable while the suite does not change). With durations:
+// longest first, each to the shard with the least time so far (ties: the lowest shard); a
+// notebook the file does not know counts as the mean of those it does. Every notebook is in
+// exactly one shard, for every K of the same N and the same input.
+std::vector<std::string> select_shard(const std::vector<std::string>& notebooks, Shard shard,
+                                      const Durations& durations);
+
+}  // namespace kwd::smoke
