@@ -211,6 +211,33 @@ def test_the_wheels_program_needs_none_of_debians_libraries(env, tmp_path):
     assert "cannot load" not in proc.stderr, said
 
 
+@pytest.mark.skipif(not WHEEL, reason="the program from a wheel only ($KWD_WHEEL)")
+@pytest.mark.parametrize("installer", ["pip --user", "pipx", "uv tool"])
+def test_the_wheel_puts_a_working_command_on_path(env, tmp_path, installer):
+    """Each way a user installs a command-line tool from a wheel gives a `kernel-watchdog`
+    in the folder that installer puts on PATH, and it runs (a SIGKILL mirrored: exec)."""
+    home, bin_dir = tmp_path / "home", tmp_path / "home" / "bin"
+    e = {**env, "HOME": str(home), "PYTHONUSERBASE": str(home), "PIPX_HOME": str(home / "pipx"),
+         "PIPX_BIN_DIR": str(bin_dir), "UV_TOOL_DIR": str(home / "uv-tools"),
+         "UV_TOOL_BIN_DIR": str(bin_dir), "UV_NO_CACHE": "1", "PATH": os.environ["PATH"]}
+    framework_bin = VENV_PYTHON.parent
+    argv = {"pip --user": ["/usr/bin/python3", "-m", "pip", "install", "--user", "--no-deps",
+                           "--break-system-packages", "-q", WHEEL],
+            "pipx": [str(framework_bin / "pipx"), "install", WHEEL],
+            "uv tool": [str(framework_bin / "uv"), "tool", "install", "--python",
+                        "/usr/bin/python3", WHEEL]}[installer]
+    installed = run(argv, e, tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    command = bin_dir / "kernel-watchdog"
+    assert command.exists(), sorted(p.name for p in bin_dir.iterdir()) if bin_dir.exists() else []
+    version = run([str(command), "--version"], e, tmp_path)
+    assert version.returncode == 0 and version.stdout == run([program(env), "--version"], env,
+                                                             tmp_path).stdout, version.stderr
+    killed = run([str(command), "run", "--", sys.executable, "-c",
+                  "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], e, tmp_path)
+    assert killed.returncode == -9, killed.stderr
+
+
 def foreign_program(folder):
     """An executable this machine cannot run (as a wheel for another architecture would be)."""
     foreign = folder / "kernel-watchdog"
