@@ -27,6 +27,8 @@ packages=(
   tzdata
   # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found
   dpkg-dev file groff-base man-db
+  # packaging: the Homebrew formula parsed and checked (packaging/homebrew/check_formula.rb)
+  ruby
 )
 
 # The failure corpus (tests/integration/test_frameworks.py): Debian's PyTorch (CPU), a
