@@ -27,6 +27,8 @@ packages=(
   tzdata
   # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found
   dpkg-dev file groff-base man-db
+  # packaging: the Homebrew formula parsed and checked (packaging/homebrew/check_formula.rb)
+  ruby
 )
 
 # The failure corpus (tests/integration/test_frameworks.py): Debian's PyTorch (CPU), a
@@ -35,6 +37,12 @@ packages=(
 frameworks="${KWD_SETUP_FRAMEWORKS:-1}"
 if [ "$frameworks" != 0 ]; then
   packages+=(python3-torch python3-venv qemu-user)
+fi
+# The macOS compile check (scripts/macos_compile.sh): Zig's toolchain from PyPI, in a
+# virtualenv of its own (below). Made with the frameworks unless told: KWD_SETUP_ZIG=0|1.
+zig_setup="${KWD_SETUP_ZIG:-$frameworks}"
+if [ "$zig_setup" != 0 ]; then
+  packages+=(python3-venv)
 fi
 
 missing=()
@@ -67,4 +75,16 @@ if [ "$frameworks" != 0 ] && ! cmp -s "$requirements" "$venv/.kwd-requirements" 
   "$venv/bin/pip" install -q --no-deps --target "$venv/numpy1/site-packages" 'numexpr==2.8.4'
   cp "$requirements" "$venv/.kwd-requirements"
   "$venv/bin/pip" list --format=freeze | grep -iE '^(tensorflow[-_a-z]*|jax|jaxlib|keras|numpy|ipykernel|jupyter.client)==' >&2
+fi
+
+# Zig (PyPI's ziglang wheel: its clang, LLVM's libc++ and macOS's libc and system headers),
+# pinned in scripts/zig-requirements.txt; made again only when the pin changes.
+zig_venv=".cache/venv-zig"
+zig_requirements="scripts/zig-requirements.txt"
+if [ "$zig_setup" != 0 ] && ! cmp -s "$zig_requirements" "$zig_venv/.kwd-requirements" 2>/dev/null; then
+  echo "setup: making $zig_venv (Zig's toolchain from PyPI, for scripts/macos_compile.sh)" >&2
+  rm -rf "$zig_venv"
+  /usr/bin/python3 -m venv "$zig_venv"
+  "$zig_venv/bin/pip" install -q -r "$zig_requirements"
+  cp "$zig_requirements" "$zig_venv/.kwd-requirements"
 fi

@@ -14,6 +14,7 @@
 #include "kwd/daemon/daemon.hpp"
 #include "kwd/daemon/scheduling_priority.hpp"
 #include "kwd/daemon/service_plan.hpp"
+#include "kwd/platform/descriptors.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -33,7 +34,7 @@ std::optional<nlohmann::json> ask_daemon(const std::filesystem::path& socket_pat
     why = e.what();
     return std::nullopt;
   }
-  util::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  util::UniqueFd fd(platform::cloexec_socket(AF_UNIX, SOCK_STREAM));
   if (!fd || ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     why = "no kernel-watchdog daemon is running (nothing answers on " + p + ": " +
           std::strerror(errno) + ")";

@@ -11,6 +11,7 @@
 #include "kwd/daemon/daemon.hpp"
 #include "kwd/metrics/exposition.hpp"
 #include "kwd/metrics/textfile.hpp"
+#include "kwd/platform/descriptors.hpp"
 #include "kwd/platform/host.hpp"
 #include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
@@ -46,7 +47,7 @@ bool Daemon::open_status_socket() {
   try {
     util::SafeDir::open_private(options_.status_socket.parent_path());
     const sockaddr_un addr = status_socket_address(options_.status_socket);
-    util::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    util::UniqueFd probe(platform::cloexec_socket(AF_UNIX, SOCK_STREAM));
     if (probe &&
         ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
       spdlog::error("a kernel-watchdog daemon is already running (its socket {} answers)",
@@ -54,7 +55,7 @@ bool Daemon::open_status_socket() {
       return false;
     }
     ::unlink(addr.sun_path);  // a socket left by a daemon that was killed
-    util::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    util::UniqueFd fd(platform::cloexec_socket(AF_UNIX, SOCK_STREAM, true));
     const mode_t old = ::umask(0177);  // the socket is created 0600
     const int bound = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
     ::umask(old);
@@ -166,7 +167,7 @@ nlohmann::json Daemon::status_json() const {
 
 void Daemon::on_status_client() {
   for (;;) {
-    util::UniqueFd client(::accept4(status_listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    util::UniqueFd client(platform::cloexec_accept(status_listener_.get()));
     if (!client) return;
     const std::string text = status_json().dump() + "\n";
     // Best effort and never blocking for long: a client that does not read loses its answer.

@@ -11,6 +11,7 @@
 
 #include "kwd/diagnosis/signature_table.hpp"
 #include "kwd/launch/death_notice.hpp"
+#include "kwd/platform/descriptors.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/self_exe.hpp"
@@ -102,7 +103,7 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   util::UniqueFd fault_write;
   if (python_shim_) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+    if (platform::cloexec_nonblocking_pipe(fds) == 0) {
       fault_read_.reset(fds[0]);
       fault_write.reset(fds[1]);
       // A faulthandler that finds its pipe full would block in the signal handler: the

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kwd/platform/descriptors.hpp"
 #include "kwd/smoke/notebook_run.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/errno_text.hpp"
@@ -32,7 +33,7 @@ std::vector<int> free_loopback_ports(std::size_t count) {
   std::vector<util::UniqueFd> held;
   std::vector<int> ports;
   for (std::size_t i = 0; i < count; ++i) {
-    util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    util::UniqueFd fd(platform::cloexec_socket(AF_INET, SOCK_STREAM));
     if (!fd)
       throw std::runtime_error(util::cannot("create", "a socket to find a free port", errno));
     sockaddr_in addr{};

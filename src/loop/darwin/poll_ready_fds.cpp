@@ -30,7 +30,7 @@ int ReadyFds::wait(int timeout_ms, std::vector<int>& ready) {
   impl_->fds.clear();
   for (const auto& [fd, count] : impl_->added)
     impl_->fds.push_back({fd, POLLIN, 0});
-  const int n = ::poll(impl_->fds.data(), impl_->fds.size(), timeout_ms);
+  const int n = ::poll(impl_->fds.data(), static_cast<nfds_t>(impl_->fds.size()), timeout_ms);
   if (n < 0) return -1;
   for (const auto& p : impl_->fds)
     if (p.revents & (POLLIN | POLLERR | POLLHUP)) ready.push_back(p.fd);

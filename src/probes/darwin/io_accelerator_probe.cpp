@@ -1,11 +1,9 @@
 #include "kwd/probes/darwin/io_accelerator_probe.hpp"
 
-#include <CoreFoundation/CoreFoundation.h>
-#include <IOKit/IOKitLib.h>
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "kwd/probes/darwin/io_kit_library.hpp"
 #include "kwd/util/clock.hpp"
 
 namespace kwd::probes::darwin {
@@ -14,9 +12,9 @@ namespace {
 // Owns one I/O Kit object reference.
 class IoObject {
  public:
-  explicit IoObject(io_object_t object = IO_OBJECT_NULL) : object_(object) {}
+  IoObject(const IoKitLibrary& lib, io_object_t object) : lib_(lib), object_(object) {}
   ~IoObject() {
-    if (object_ != IO_OBJECT_NULL) IOObjectRelease(object_);
+    if (object_ != io_kit::kNullObject) lib_.IOObjectRelease(object_);
   }
   IoObject(const IoObject&) = delete;
   IoObject& operator=(const IoObject&) = delete;
@@ -24,37 +22,46 @@ class IoObject {
   io_object_t* out() { return &object_; }
 
  private:
+  const IoKitLibrary& lib_;
   io_object_t object_;
 };
 
 // Owns one Core Foundation reference (a Create/Copy result).
 class CfRef {
  public:
-  explicit CfRef(CFTypeRef ref) : ref_(ref) {}
+  CfRef(const IoKitLibrary& lib, io_kit::CFTypeRef ref) : lib_(lib), ref_(ref) {}
   ~CfRef() {
-    if (ref_ != nullptr) CFRelease(ref_);
+    if (ref_ != nullptr) lib_.CFRelease(ref_);
   }
   CfRef(const CfRef&) = delete;
   CfRef& operator=(const CfRef&) = delete;
-  [[nodiscard]] CFTypeRef get() const { return ref_; }
+  [[nodiscard]] io_kit::CFTypeRef get() const { return ref_; }
 
  private:
-  CFTypeRef ref_;
+  const IoKitLibrary& lib_;
+  io_kit::CFTypeRef ref_;
 };
 
-std::int64_t number_in(CFDictionaryRef dict, const char* key) {
-  const CfRef name(CFStringCreateWithCString(kCFAllocatorDefault, key, kCFStringEncodingUTF8));
-  const void* value = CFDictionaryGetValue(dict, name.get());
+io_kit::CFStringRef make_string(const IoKitLibrary& lib, const char* text) {
+  return lib.CFStringCreateWithCString(io_kit::kDefaultAllocator, text,
+                                       io_kit::kCFStringEncodingUTF8);
+}
+
+std::int64_t number_in(const IoKitLibrary& lib, io_kit::CFDictionaryRef dict, const char* key) {
+  const CfRef name(lib, make_string(lib, key));
+  if (name.get() == nullptr) return -1;
+  const void* value = lib.CFDictionaryGetValue(dict, name.get());
   std::int64_t out = -1;
-  if (value != nullptr && CFGetTypeID(value) == CFNumberGetTypeID())
-    CFNumberGetValue(static_cast<CFNumberRef>(value), kCFNumberSInt64Type, &out);
+  if (value != nullptr && lib.CFGetTypeID(value) == lib.CFNumberGetTypeID())
+    lib.CFNumberGetValue(static_cast<io_kit::CFNumberRef>(value), io_kit::kCFNumberSInt64Type,
+                         &out);
   return out;
 }
 
 }  // namespace
 
 IoAcceleratorProbe::IoAcceleratorProbe(const ProbeOptions& options)
-    : interval_ms_(options.gpu_interval.count()) {
+    : lib_(IoKitLibrary::get(problem_)), interval_ms_(options.gpu_interval.count()) {
   read_now();
 }
 
@@ -68,26 +75,33 @@ ProbeStatus IoAcceleratorProbe::status() const {
 
 void IoAcceleratorProbe::read_now() {
   accelerators_.clear();
-  IoObject iterator;
-  // MACH_PORT_NULL: the default main port, on every macOS version.
-  if (IOServiceGetMatchingServices(MACH_PORT_NULL, IOServiceMatching("IOAccelerator"),
-                                   iterator.out()) != KERN_SUCCESS) {
+  if (lib_ == nullptr) return;
+  const IoKitLibrary& lib = *lib_;
+  IoObject iterator(lib, io_kit::kNullObject);
+  // The matching dictionary is consumed by the call, whatever it returns.
+  if (lib.IOServiceGetMatchingServices(io_kit::kMainPortDefault,
+                                       lib.IOServiceMatching("IOAccelerator"),
+                                       iterator.out()) != KERN_SUCCESS) {
     problem_ = "IOServiceGetMatchingServices(IOAccelerator) failed";
     return;
   }
+  const CfRef key(lib, make_string(lib, "PerformanceStatistics"));
+  if (key.get() == nullptr) return;
   for (;;) {
-    const IoObject service(IOIteratorNext(iterator.get()));
-    if (service.get() == IO_OBJECT_NULL) break;
-    const CfRef stats(IORegistryEntryCreateCFProperty(service.get(), CFSTR("PerformanceStatistics"),
-                                                      kCFAllocatorDefault, 0));
-    if (stats.get() == nullptr || CFGetTypeID(stats.get()) != CFDictionaryGetTypeID()) continue;
-    const auto dict = static_cast<CFDictionaryRef>(stats.get());
+    const IoObject service(lib, lib.IOIteratorNext(iterator.get()));
+    if (service.get() == io_kit::kNullObject) break;
+    const CfRef stats(lib, lib.IORegistryEntryCreateCFProperty(
+                               service.get(), static_cast<io_kit::CFStringRef>(key.get()),
+                               io_kit::kDefaultAllocator, 0));
+    if (stats.get() == nullptr || lib.CFGetTypeID(stats.get()) != lib.CFDictionaryGetTypeID())
+      continue;
+    const auto dict = static_cast<io_kit::CFDictionaryRef>(stats.get());
     Accelerator a;
     io_name_t name{};
-    if (IOObjectGetClass(service.get(), name) == KERN_SUCCESS) a.io_class = name;
-    a.in_use_system_memory = number_in(dict, "In use system memory");
-    a.alloc_system_memory = number_in(dict, "Alloc system memory");
-    a.device_utilization_percent = number_in(dict, "Device Utilization %");
+    if (lib.IOObjectGetClass(service.get(), name) == KERN_SUCCESS) a.io_class = name;
+    a.in_use_system_memory = number_in(lib, dict, "In use system memory");
+    a.alloc_system_memory = number_in(lib, dict, "Alloc system memory");
+    a.device_utilization_percent = number_in(lib, dict, "Device Utilization %");
     accelerators_.push_back(std::move(a));
   }
 }

@@ -1,11 +1,10 @@
 #include "kwd/probes/nvml/nvml_worker.hpp"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <exception>
 #include <utility>
 
+#include "kwd/platform/thread_name.hpp"
 #include "kwd/util/clock.hpp"
 
 namespace kwd::probes::nvml {
@@ -161,7 +160,7 @@ void NvmlWorker::take_xid_events(const NvmlLibrary& lib, EventSet events,
 
 void NvmlWorker::run(const std::stop_token& stop) {
   // Named, so `top -H` and the tests can tell it from ZeroMQ's threads.
-  ::pthread_setname_np(::pthread_self(), "kwd-nvml");
+  platform::name_this_thread("kwd-nvml");
   GpuState state;
   try {
     std::string problem;

@@ -8,10 +8,13 @@
 
 namespace kwd::probes::darwin {
 
+struct IoKitLibrary;
+
 // Apple GPUs share the system's memory. Each IOAccelerator service in the I/O Registry
 // publishes a "PerformanceStatistics" dictionary with "In use system memory", "Alloc
 // system memory" and "Device Utilization %" (what Activity Monitor's GPU history reads).
 // Read at the GPU rate; a Mac without an accelerator reports that, and nothing else changes.
+// I/O Kit and Core Foundation are opened at run time (io_kit_library.hpp).
 class IoAcceleratorProbe final : public Probe {
  public:
   explicit IoAcceleratorProbe(const ProbeOptions& options);
@@ -29,6 +32,7 @@ class IoAcceleratorProbe final : public Probe {
   };
   void read_now();
 
+  const IoKitLibrary* lib_;  // nullptr: not opened, problem_ says why
   std::int64_t interval_ms_;
   std::int64_t last_read_ms_ = -1;
   std::vector<Accelerator> accelerators_;

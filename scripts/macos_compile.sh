@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Compiles kernel-watchdog for macOS on this Linux machine, with Zig's clang and the macOS
+# libc and system headers that PyPI's ziglang wheel carries (scripts/setup.sh puts it in
+# .cache/venv-zig):
+#   - every source under a darwin/ folder, for arm64 and for x86_64;
+#   - the whole program (src/ without its linux/ folders, main.cpp, the HTTP module) for arm64.
+# Each file is compiled -fsyntax-only with the project's warnings as errors, by the clang -cc1
+# command line that `zig c++ -target <arch>-macos` itself would run (so zig's libc++ and
+# macOS headers, the target's defines and builtins), with only its action changed.
+#
+# What it cannot do here: link. macOS's libzmq and libcrypto are not on this machine, and zig
+# carries no Apple frameworks (CoreFoundation, IOKit): the IOAccelerator probe reaches them
+# through our own declarations (src/probes/darwin/io_kit.hpp), which the GitHub workflow's
+# macOS job checks against Apple's headers. zig's libc++ is LLVM's newest, not the one in
+# Xcode's SDK: what Apple's older libc++ lacks shows up only on a Mac.
+#
+# The third-party libraries are header-portable (nlohmann-json, spdlog, fmt, CLI11, cppzmq,
+# zmq.h, simdjson, OpenSSL, cpp-httplib, brotli): Debian's headers are reached through a
+# staging folder of links to them alone, so no glibc or Linux header can mix in.
+#
+# Usage: scripts/macos_compile.sh [OUT_DIR]   (default build/macos-compile)
+# Env: KWD_ZIG_PYTHON (the ziglang venv's python), KWD_BUILD_JOBS (parallel compiles),
+#      KWD_MACOS_MIN (the oldest macOS targeted, default 13.0).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+out="$(realpath -m "${1:-build/macos-compile}")"
+jobs="${KWD_BUILD_JOBS:-$(nproc)}"
+macos_min="${KWD_MACOS_MIN:-13.0}"
+python="${KWD_ZIG_PYTHON:-.cache/venv-zig/bin/python}"
+
+if ! zig="$("$python" -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))' 2>/dev/null)"; then
+  echo "macos_compile: no ziglang in $python (scripts/setup.sh makes .cache/venv-zig)" >&2
+  exit 1
+fi
+echo "macos_compile: zig $("$zig" version), clang $("$zig" clang --version | sed -n 's/.*clang version \([^ ]*\).*/\1/p')" >&2
+rm -rf "$out"
+mkdir -p "$out/logs"
+
+# Third-party headers only, linked from where Debian puts them.
+staging="$out/include"
+multiarch="$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MULTIARCH)"
+mkdir -p "$staging/openssl"
+for entry in nlohmann spdlog fmt CLI zmq.h zmq.hpp zmq_addon.hpp simdjson.h httplib.h brotli; do
+  [ -e "/usr/include/$entry" ] || { echo "macos_compile: /usr/include/$entry missing" >&2; exit 1; }
+  ln -s "/usr/include/$entry" "$staging/$entry"
+done
+# OpenSSL's headers are split: the configuration ones live in the multiarch folder.
+for header in /usr/include/openssl/*.h "/usr/include/$multiarch/openssl/"*.h; do
+  ln -sf "$header" "$staging/openssl/"
+done
+
+# The embedded texts (data tables, the plist, ...) as the CMake build generates them.
+cmake -DKWD_EMBED_OUT_DIR="$out/generated" -P cmake/embed_text.cmake
+
+# The project's warnings (CMakeLists.txt's KWD_WARNINGS; -Wno-restrict is GCC's alone) and
+# the definitions its targets carry (spdlog and fmt compiled, fmt outside spdlog).
+flags=(-std=c++20 -fno-sanitize=all -g0 -Wall -Wextra -Wpedantic -Wshadow -Wconversion
+  -Wno-sign-conversion -Werror
+  -DKWD_VERSION=\"macos-compile\" -DKWD_SOURCE_DIR=\"$root\"
+  -DSPDLOG_COMPILED_LIB -DSPDLOG_SHARED_LIB -DSPDLOG_FMT_EXTERNAL -DFMT_SHARED
+  -DSIMDJSON_THREADS_ENABLED=1
+  -I"$root/include" -I"$out/generated" -isystem "$staging")
+# cpp-httplib's own definitions (TLS, zlib, brotli support), as its pkg-config file says.
+read -r -a httplib_flags <<<"$(pkg-config --cflags-only-other cpp-httplib)"
+
+# The -cc1 command line zig's driver makes for one target, as a response file, with its
+# action made -fsyntax-only and without the output and input it was asked about.
+cc1_args() {  # ARCH FILE EXTRA_FLAGS...
+  local arch="$1" file="$2"
+  shift 2
+  echo 'int main() {}' >"$out/probe.cpp"
+  "$zig" c++ -target "$arch-macos.$macos_min" "${flags[@]}" "$@" -### -c "$out/probe.cpp" \
+    -o "$out/probe.o" 2>&1 | grep -F -- ' "-cc1" ' |
+    python3 -c '
+import shlex, sys
+args = shlex.split(sys.stdin.read())[2:]  # past the zig executable and -cc1
+i = args.index("-o")
+del args[i:i + 2]
+assert args[-1].endswith("probe.cpp"), args[-1]
+args = ["-fsyntax-only" if a == "-emit-obj" else a for a in args[:-1]]
+sys.stdout.write("\n".join(shlex.quote(a) for a in args) + "\n")' >"$file"
+  grep -qx -- -fsyntax-only "$file"
+}
+
+# The standard library and JSON/log headers that most files include, parsed once per target
+# into a precompiled header that the whole-program pass puts before every file (it halves
+# that pass). The darwin/ pass goes without it: there a header a file forgets is still missed.
+precompile() {  # ARCH RSP
+  local arch="$1" rsp="$2"
+  cat >"$out/common-$arch.hpp" <<'HEADERS'
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+HEADERS
+  sed 's/^-fsyntax-only$/-emit-pch/' "$rsp" >"$out/pch-$arch.rsp"
+  "$zig" clang -cc1 @"$out/pch-$arch.rsp" -x c++-header "$out/common-$arch.hpp" \
+    -o "$out/common-$arch.pch"
+  echo "-include-pch" >>"$rsp"
+  echo "$out/common-$arch.pch" >>"$rsp"
+}
+
+# ARCH [pch] followed by the sources on stdin; each one's diagnostics go to logs/ARCH/.
+compile_all() {
+  local arch="$1" rsp="$out/cc1-$1.rsp" rsp_http="$out/cc1-$1-http.rsp"
+  cc1_args "$arch" "$rsp"
+  cc1_args "$arch" "$rsp_http" "${httplib_flags[@]}"
+  if [ "${2:-}" = pch ]; then precompile "$arch" "$rsp"; fi
+  mkdir -p "$out/logs/$arch"
+  # One clang per file, $jobs at once; a file's log is kept only when it failed.
+  xargs -P "$jobs" -I{} sh -c '
+    zig="$1" rsp="$2" rsp_http="$3" logs="$4" src="$5"
+    case "$src" in */httplib_module/*) rsp="$rsp_http" ;; esac
+    log="$logs/$src.log"
+    mkdir -p "$(dirname "$log")"
+    if "$zig" clang -cc1 @"$rsp" "$src" >"$log" 2>&1; then rm -f "$log"; else exit 1; fi
+  ' sh "$zig" "$rsp" "$rsp_http" "$out/logs/$arch" {}
+}
+
+darwin_sources() { find src -path '*/darwin/*' -name '*.cpp' | sort; }
+# The sources CMakeLists.txt builds into the program on Apple platforms, and the HTTP module.
+program_sources() {
+  find src -name '*.cpp' | grep -v '/linux/' | sort
+}
+
+status=0
+start=$SECONDS
+darwin_count="$(darwin_sources | wc -l)"
+darwin_sources | compile_all x86_64 || status=1
+echo "macos_compile: x86_64: the $darwin_count darwin/ sources in $((SECONDS - start)) s" >&2
+start=$SECONDS
+program_count="$(program_sources | wc -l)"
+program_sources | compile_all aarch64 pch || status=1
+echo "macos_compile: aarch64: the whole program, $program_count sources (the darwin/ ones among them) in $((SECONDS - start)) s" >&2
+
+failed=0
+while IFS= read -r log; do
+  failed=$((failed + 1))
+  echo "== ${log#"$out/logs/"}" >&2
+  head -n 60 "$log" >&2
+done < <(find "$out/logs" -name '*.log' | sort)
+if [ "$status" != 0 ]; then
+  echo "macos_compile: FAILED ($failed files did not compile)" >&2
+  exit 1
+fi
+echo "macos_compile: every file compiled for macOS ($darwin_count darwin/ x86_64, $program_count aarch64)" >&2
