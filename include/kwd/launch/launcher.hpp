@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kwd/launch/live_status_file.hpp"
 #include "kwd/launch/run_options.hpp"
 #include "kwd/launch/watched_kernel.hpp"
 #include "kwd/loop/event_loop.hpp"
@@ -38,6 +39,7 @@ class Launcher {
   std::unique_ptr<loop::SignalPipe> signals_;
   watch::ReceivedSignals received_;  // signals sent to us, with when
   std::optional<loop::EventLoop::TimerId> forward_timer_;
+  std::optional<LiveStatusFile> live_status_;
   std::unique_ptr<WatchedKernel> kernel_;  // last: unregisters from loop_ when destroyed
 };
 
