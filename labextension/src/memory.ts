@@ -27,17 +27,18 @@ export function memoryWords(s: api.IKernelStatus): { text: string; warning: bool
   if (s.gpu_bytes !== undefined) {
     text += ` · GPU ${api.formatBytes(s.gpu_bytes)}`;
   }
-  if (limit) {
-    const of = warning ? ` (${api.formatBytes(limit.used)} of ${api.formatBytes(limit.bytes)} ${api.limitInWords(limit.name)})` : ` / ${api.formatBytes(limit.bytes)} ${api.limitInWords(limit.name)}`;
-    text += of;
-  }
-  if (warning) {
-    text = `⚠ ${text}`;
-    if (left !== null) {
-      text += ` · full in ~${Math.max(0, Math.round(left))} s`;
-    }
+  if (limit && !warning) {
+    text += ` / ${api.formatBytes(limit.bytes)} ${api.limitInWords(limit.name)}`;
+  } else if (limit) {
+    const what = `${api.formatBytes(limit.bytes)} ${api.limitInWords(limit.name)}`;
+    text = `⚠ ${text} · ` + (left !== null
+      ? `${what} full in ~${Math.max(0, Math.round(left))} s`
+      : `${Math.round(share * 100)}% of the ${what} used`);
   }
   parts.push(`Watched by kernel-watchdog (${s.watched_by || '?'})`);
+  if (limit) {
+    parts.push(`${api.formatBytes(limit.used)} of ${api.formatBytes(limit.bytes)} ${api.limitInWords(limit.name)} used`);
+  }
   if (s.rss_change_60s_bytes !== undefined) {
     const d = s.rss_change_60s_bytes;
     parts.push(`${d >= 0 ? '+' : '-'}${api.formatBytes(Math.abs(d))} in the last minute`);

@@ -11,10 +11,13 @@ cell; a live kernel's memory comes from its `run`, an unwatched one says how to 
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
+from conftest import KWD_BINARY, REPO_ROOT
 from jupyter_server_app import LIMIT, TOKEN, Server, server_env
 from test_python_package import package  # noqa: F401 (the installed wheel, a fixture)
 
@@ -79,10 +82,11 @@ ENDPOINTS = ["kernel-watchdog/reports", "kernel-watchdog/reports/{id}",
 def test_a_death_reaches_the_event_bus_and_the_reports_with_cause_notebook_and_cell(server):
     kernel_id = server.start_session("crash.ipynb")
     # A live, watched kernel: its `run` keeps its memory where the server finds it.
-    live = wait_for(lambda: (lambda s: s if s.get("rss_bytes") else None)(
+    # A started kernel: its interpreter loaded (tens of MiB).
+    live = wait_for(lambda: (lambda s: s if s.get("rss_bytes", 0) > 20 * 1024 * 1024 else None)(
         server.get(f"kernel-watchdog/kernels/{kernel_id}")), what="a live status")
     assert live["watched"] is True and live["watched_by"] == "launcher", live
-    assert live["notebook"] == "crash.ipynb" and live["rss_bytes"] > 10 * 1024 * 1024, live
+    assert live["notebook"] == "crash.ipynb", live
     assert live["limits"]["tightest"] == {"name": "cgroup", "bytes": LIMIT}, live
 
     code = "import ctypes\nctypes.string_at(0)"
@@ -178,3 +182,35 @@ def test_the_wheel_carries_the_frontend_and_turns_the_server_extension_on(packag
     meta = json.loads((frontend / "package.json").read_text())
     assert meta["name"] == "kernel-watchdog" and meta["jupyterlab"]["_build"]["load"]
     assert (frontend / meta["jupyterlab"]["_build"]["load"]).is_file()
+
+
+def test_the_committed_frontend_was_built_from_the_sources_beside_it():
+    """labextension/prebuilt is committed (installing needs no Node.js); it must be what
+    scripts/build_labextension.sh makes of labextension/src and style today."""
+    now = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "labextension_sources_hash.py")],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    built = (REPO_ROOT / "labextension" / "prebuilt" / "kwd-sources.sha256").read_text().strip()
+    assert now == built, "labextension/ changed since prebuilt/ was built: " \
+        "run scripts/build_labextension.sh and commit labextension/prebuilt"
+
+
+def test_a_running_daemon_gives_the_memory_of_a_kernel_no_launcher_watches(server):
+    """The daemon's status socket, at its default place for the server's environment, is
+    asked first: a kernel started without the provisioner is watched by it."""
+    daemon = subprocess.Popen(
+        [KWD_BINARY, "daemon", "--runtime-dir", server.env["JUPYTER_RUNTIME_DIR"],
+         "--sample-rate", "10"], env=server.env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        kernel_id = server.start_session("daemon.ipynb", kernel="unwatched")
+        # A started kernel: its interpreter loaded (tens of MiB).
+        status = wait_for(lambda: (lambda s: s if s.get("rss_bytes", 0) > 20 * 1024 * 1024
+                                   else None)(server.get(f"kernel-watchdog/kernels/{kernel_id}")),
+                          what="the daemon's reading")
+        assert status["watched"] is True and status["watched_by"] == "daemon", status
+        assert status["notebook"] == "daemon.ipynb" and "limits" in status, status
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+    # Without it, the same kernel is not watched again.
+    assert server.get(f"kernel-watchdog/kernels/{kernel_id}")["watched"] is False

@@ -66,6 +66,7 @@ async function main() {
     seen.toast_text = await toast.textContent();
     seen.buttons = await toast.locator('button').allTextContents();
     seen.marked_cells = await page.locator('.jp-Cell.kwd-died-here').count();
+    await page.waitForTimeout(800); // the toast's slide-in, for the picture
     await page.screenshot({ path: path.join(outDir, `${scenario}-notification.png`) });
     // JupyterLab's own "appears to have died" dialog comes when the kernel manager notices the
     // death (it polls every 3 s), after ours; a user closes it first.
