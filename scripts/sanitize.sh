@@ -35,13 +35,13 @@ test_forged_truncated_oversized_and_non_json_messages_are_dropped_and_counted' $
 # binary is slow; the normal build makes them all).
 export KWD_SANITIZER_STRIDE=5
 # The framework corpus, the PyPI-stack rerun of the launcher tests and the Python package's
-# runners are left out here: they run the same C++ paths as the tests above (the corpus's
+# runners and its Jupyter extension (server and UI) are left out here: they run the same C++ paths as the tests above (the corpus's
 # reports are judged again by the unit tests, which run here), and with TensorFlow kernels
 # and nbmake/papermill they would add minutes under ASan. The macOS compile check builds
 # nothing of this build's: it ran with the normal build's suite.
 status=0
 (cd build-asan && ctest --output-on-failure --timeout 600 -j 2 \
-  -E '^(integration\.(test_frameworks|test_python_package|pypi_stack\..*)|portability\..*)$' "$@") ||
+  -E '^(integration\.(test_frameworks|test_python_package|test_jupyter_extension|test_jupyterlab_ui|pypi_stack\..*)|portability\..*)$' "$@") ||
   status=$?
 if compgen -G "$logs/*" >/dev/null; then
   echo "sanitize: sanitizer reports in $logs:" >&2

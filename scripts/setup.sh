@@ -37,6 +37,9 @@ packages=(
 frameworks="${KWD_SETUP_FRAMEWORKS:-1}"
 if [ "$frameworks" != 0 ]; then
   packages+=(python3-torch python3-venv qemu-user)
+  # The JupyterLab extension's UI tests: playwright-core from npm drives Debian's chromium.
+  # (Where Node.js came from elsewhere, e.g. NodeSource's nodejs with its own npm, that stays.)
+  if ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 fi
 # The macOS compile check (scripts/macos_compile.sh): Zig's toolchain from PyPI, in a
 # virtualenv of its own (below). Made with the frameworks unless told: KWD_SETUP_ZIG=0|1.
@@ -87,4 +90,18 @@ if [ "$zig_setup" != 0 ] && ! cmp -s "$zig_requirements" "$zig_venv/.kwd-require
   /usr/bin/python3 -m venv "$zig_venv"
   "$zig_venv/bin/pip" install -q -r "$zig_requirements"
   cp "$zig_requirements" "$zig_venv/.kwd-requirements"
+fi
+# JupyterLab and Notebook 7, added to that virtualenv with a stamp of their own: a change here
+# installs them again without making the whole virtualenv anew (a new virtualenv has no stamp).
+lab_requirements="scripts/jupyterlab-requirements.txt"
+if [ "$frameworks" != 0 ] && ! cmp -s "$lab_requirements" "$venv/.kwd-jupyterlab-requirements" 2>/dev/null; then
+  echo "setup: adding JupyterLab and Notebook 7 to $venv" >&2
+  "$venv/bin/pip" install -q --upgrade -r "$lab_requirements"
+  cp "$lab_requirements" "$venv/.kwd-jupyterlab-requirements"
+fi
+# playwright-core for the UI tests (tests/ui/package-lock.json; no browser is downloaded).
+if [ "$frameworks" != 0 ] && ! cmp -s tests/ui/package-lock.json tests/ui/node_modules/.kwd-package-lock.json 2>/dev/null; then
+  echo "setup: npm ci in tests/ui (playwright-core)" >&2
+  (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error)
+  cp tests/ui/package-lock.json tests/ui/node_modules/.kwd-package-lock.json
 fi

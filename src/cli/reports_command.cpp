@@ -59,6 +59,21 @@ int print_rediagnosis(const nlohmann::json& stored, bool as_json) {
   return 0;
 }
 
+// `reports list --json`: the rows, for programs (the JupyterLab extension's server side).
+std::string list_json_text(const report::ReportStore& store,
+                           const std::vector<report::ListedReport>& rows) {
+  nlohmann::json out = {{"store", store.dir().string()}, {"reports", nlohmann::json::array()}};
+  for (const auto& row : rows)
+    out["reports"].push_back({{"id", row.stored.id},
+                              {"path", row.stored.path.string()},
+                              {"at_ms", row.at_ms},
+                              {"kernel_id", row.kernel_id},
+                              {"notebook", row.notebook},
+                              {"cause", row.cause},
+                              {"readable", row.readable}});
+  return report::to_text(out, -1);
+}
+
 }  // namespace
 
 Command add_reports_command(CLI::App& app) {
@@ -78,6 +93,9 @@ Command add_reports_command(CLI::App& app) {
       "sets other caps for every writer that sees it.");
   auto* list =
       reports->add_subcommand("list", "Crash reports, newest first: time, kernel, cause, path");
+  auto list_json = std::make_shared<bool>(false);
+  list->add_flag("--json", *list_json,
+                 "One JSON array: id, path, at_ms, kernel_id, notebook, cause, readable");
   list->footer("Example: kernel-watchdog reports list | head -5");
   auto query = std::make_shared<std::string>("latest");
   auto as_json = std::make_shared<bool>(false);
@@ -116,6 +134,10 @@ Command add_reports_command(CLI::App& app) {
             const report::ReportStore store(report::ReportStore::resolve_dir(*report_dir));
             if (list->parsed()) {
               const auto rows = report::list_reports(store);
+              if (*list_json) {
+                std::cout << list_json_text(store, rows) << "\n";
+                return 0;
+              }
               if (rows.empty()) {
                 std::cout << "No crash reports in " << report::terminal_safe(store.dir().string())
                           << "\n";

@@ -17,22 +17,11 @@
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/private_files.hpp"
+#include "kwd/watch/live_status.hpp"
 
 // What the daemon tells: the status socket `kernel-watchdog status` reads, and the metrics.
 
 namespace kwd::daemon {
-namespace {
-
-std::string state_of(const watch::Watch& w) {
-  const auto* listener = w.listener();
-  if (listener == nullptr) return "unknown";
-  if (listener->current_hang()) return "hung";
-  const auto& state = listener->activity().execution_state();
-  return state ? *state : "starting";
-}
-
-}  // namespace
-
 sockaddr_un status_socket_address(const std::filesystem::path& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -79,7 +68,7 @@ metrics::DaemonFigures Daemon::metrics_figures() const {
     figures.notebook = k.notebook;
     figures.kernel_name = k.kernel_name;
     figures.pid = pid;
-    figures.state = state_of(*k.watch);
+    figures.state = watch::execution_state(*k.watch);
     if (const auto* s = k.watch->timeline().latest()) {
       figures.rss_bytes = s->rss;
       figures.gpu_bytes = s->gpu_used;
@@ -127,18 +116,9 @@ nlohmann::json Daemon::status_json() const {
         {"pid", pid},
         {"connection_file", k.process.connection_file},
         {"watched_by", "daemon"},
-        {"state", state_of(*k.watch)},
+        {"state", watch::execution_state(*k.watch)},
         {"uptime_s", (now - k.watch->started_at_ms()) / 1000}};
-    if (const auto* s = k.watch->timeline().latest()) {
-      if (s->rss >= 0) row["rss_bytes"] = s->rss;
-      if (s->gpu_used >= 0) row["gpu_bytes"] = s->gpu_used;
-      const auto recent = k.watch->timeline().recent();
-      for (const auto& old : recent)
-        if (old.t_ms >= s->t_ms - 60'000 && old.rss >= 0 && s->rss >= 0) {
-          row["rss_change_60s_bytes"] = s->rss - old.rss;
-          break;
-        }
-    }
+    row.update(watch::live_memory(*k.watch));
     kernels.push_back(std::move(row));
   }
   for (const auto& p : under_launcher_) {

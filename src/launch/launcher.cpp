@@ -18,6 +18,7 @@ namespace {
 // By then a kernel has almost always started and the listeners have connected: what start-up
 // alone needed is behind us. (A fixed time; whatever runs after it is mapped back as used.)
 constexpr std::chrono::seconds kSettledAfter{10};
+constexpr std::chrono::seconds kLiveStatusInterval{1};
 
 }  // namespace
 
@@ -64,6 +65,11 @@ int Launcher::run() {
     return 1;
   }
   loop_.watch_fd(signals_->fd(), [this] { on_signals(); });
+  // The kernel's memory and state for readers beside its manager (JupyterLab's status item).
+  live_status_.emplace(options_.report_dir, options_.kernel.connection_file);
+  (void)loop_.every(
+      kLiveStatusInterval, [this] { live_status_->refresh(kernel_->watch(), kernel_->pid()); },
+      loop::EventLoop::Precision::coarse);
   // Once start-up has settled, the code that only loading and starting needed leaves our RSS.
   (void)loop_.after(kSettledAfter, [] {
     const std::size_t released = platform::release_unwritten_file_pages();
@@ -121,6 +127,7 @@ void Launcher::on_kernel_death(const watch::ProcessEnd& end, std::int64_t died_a
   } catch (const std::exception& e) {
     spdlog::error("could not finish the crash report: {}", e.what());
   }
+  if (live_status_) live_status_->remove();
   kernel_->remove_shim();  // after the report, which is due within milliseconds of the death
   kernel_->release_memory_limit();
   end_like(end);

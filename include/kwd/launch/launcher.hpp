@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kwd/launch/live_status_file.hpp"
 #include "kwd/launch/run_options.hpp"
 #include "kwd/launch/watched_kernel.hpp"
 #include "kwd/loop/event_loop.hpp"
@@ -41,6 +42,7 @@ class Launcher {
   // before jupyter_client's shutdown interrupts it), so whatever end follows was asked for.
   bool manager_is_ending_kernel_ = false;
   std::optional<loop::EventLoop::TimerId> forward_timer_;
+  std::optional<LiveStatusFile> live_status_;
   std::unique_ptr<WatchedKernel> kernel_;  // last: unregisters from loop_ when destroyed
 };
 

@@ -1,0 +1,42 @@
+#include "kwd/watch/live_status.hpp"
+
+#include <cstdlib>
+
+#include "kwd/report/report_store.hpp"
+#include "kwd/timeline/trend.hpp"
+
+namespace kwd::watch {
+
+std::string execution_state(const Watch& watch) {
+  const auto* listener = watch.listener();
+  if (listener == nullptr) return "unknown";
+  if (listener->current_hang()) return "hung";
+  const auto& state = listener->activity().execution_state();
+  return state ? *state : "starting";
+}
+
+nlohmann::json live_memory(const Watch& watch) {
+  nlohmann::json out = nlohmann::json::object();
+  const auto* s = watch.timeline().latest();
+  if (s == nullptr) return out;
+  if (s->rss >= 0) out["rss_bytes"] = s->rss;
+  if (s->gpu_used >= 0) out["gpu_bytes"] = s->gpu_used;
+  const auto recent = watch.timeline().recent();
+  for (const auto& old : recent)
+    if (old.t_ms >= s->t_ms - 60'000 && old.rss >= 0 && s->rss >= 0) {
+      out["rss_change_60s_bytes"] = s->rss - old.rss;
+      break;
+    }
+  out["limits"] = timeline::limits_to_json(timeline::compute_limits(recent));
+  out["sampled_at_ms"] = s->t_ms;
+  return out;
+}
+
+std::filesystem::path live_status_dir(const std::string& report_dir) {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg != nullptr && xdg[0] == '/')
+    return std::filesystem::path(xdg) / "kernel-watchdog" / "kernels";
+  return report::ReportStore::resolve_dir(report_dir).parent_path() / "kernels";
+}
+
+}  // namespace kwd::watch

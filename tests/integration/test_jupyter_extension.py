@@ -1,0 +1,216 @@
+"""The package's Jupyter Server extension (python/kernel_watchdog/server_extension.py) in a real
+Jupyter Server from PyPI (the framework virtualenv's), enabled the way an installed wheel
+enables it: the wheel installed with `pip --target`, its etc/jupyter and share/jupyter on the
+server's Jupyter paths. Kernels are started through the server's REST API under the
+kernel-watchdog provisioner and crashed through their websocket, as a browser would.
+
+What must hold: every handler refuses a request without the server's token (403); a report
+id that is forged, has a path in it, names a link out of the store or another user's file is
+404; a real death reaches the event bus and the reports endpoint with its cause, notebook and
+cell; a live kernel's memory comes from its `run`, an unwatched one says how to watch it."""
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from conftest import KWD_BINARY, REPO_ROOT
+from jupyter_server_app import LIMIT, TOKEN, Server, server_env
+from test_python_package import package  # noqa: F401 (the installed wheel, a fixture)
+
+
+@pytest.fixture
+def server(tmp_path, package):  # noqa: F811
+    s = Server(tmp_path, server_env(tmp_path, package))
+    yield s
+    s.stop()
+
+
+async def execute_on_websocket(server, kernel_id, code, events=None):
+    """Sends one execute_request on the kernel's websocket, as JupyterLab does; with `events`
+    (a list), also subscribes to the server's event bus first and fills the list."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+    headers = {"Authorization": f"token {TOKEN}"}
+    ws_url = server.url.replace("http", "ws")
+    bus = None
+    if events is not None:
+        bus = await websocket_connect(HTTPRequest(f"{ws_url}/api/events/subscribe",
+                                                  headers=headers))
+    kernel = await websocket_connect(HTTPRequest(
+        f"{ws_url}/api/kernels/{kernel_id}/channels?session_id={uuid.uuid4()}", headers=headers))
+    msg_id = uuid.uuid4().hex
+    kernel.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
+                   "session": uuid.uuid4().hex, "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": True,
+                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
+    return kernel, bus
+
+
+async def next_event(bus, schema_id, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        raw = await asyncio.wait_for(bus.read_message(), deadline - time.time())
+        assert raw is not None, "the event bus closed"
+        event = json.loads(raw)
+        if event.get("schema_id") == schema_id:
+            return event
+    raise AssertionError(f"no {schema_id} event in {timeout} s")
+
+
+def wait_for(predicate, timeout=60, what="it"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen in {timeout} s")
+
+
+# The event's schema: the server extension registers it, the frontend listens for it.
+EVENT_SCHEMA_ID = "https://events.jupyter.org/kernel_watchdog/kernel_death/v1"
+ENDPOINTS = ["kernel-watchdog/reports", "kernel-watchdog/reports/{id}",
+             "kernel-watchdog/reports/{id}/html", "kernel-watchdog/kernels/{kernel}"]
+
+
+def test_a_death_reaches_the_event_bus_and_the_reports_with_cause_notebook_and_cell(server):
+    kernel_id = server.start_session("crash.ipynb")
+    # A live, watched kernel: its `run` keeps its memory where the server finds it.
+    # A started kernel: its interpreter loaded (tens of MiB).
+    live = wait_for(lambda: (lambda s: s if s.get("rss_bytes", 0) > 20 * 1024 * 1024 else None)(
+        server.get(f"kernel-watchdog/kernels/{kernel_id}")), what="a live status")
+    assert live["watched"] is True and live["watched_by"] == "launcher", live
+    assert live["notebook"] == "crash.ipynb", live
+    assert live["limits"]["tightest"] == {"name": "cgroup", "bytes": LIMIT}, live
+
+    code = "import ctypes\nctypes.string_at(0)"
+
+    async def crash():
+        kernel, bus = await execute_on_websocket(server, kernel_id, code, events=[])
+        try:
+            return await next_event(bus, EVENT_SCHEMA_ID, 60)
+        finally:
+            kernel.close()
+            bus.close()
+    event = asyncio.run(crash())
+    assert event["notebook"] == "crash.ipynb" and event["kernel_id"] == kernel_id, event
+    assert event["readable"] is True and event["headline"], event
+
+    listed = server.get("kernel-watchdog/reports?since_ms=0")["reports"]
+    [report] = [r for r in listed if r["id"] == event["id"]]
+    assert report["cause"] == "native_crash", report
+    assert report["cell"]["code"] == code and report["cell"]["execution_count"] == 1, report
+    assert report["notebook"] == "crash.ipynb" and report["peak_rss_bytes"] > 0, report
+    assert server.get(f"kernel-watchdog/reports?since_ms={report['at_ms']}")["reports"] == []
+
+    one = server.get(f"kernel-watchdog/reports/{report['id']}")
+    assert one["summary"] == report and one["document"]["diagnosis"]["cause"] == "native_crash"
+    status, headers, page = server.request(f"kernel-watchdog/reports/{report['id']}/html")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert headers["Content-Security-Policy"].startswith("sandbox")
+    assert b"<html" in page[:500].lower() and report["id"].encode() in page
+
+    # Every handler wants the server's token: none, or a wrong one, is 403.
+    for path in ENDPOINTS:
+        path = path.format(id=report["id"], kernel=kernel_id)
+        assert server.status_of(path) in (200, 404)  # 404: the dead kernel may be gone
+        assert server.status_of(path, token=None) == 403, path
+        assert server.status_of(path, token="not-the-token") == 403, path
+
+
+def test_report_ids_that_are_not_the_users_own_reports_are_404(server, tmp_path):
+    store = server.reports
+    store.mkdir(mode=0o700, exist_ok=True)
+    # A real report to copy from: a kernel that aborts.
+    kernel_id = server.start_session("abort.ipynb")
+
+    async def abort():
+        kernel, _ = await execute_on_websocket(server, kernel_id, "import os; os.abort()")
+        await asyncio.sleep(0.5)
+        kernel.close()
+    asyncio.run(abort())
+    [real] = wait_for(lambda: server.get("kernel-watchdog/reports")["reports"],
+                      what="the abort's report")
+    assert server.status_of(f"kernel-watchdog/reports/{real['id']}") == 200
+    text = (store / f"{real['id']}.json").read_text()
+
+    # Outside the store: a report the program would read, reached by a link in the store.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    linked_id = real["id"].replace(real["id"][:4], "2001", 1)
+    (outside / f"{linked_id}.json").write_text(text)
+    (store / f"{linked_id}.json").symlink_to(outside / f"{linked_id}.json")
+    # Another user's report in the store.
+    foreign_id = real["id"].replace(real["id"][:4], "2002", 1)
+    (store / f"{foreign_id}.json").write_text(text)
+    os.chown(store / f"{foreign_id}.json", 65534, 65534)
+    listed = {r["id"] for r in server.get("kernel-watchdog/reports")["reports"]}
+    assert {linked_id, foreign_id} <= listed  # the program lists them; the server refuses them
+
+    forged = real["id"][:-3] + "zzz"
+    for bad in (linked_id, foreign_id, forged, "latest", "1", real["kernel_id"], "abort.ipynb",
+                "..%2F" + real["id"], "%2E%2E", "%2Fetc%2Fpasswd",
+                f"..%2F{tmp_path.name}%2Freports%2F{real['id']}",
+                f"{'%2F'.join(str(store).split('/'))}%2F{real['id']}.json"):
+        for suffix in ("", "/html"):
+            assert server.status_of(f"kernel-watchdog/reports/{bad}{suffix}") == 404, bad
+    # A path in the URL itself never reaches the handler as an id.
+    assert server.status_of(f"kernel-watchdog/reports/../reports/{real['id']}") in (200, 404)
+    assert server.status_of("kernel-watchdog/reports/x/../../../etc/passwd") == 404
+
+
+def test_an_unwatched_kernel_says_how_to_watch_it_and_an_unknown_one_is_404(server):
+    kernel_id = server.start_session("plain.ipynb", kernel="unwatched")
+    status = server.get(f"kernel-watchdog/kernels/{kernel_id}")
+    assert status["watched"] is False and "kernel-watchdog-provisioner" in status["how_to_watch"]
+    assert status["notebook"] == "plain.ipynb"
+    assert server.status_of(f"kernel-watchdog/kernels/{uuid.uuid4()}") == 404
+    assert server.status_of("kernel-watchdog/kernels/..%2F..%2Fetc") == 404
+
+
+def test_the_wheel_carries_the_frontend_and_turns_the_server_extension_on(package):  # noqa: F811
+    config = package / "etc" / "jupyter" / "jupyter_server_config.d" / "kernel_watchdog.json"
+    assert json.loads(config.read_text())["ServerApp"]["jpserver_extensions"] == {
+        "kernel_watchdog": True}
+    frontend = package / "share" / "jupyter" / "labextensions" / "kernel-watchdog"
+    meta = json.loads((frontend / "package.json").read_text())
+    assert meta["name"] == "kernel-watchdog" and meta["jupyterlab"]["_build"]["load"]
+    assert (frontend / meta["jupyterlab"]["_build"]["load"]).is_file()
+
+
+def test_the_committed_frontend_was_built_from_the_sources_beside_it():
+    """labextension/prebuilt is committed (installing needs no Node.js); it must be what
+    scripts/build_labextension.sh makes of labextension/src and style today."""
+    now = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "labextension_sources_hash.py")],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    built = (REPO_ROOT / "labextension" / "prebuilt" / "kwd-sources.sha256").read_text().strip()
+    assert now == built, "labextension/ changed since prebuilt/ was built: " \
+        "run scripts/build_labextension.sh and commit labextension/prebuilt"
+
+
+def test_a_running_daemon_gives_the_memory_of_a_kernel_no_launcher_watches(server):
+    """The daemon's status socket, at its default place for the server's environment, is
+    asked first: a kernel started without the provisioner is watched by it."""
+    daemon = subprocess.Popen(
+        [KWD_BINARY, "daemon", "--runtime-dir", server.env["JUPYTER_RUNTIME_DIR"],
+         "--sample-rate", "10"], env=server.env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        kernel_id = server.start_session("daemon.ipynb", kernel="unwatched")
+        # A started kernel: its interpreter loaded (tens of MiB).
+        status = wait_for(lambda: (lambda s: s if s.get("rss_bytes", 0) > 20 * 1024 * 1024
+                                   else None)(server.get(f"kernel-watchdog/kernels/{kernel_id}")),
+                          what="the daemon's reading")
+        assert status["watched"] is True and status["watched_by"] == "daemon", status
+        assert status["notebook"] == "daemon.ipynb" and "limits" in status, status
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+    # Without it, the same kernel is not watched again.
+    assert server.get(f"kernel-watchdog/kernels/{kernel_id}")["watched"] is False

@@ -1,0 +1,110 @@
+// Drives a real JupyterLab / Notebook 7 in Debian's Chromium through playwright-core (no
+// browser download: executablePath). One scenario per run; prints one JSON object of what it
+// saw (texts, times) for tests/ui/test_jupyterlab_ui.py to judge, and saves screenshots.
+//   node drive_jupyter.cjs SCENARIO URL OUT_DIR
+// SCENARIO: crash-lab | grow-lab | crash-notebook7 | grow-notebook7
+const { chromium } = require('playwright-core');
+const path = require('path');
+
+const [scenario, url, outDir] = process.argv.slice(2);
+const notebook7 = scenario.endsWith('notebook7');
+const TIMEOUT = 90_000;
+
+async function runCell(page) {
+  const editor = page.locator('.jp-Notebook .jp-Cell .cm-content').first();
+  await editor.click();
+  await page.keyboard.press('Shift+Enter');
+  return Date.now();
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: process.env.KWD_CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage']
+  });
+  const seen = { scenario, warnings: [], memory_texts: [] };
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write']);
+    const page = await context.newPage();
+    page.on('console', m => {
+      if (m.type() === 'error') seen.console_errors = [...(seen.console_errors || []), m.text()];
+    });
+    await page.goto(url, { timeout: TIMEOUT });
+    const memory = page.locator('#kernel-watchdog-memory');
+    // The kernel is up and watched: the item shows its memory.
+    await page.waitForFunction(
+      () => /^Kernel \d/.test(document.querySelector('#kernel-watchdog-memory')?.textContent || ''),
+      null, { timeout: TIMEOUT });
+    seen.memory_before = await memory.textContent();
+    seen.memory_title = await memory.getAttribute('title');
+    seen.memory_in = await memory.evaluate(n =>
+      n.closest('#jp-top-panel, #top-panel, #top-panel-wrapper') ? 'top' : n.closest('.jp-StatusBar-Widget, #jp-main-statusbar') ? 'statusbar' : 'elsewhere');
+    if (scenario.startsWith('grow')) {
+      // Sample the item while memory grows, until the death notification.
+      const started = await runCell(page);
+      seen.cell_started_ms = started;
+      const deadline = Date.now() + TIMEOUT;
+      let shot = false;
+      while (Date.now() < deadline) {
+        const text = await memory.textContent();
+        const warning = await memory.evaluate(n => n.classList.contains('kwd-warning'));
+        seen.memory_texts.push({ t: Date.now(), text, warning });
+        if (warning && !shot) {
+          await page.screenshot({ path: path.join(outDir, `${scenario}-warning.png`) });
+          shot = true;
+        }
+        if (await page.locator('.Toastify__toast').count()) break;
+        await page.waitForTimeout(250);
+      }
+    } else {
+      seen.cell_started_ms = await runCell(page);
+    }
+    const toast = page.locator('.Toastify__toast', { hasText: 'kernel' }).first();
+    await toast.waitFor({ timeout: TIMEOUT });
+    seen.toast_ms = Date.now();
+    seen.toast_text = await toast.textContent();
+    seen.buttons = await toast.locator('button').allTextContents();
+    seen.marked_cells = await page.locator('.jp-Cell.kwd-died-here').count();
+    await page.waitForTimeout(800); // the toast's slide-in, for the picture
+    await page.screenshot({ path: path.join(outDir, `${scenario}-notification.png`) });
+    // JupyterLab's own "appears to have died" dialog comes when the kernel manager notices the
+    // death (it polls every 3 s), after ours; a user closes it first.
+    seen.restart_dialog_ms = await page.locator('.jp-Dialog', { hasText: 'appears to have died' })
+      .getByRole('button', { name: 'Ok' }).click({ timeout: 15_000 })
+      .then(() => Date.now(), () => null);
+    // "Copy summary" leaves the notification up; "Open report" is then clicked on it.
+    await toast.getByText('Copy summary').click();
+    seen.clipboard = await page.evaluate(() => navigator.clipboard.readText()).catch(e => String(e));
+    if (notebook7) {
+      // Notebook 7: the report opens in a browser tab of its own.
+      const [tab] = await Promise.all([context.waitForEvent('page'), toast.getByText('Open report').click()]);
+      await tab.waitForLoadState();
+      seen.frame_sandbox = null;
+      seen.report_text = (await tab.locator('body').textContent()).slice(0, 4000);
+      await tab.setViewportSize({ width: 1280, height: 800 });
+      await tab.screenshot({ path: path.join(outDir, `${scenario}-report.png`) });
+    } else {
+      await toast.getByText('Open report').click();
+      const frame = page.locator('iframe.kwd-report-frame');
+      await frame.waitFor({ timeout: TIMEOUT });
+      seen.frame_sandbox = await frame.getAttribute('sandbox');
+      seen.tab_label = await page.locator('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel').last().textContent().catch(() => null);
+      const body = frame.contentFrame().locator('body');
+      await body.waitFor({ timeout: TIMEOUT });
+      seen.report_text = (await body.textContent()).slice(0, 4000);
+      await page.screenshot({ path: path.join(outDir, `${scenario}-report.png`) });
+    }
+  } catch (e) {
+    seen.error = String(e && e.stack || e);
+    try {
+      const pages = browser.contexts()[0]?.pages() || [];
+      if (pages[0]) await pages[0].screenshot({ path: path.join(outDir, `${scenario}-failure.png`) });
+    } catch {}
+  } finally {
+    await browser.close();
+  }
+  process.stdout.write(JSON.stringify(seen) + '\n');
+}
+
+main();
