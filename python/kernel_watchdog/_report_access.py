@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 
 from kernel_watchdog._binary import BinaryNotFound, find_binary
-from kernel_watchdog._reports import report_store as store_dir  # noqa: F401 (the feed's)
+from kernel_watchdog._reports import report_store as store_dir
 
 # Report ids are "<UTC time>-<kernel id>-<pid>[-<suffix>]": letters, digits, '.', '-', '_'.
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}")
@@ -60,9 +60,29 @@ async def run_program(args, pass_fds=()):
     return out
 
 
+_cache = {}  # the last listing, under the store directory's (inode, mtime) when it was made
+
+
+def store_stamp():
+    """What changes when a report is written to or removed from the store (a rename into the
+    directory changes its mtime), or None when there is no store yet."""
+    try:
+        st = os.stat(store_dir(os.environ))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
 async def list_reports():
+    """The program's listing of the store, asked again only when the store changed: it reads
+    every report, and browsers ask every few seconds."""
+    stamp = store_stamp()
+    if stamp is not None and _cache.get("stamp") == stamp:
+        return _cache["listing"]
     doc = json.loads(await run_program(["reports", "list", "--json"]))
-    return Listing(store=doc["store"], reports=doc["reports"])
+    listing = Listing(store=doc["store"], reports=doc["reports"])
+    _cache.update(stamp=stamp, listing=listing)
+    return listing
 
 
 class OpenedReport:
@@ -111,8 +131,11 @@ async def open_report(report_id):
 
 
 async def report_document(report_id):
-    """(the program's listing row, the report's JSON document) of one report."""
+    """(the program's listing row, the report's JSON document) of one report; the document is
+    None when the program could not read it (the row then says why)."""
     with await open_report(report_id) as report:
+        if not report.row.get("readable"):
+            return report.row, None
         out = await run_program(["reports", "show", "--json", report.program_path],
                                 pass_fds=(report.fd,))
         return report.row, json.loads(out)

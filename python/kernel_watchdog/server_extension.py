@@ -64,12 +64,10 @@ async def _summaries(serverapp, rows):
     notebooks = await _notebooks_by_kernel(serverapp)
     out = []
     for row in rows:
-        document = None
-        if row.get("readable"):
-            try:
-                _, document = await _report_access.report_document(row["id"])
-            except (NoSuchReport, ProgramFailed, ValueError):
-                document = None
+        try:
+            _, document = await _report_access.report_document(row["id"])
+        except (NoSuchReport, ProgramFailed, ValueError):
+            document = None
         item = _report_access.summary(row, document)
         if item["kernel_id"] in notebooks and notebooks[item["kernel_id"]]:
             item["notebook"] = notebooks[item["kernel_id"]]
@@ -175,12 +173,7 @@ class DeathFeed:
             self.busy = False
 
     async def _look(self):
-        store = _report_access.store_dir(os.environ)
-        try:
-            st = os.stat(store)
-            stamp = (st.st_ino, st.st_mtime_ns)
-        except OSError:
-            stamp = None
+        stamp = _report_access.store_stamp()
         if stamp == self.store_stamp and self.seen is not None:
             return
         try:

@@ -11,6 +11,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 from conftest import KWD_BINARY
@@ -114,3 +115,34 @@ def server_env(tmp_path, package):
     return env
 
 
+async def execute_on_websocket(server, kernel_id, code, events=None):
+    """Sends one execute_request on the kernel's websocket, as JupyterLab does; with `events`
+    (a list), also subscribes to the server's event bus first and fills the list."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+    headers = {"Authorization": f"token {TOKEN}"}
+    ws_url = server.url.replace("http", "ws")
+    bus = None
+    if events is not None:
+        bus = await websocket_connect(HTTPRequest(f"{ws_url}/api/events/subscribe",
+                                                  headers=headers))
+    kernel = await websocket_connect(HTTPRequest(
+        f"{ws_url}/api/kernels/{kernel_id}/channels?session_id={uuid.uuid4()}", headers=headers))
+    msg_id = uuid.uuid4().hex
+    kernel.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
+                   "session": uuid.uuid4().hex, "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": True,
+                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
+    return kernel, bus
+
+
+def wait_for(predicate, timeout=60, what="it"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen in {timeout} s")

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 from conftest import KWD_BINARY, REPO_ROOT
-from jupyter_server_app import LIMIT, TOKEN, Server, server_env
+from jupyter_server_app import LIMIT, Server, execute_on_websocket, server_env, wait_for
 from test_python_package import package  # noqa: F401 (the installed wheel, a fixture)
 
 
@@ -27,29 +27,6 @@ def server(tmp_path, package):  # noqa: F811
     s = Server(tmp_path, server_env(tmp_path, package))
     yield s
     s.stop()
-
-
-async def execute_on_websocket(server, kernel_id, code, events=None):
-    """Sends one execute_request on the kernel's websocket, as JupyterLab does; with `events`
-    (a list), also subscribes to the server's event bus first and fills the list."""
-    from tornado.httpclient import HTTPRequest
-    from tornado.websocket import websocket_connect
-    headers = {"Authorization": f"token {TOKEN}"}
-    ws_url = server.url.replace("http", "ws")
-    bus = None
-    if events is not None:
-        bus = await websocket_connect(HTTPRequest(f"{ws_url}/api/events/subscribe",
-                                                  headers=headers))
-    kernel = await websocket_connect(HTTPRequest(
-        f"{ws_url}/api/kernels/{kernel_id}/channels?session_id={uuid.uuid4()}", headers=headers))
-    msg_id = uuid.uuid4().hex
-    kernel.write_message(json.dumps({
-        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
-                   "session": uuid.uuid4().hex, "version": "5.3", "date": ""},
-        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-        "content": {"code": code, "silent": False, "store_history": True,
-                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
-    return kernel, bus
 
 
 async def next_event(bus, schema_id, timeout):
@@ -61,16 +38,6 @@ async def next_event(bus, schema_id, timeout):
         if event.get("schema_id") == schema_id:
             return event
     raise AssertionError(f"no {schema_id} event in {timeout} s")
-
-
-def wait_for(predicate, timeout=60, what="it"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen in {timeout} s")
 
 
 # The event's schema: the server extension registers it, the frontend listens for it.
@@ -152,6 +119,14 @@ def test_report_ids_that_are_not_the_users_own_reports_are_404(server, tmp_path)
     os.chown(store / f"{foreign_id}.json", 65534, 65534)
     listed = {r["id"] for r in server.get("kernel-watchdog/reports")["reports"]}
     assert {linked_id, foreign_id} <= listed  # the program lists them; the server refuses them
+
+    # A report the program cannot read is still told: the kernel died, and where the file is.
+    broken_id = real["id"].replace(real["id"][:4], "2099", 1)
+    (store / f"{broken_id}.json").write_text('{"schema": "kernel-watchdog/crash-report", ')
+    broken = server.get(f"kernel-watchdog/reports/{broken_id}")
+    assert broken["document"] is None and broken["summary"]["readable"] is False, broken
+    assert broken["summary"]["path"] == str(store / f"{broken_id}.json") and \
+        broken["summary"]["headline"], broken
 
     forged = real["id"][:-3] + "zzz"
     for bad in (linked_id, foreign_id, forged, "latest", "1", real["kernel_id"], "abort.ipynb",

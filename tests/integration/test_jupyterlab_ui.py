@@ -8,6 +8,7 @@ item shows the memory, then its warning, before the kernel is killed.
 
 Screenshots go to $KWD_UI_SCREENSHOTS when set (the README's come from there), else the test's
 folder. Needs node, tests/ui/node_modules (scripts/setup.sh) and /usr/bin/chromium."""
+import asyncio
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import REPO_ROOT, load_reports
-from jupyter_server_app import Server, server_env
+from jupyter_server_app import Server, execute_on_websocket, server_env, wait_for
 from test_python_package import package  # noqa: F401 (the installed wheel, a fixture)
 
 DRIVER = REPO_ROOT / "tests" / "ui" / "drive_jupyter.cjs"
@@ -115,3 +116,31 @@ def test_memory_growing_toward_the_limit_warns_before_the_kernel_is_killed(lab, 
     assert "memory limit" in seen["toast_text"] or "OOM" in seen["toast_text"] or \
         "out of memory" in seen["toast_text"].lower(), seen["toast_text"]
     print(f"{ui}: warned {died - warnings[0]['t']} ms before the kill: {warnings[0]['text']}")
+
+
+def test_a_death_while_no_browser_was_open_is_said_when_jupyterlab_opens_again(lab, tmp_path):
+    """The browser leaves JupyterLab; a kernel dies; JupyterLab opened again says so (the
+    reports endpoint, from the last report that browser saw)."""
+    kernel_id = lab.start_session("missed.ipynb")
+    wait_for(lambda: (lambda s: s.get("rss_bytes", 0) > 20 * 1024 * 1024)(
+        lab.get(f"kernel-watchdog/kernels/{kernel_id}")), what="the kernel's start")
+    driver = subprocess.Popen(
+        ["node", str(DRIVER), "missed-lab", f"{lab.url}/lab?token=kwd-test-token", str(tmp_path)],
+        env={**os.environ, "NODE_PATH": str(NODE_MODULES)}, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout.readline() == "LEFT\n", driver.stderr.read()
+
+        async def crash():
+            kernel, _ = await execute_on_websocket(lab, kernel_id, SEGFAULT)
+            kernel.close()
+        asyncio.run(crash())
+        wait_for(lambda: load_reports(lab.reports), what="the report")
+        out, err = driver.communicate("go\n", timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert "error" not in seen, seen["error"]
+    headline = the_report(lab)["diagnosis"]["headline"]
+    assert seen["toast_text"].startswith("missed.ipynb kernel died: " + headline[:50]), seen

@@ -2,7 +2,9 @@
 // browser download: executablePath). One scenario per run; prints one JSON object of what it
 // saw (texts, times) for tests/ui/test_jupyterlab_ui.py to judge, and saves screenshots.
 //   node drive_jupyter.cjs SCENARIO URL OUT_DIR
-// SCENARIO: crash-lab | grow-lab | crash-notebook7 | grow-notebook7
+// SCENARIO: crash-lab | grow-lab | crash-notebook7 | grow-notebook7 | missed-lab
+// missed-lab: opens JupyterLab, leaves it (prints "LEFT"), waits for a line on stdin (the
+// test has crashed a kernel meanwhile), opens it again and waits for the notification.
 const { chromium } = require('playwright-core');
 const path = require('path');
 
@@ -30,6 +32,20 @@ async function main() {
     page.on('console', m => {
       if (m.type() === 'error') seen.console_errors = [...(seen.console_errors || []), m.text()];
     });
+    if (scenario === 'missed-lab') {
+      await page.goto(url, { timeout: TIMEOUT });
+      await page.waitForFunction(() => window.localStorage.getItem('kernel-watchdog:last-seen-ms'),
+        null, { timeout: TIMEOUT });
+      await page.goto('about:blank');
+      process.stdout.write('LEFT\n');
+      await new Promise(resolve => process.stdin.once('data', resolve));
+      process.stdin.pause();
+      await page.goto(url, { timeout: TIMEOUT });
+      const missed = page.locator('.Toastify__toast', { hasText: 'kernel' }).first();
+      await missed.waitFor({ timeout: TIMEOUT });
+      seen.toast_text = await missed.textContent();
+      return;
+    }
     await page.goto(url, { timeout: TIMEOUT });
     const memory = page.locator('#kernel-watchdog-memory');
     // The kernel is up and watched: the item shows its memory.
@@ -47,8 +63,9 @@ async function main() {
       const deadline = Date.now() + TIMEOUT;
       let shot = false;
       while (Date.now() < deadline) {
-        const text = await memory.textContent();
-        const warning = await memory.evaluate(n => n.classList.contains('kwd-warning'));
+        // Text and class read together: the item may refresh between two reads.
+        const { text, warning } = await memory.evaluate(n => ({
+          text: n.textContent, warning: n.classList.contains('kwd-warning') }));
         seen.memory_texts.push({ t: Date.now(), text, warning });
         if (warning && !shot) {
           await page.screenshot({ path: path.join(outDir, `${scenario}-warning.png`) });
@@ -103,8 +120,8 @@ async function main() {
     } catch {}
   } finally {
     await browser.close();
+    process.stdout.write(JSON.stringify(seen) + '\n');
   }
-  process.stdout.write(JSON.stringify(seen) + '\n');
 }
 
 main();
