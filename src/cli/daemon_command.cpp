@@ -121,7 +121,9 @@ Command add_daemon_command(CLI::App& app) {
   cmd->footer(
       "Examples:\n"
       "  kernel-watchdog daemon                      # what `service install` runs\n"
-      "  kernel-watchdog daemon --log-format json --metrics-address 127.0.0.1:9464");
+      "  kernel-watchdog daemon --log-format json --metrics-address 127.0.0.1:9464\n"
+      "  kernel-watchdog daemon --all-users --report-dir /var/lib/kernel-watchdog/reports "
+      "--metrics-address 0.0.0.0:9464   # a Kubernetes node (deploy/kubernetes/)");
   cmd->add_option("--runtime-dir", *runtime_dirs,
                   "Where connection files appear (repeatable; replaces the defaults: "
                   "$JUPYTER_RUNTIME_DIR or the Jupyter data dir's runtime/, and "
@@ -149,6 +151,18 @@ Command add_daemon_command(CLI::App& app) {
   cmd->add_option("--metrics-textfile", options->metrics_textfile,
                   "Also write the metrics to this file, atomically, for node_exporter's "
                   "textfile collector (e.g. /var/lib/node_exporter/textfile/kernel-watchdog.prom)");
+  cmd->add_flag("--all-users", options->all_users,
+                "The node's daemon (root, in the host's PID namespace): kernels of every user "
+                "and container, found in the host's process table; connection files read "
+                "through each kernel's own root (/proc/PID/root); a kernel in a Kubernetes "
+                "pod's container named by namespace, pod and container (from its cgroup and "
+                "the kubelet's records, no API server), its reports under REPORT_DIR/"
+                "NAMESPACE/POD/ and each also one JSON line on stdout");
+  auto kubelet_root = std::make_shared<std::string>("/var/lib/kubelet");
+  cmd->add_option("--kubelet-root", *kubelet_root,
+                  "The kubelet's directory, whose pods/UID/ records name pods and containers "
+                  "(with --all-users)")
+      ->capture_default_str();
   auto nice = std::make_shared<int>(-10);
   cmd->add_option("--nice", *nice,
                   "Scheduling priority to ask for (a nice value): taken where allowed (root, "
@@ -164,24 +178,28 @@ Command add_daemon_command(CLI::App& app) {
                   "(as the global --log-format; under systemd the journal gets those fields "
                   "by default)")
       ->check(CLI::IsMember({"text", "json"}));
-  return {cmd, [=]() -> int {
-            if (!log_format->empty()) {
-              const auto level = spdlog::level::to_string_view(spdlog::get_level());
-              setup_logging(std::string(level.data(), level.size()), *log_format);
-            }
-            for (const auto& d : *runtime_dirs)
-              options->runtime_dirs.push_back(std::filesystem::absolute(d));
-            options->scan_interval =
-                std::chrono::milliseconds(static_cast<long>(*scan_seconds * 1000.0));
-            options->sample_interval = std::chrono::milliseconds(
-                std::max<long>(10, static_cast<long>(1000.0 / *sample_hz)));
-            // Before the daemon's threads (ZeroMQ's, NVML's) start: they take this one's.
-            spdlog::info("{}", daemon::raise_scheduling_priority(*nice));
-            if (const auto session = daemon::raise_session_priority(*nice); !session.empty())
-              spdlog::info("{}", session);
-            daemon::Daemon d(*options);
-            return d.run();
-          }};
+  return {
+      cmd, [=]() -> int {
+        if (!log_format->empty()) {
+          const auto level = spdlog::level::to_string_view(spdlog::get_level());
+          setup_logging(std::string(level.data(), level.size()), *log_format);
+        }
+        options->node.kubelet_root = *kubelet_root;
+        if (options->all_users && ::geteuid() != 0)
+          spdlog::warn("--all-users without root: other users' kernels cannot be read or watched");
+        for (const auto& d : *runtime_dirs)
+          options->runtime_dirs.push_back(std::filesystem::absolute(d));
+        options->scan_interval =
+            std::chrono::milliseconds(static_cast<long>(*scan_seconds * 1000.0));
+        options->sample_interval =
+            std::chrono::milliseconds(std::max<long>(10, static_cast<long>(1000.0 / *sample_hz)));
+        // Before the daemon's threads (ZeroMQ's, NVML's) start: they take this one's.
+        spdlog::info("{}", daemon::raise_scheduling_priority(*nice));
+        if (const auto session = daemon::raise_session_priority(*nice); !session.empty())
+          spdlog::info("{}", session);
+        daemon::Daemon d(*options);
+        return d.run();
+      }};
 }
 
 Command add_status_command(CLI::App& app) {

@@ -15,6 +15,7 @@
 #include "kwd/daemon/service_notify.hpp"
 #include "kwd/kernelspec/kernelspec.hpp"
 #include "kwd/metrics/exposition.hpp"
+#include "kwd/platform/namespaces.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/clock.hpp"
 
@@ -120,6 +121,16 @@ int Daemon::run() {
     loop_.watch_fd(dirs_->fd(), [this] {
       if (dirs_->drain()) scan_soon();
     });
+  scanner_.set_all_users(options_.all_users);
+  if (options_.all_users) {
+    // Kernels' cgroup paths as the host writes them (see enter_cgroup_namespace_of).
+    try {
+      if (const auto done = platform::enter_cgroup_namespace_of(1); !done.empty())
+        spdlog::info("{} (the host's): pods' cgroups read as the node names them", done);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}; pods' cgroups are read from this one", e.what());
+    }
+  }
   process_events_ = make_process_events();
   if (process_events_->fd() >= 0) {
     loop_.watch_fd(process_events_->fd(), [this] { on_process_events(); });

@@ -69,6 +69,11 @@ metrics::DaemonFigures Daemon::metrics_figures() const {
     figures.kernel_name = k.kernel_name;
     figures.pid = pid;
     figures.state = watch::execution_state(*k.watch);
+    if (k.container) {
+      figures.namespace_name = k.container->namespace_name;
+      figures.pod = k.container->pod_name;
+      figures.container = k.container->container_name;
+    }
     if (const auto* s = k.watch->timeline().latest()) {
       figures.rss_bytes = s->rss;
       figures.gpu_bytes = s->gpu_used;
@@ -78,6 +83,7 @@ metrics::DaemonFigures Daemon::metrics_figures() const {
   for (const auto& p : under_launcher_)
     if (std::filesystem::path(p.argv.empty() ? "" : p.argv[0]).filename() != "kernel-watchdog")
       ++f.kernels_under_launcher;
+  f.kubernetes = options_.all_users;
   f.deaths_by_cause = deaths_by_cause_;
   f.reports_written = static_cast<std::int64_t>(reports_written_);
   rusage usage{};
@@ -118,6 +124,7 @@ nlohmann::json Daemon::status_json() const {
         {"watched_by", "daemon"},
         {"state", watch::execution_state(*k.watch)},
         {"uptime_s", (now - k.watch->started_at_ms()) / 1000}};
+    if (k.container) row["kubernetes"] = k.container->to_json();
     row.update(watch::live_memory(*k.watch));
     kernels.push_back(std::move(row));
   }

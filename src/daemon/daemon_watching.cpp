@@ -5,15 +5,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <zmq.hpp>
 
 #include "kwd/daemon/daemon.hpp"
 #include "kwd/daemon/kernel_name.hpp"
+#include "kwd/daemon/report_line.hpp"
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/logging/log_fields.hpp"
+#include "kwd/platform/file_in_root.hpp"
+#include "kwd/platform/namespaces.hpp"
 #include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/report/report_store.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/wipe.hpp"
 #include "kwd/watch/death_policy.hpp"
 #include "kwd/watch/report_writer.hpp"
 
@@ -23,6 +30,16 @@ namespace kwd::daemon {
 namespace {
 
 constexpr std::chrono::milliseconds kDaemonIdleSampleInterval{5000};
+// A connection file is a few hundred bytes; what is longer is not read further.
+constexpr std::size_t kMaxConnectionFileBytes = 1 << 20;
+
+// The report's one line on stdout, for a node's log shipper (all_users).
+void print_report_line(const nlohmann::json& report,
+                       const std::optional<std::filesystem::path>& path) {
+  const std::string line = report_line(report, path ? path->string() : std::string());
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+}
 
 }  // namespace
 
@@ -31,19 +48,42 @@ void Daemon::start_watching(const KernelProcess& process) {
     spdlog::warn("not watching pid {} ({}): {}", process.pid, process.connection_file, why);
     skipped_.insert({process.pid, process.start_time});
   };
-  struct stat st {};
-  if (::stat(process.connection_file.c_str(), &st) != 0) {
-    // Not written yet, or removed: looked at again by the next scan.
-    return;
+  probes::KernelNotebook notebook;
+  std::optional<ContainerIdentity> container;
+  if (options_.all_users) {
+    // Every user's and container's kernel: its file is read as the kernel sees it, through
+    // its own root, and must be its owner's.
+    const auto file = platform::read_file_in_root(
+        options_.node.proc_root + "/" + std::to_string(process.pid) + "/root",
+        process.connection_file, kMaxConnectionFileBytes);
+    if (file.missing) return;  // not written yet: looked at again by the next scan
+    if (!file.text) return skip(file.problem);
+    if (file.owner != process.uid) return skip("its connection file belongs to another user");
+    std::string text = *file.text;
+    try {
+      notebook = {protocol::parse_connection_info(text).jupyter_session, "connection_file"};
+    } catch (const std::exception& e) {
+      util::wipe(text.data(), text.size());
+      return skip(process.connection_file + ": " + e.what());
+    }
+    util::wipe(text.data(), text.size());
+    if (notebook.path.empty()) notebook = probes::notebook_of_kernel("", process.pid);
+    container = container_of_process(process.pid, options_.node);
+  } else {
+    struct stat st {};
+    if (::stat(process.connection_file.c_str(), &st) != 0) {
+      // Not written yet, or removed: looked at again by the next scan.
+      return;
+    }
+    if (st.st_uid != ::getuid()) return skip("its connection file belongs to another user");
+    if (!S_ISREG(st.st_mode)) return skip("its connection file is not a regular file");
+    try {
+      (void)protocol::load_connection_file(process.connection_file);
+    } catch (const std::exception& e) {
+      return skip(e.what());
+    }
+    notebook = probes::notebook_of_kernel(process.connection_file, process.pid);
   }
-  if (st.st_uid != ::getuid()) return skip("its connection file belongs to another user");
-  if (!S_ISREG(st.st_mode)) return skip("its connection file is not a regular file");
-  try {
-    (void)protocol::load_connection_file(process.connection_file);
-  } catch (const std::exception& e) {
-    return skip(e.what());
-  }
-  auto notebook = probes::notebook_of_kernel(process.connection_file, process.pid);
   if (notebook.path.empty())
     if (auto path = sessions_->notebook_of(
             protocol::kernel_id_from_connection_file(process.connection_file));
@@ -61,7 +101,10 @@ void Daemon::start_watching(const KernelProcess& process) {
   kernel.notebook = notebook.path;
   kernel.kernel_name = kernelspec_name_for(process.argv, kernelspecs());
   kernel.watched_since_ms = util::wall_ms();
-  if (auto previous = last_death_by_file_.find(process.connection_file);
+  kernel.container = std::move(container);
+  if (kernel.container)
+    kernel.container_oom_kills_at_start = container_memory(*kernel.container).oom_kills;
+  if (auto previous = last_death_by_file_.find(file_key(kernel));
       previous != last_death_by_file_.end())
     kernel.previous_death = previous->second;
   watch::WatchOptions wo;
@@ -84,9 +127,18 @@ void Daemon::start_watching(const KernelProcess& process) {
   last_watch_started_ms_ = now_ms;
   wo.first_sample_after = options_.sample_interval * first_sample_step_ / 16;
   wo.listener = options_.listener;
+  if (options_.all_users) {
+    const std::string root = options_.node.proc_root + "/" + std::to_string(process.pid) + "/root";
+    wo.listener.read_connection_file = [root](const std::string& path) {
+      auto file = platform::read_file_in_root(root, path, kMaxConnectionFileBytes);
+      if (file.missing) return std::optional<std::string>();
+      if (!file.text) throw protocol::ConnectionFileError(file.problem);
+      return file.text;
+    };
+  }
   wo.probes.nvml_library = options_.nvml_library;
   wo.probes.host = host_sources_;
-  wo.zmq_context = zmq_context_;
+  wo.zmq_context = options_.all_users ? context_for(process.pid) : zmq_context_;
   const pid_t pid = process.pid;
   kernel.watch = std::make_unique<watch::Watch>(
       loop_, std::move(wo), std::move(death),
@@ -99,7 +151,14 @@ void Daemon::start_watching(const KernelProcess& process) {
   if (const auto exec = exec_at_ns_.find(pid); exec != exec_at_ns_.end() && exec->second > 0)
     found_at = fmt::format(", {:.1f} ms after its exec",
                            static_cast<double>(util::steady_ns() - exec->second) / 1e6);
-  spdlog::info("watching kernel {} (pid {}{}{}{})", placed.kernel_id, pid, found_at,
+  std::string where;
+  if (placed.container)
+    where = fmt::format(", container {} of {}",
+                        placed.container->container_name.empty()
+                            ? placed.container->container_id.substr(0, 12)
+                            : placed.container->container_name,
+                        placed.container->pod_ref());
+  spdlog::info("watching kernel {} (pid {}{}{}{}{})", placed.kernel_id, pid, found_at, where,
                notebook.path.empty() ? "" : ", ", notebook.path);
 }
 
@@ -135,13 +194,16 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
           "this kernel's previous process (same connection file) died "
           "too: report " +
           k.previous_death);
-    const auto written = watch::write_report(*k.watch, context, k.kernel_id, options_.report_dir);
+    if (k.container) context.sections["kubernetes"] = kubernetes_section(k);
+    const auto written = watch::write_report(*k.watch, context, k.kernel_id, report_dir_for(k));
     if (written.path) {
-      last_death_by_file_[k.process.connection_file] = written.path->stem().string();
+      last_death_by_file_[file_key(k)] = written.path->stem().string();
       ++reports_written_;
     }
-    ++deaths_by_cause_
-        [diagnosis::ReportView(written.document).text("/diagnosis/cause").value_or("unknown")];
+    if (options_.all_users) print_report_line(written.document, written.path);
+    ++deaths_by_cause_[{
+        diagnosis::ReportView(written.document).text("/diagnosis/cause").value_or("unknown"),
+        k.container ? k.container->namespace_name : std::string()}];
     if (metrics_server_ || !options_.metrics_textfile.empty())
       loop_.after(std::chrono::milliseconds(0), [this] { publish_metrics(); });
   }
@@ -149,14 +211,80 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
   loop_.after(std::chrono::milliseconds(0), [this, pid] { kernels_.erase(pid); });
 }
 
+nlohmann::json Daemon::kubernetes_section(const Kernel& k) {
+  nlohmann::json section = k.container->to_json();
+  const ContainerMemory now = container_memory(*k.container);
+  const auto bytes = [](const std::optional<std::int64_t>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  nlohmann::json memory = {
+      {"container_limit", bytes(now.container_limit)},
+      {"pod_limit", bytes(now.pod_limit)},
+      {"oom_kills_before", bytes(k.container_oom_kills_at_start)},
+      {"oom_kills_after", bytes(now.oom_kills)},
+      {"oom_group", now.oom_group ? nlohmann::json(*now.oom_group) : nlohmann::json(nullptr)},
+      {"processes_left", bytes(now.processes_left)}};
+  const bool oom_here = now.oom_kills && k.container_oom_kills_at_start &&
+                        *now.oom_kills > *k.container_oom_kills_at_start;
+  // The whole container went: the kernel's group kill (memory.oom.group, what kubelet sets on
+  // cgroup v2 from Kubernetes 1.28), or nothing of it left once the kernel died.
+  memory["group_killed"] = oom_here && now.oom_group.value_or(false);
+  memory["container_emptied"] = now.processes_left && *now.processes_left == 0;
+  section["memory"] = std::move(memory);
+  return section;
+}
+
 void Daemon::on_hang(pid_t pid, const protocol::HangEvidence& hang) {
   auto it = kernels_.find(pid);
   if (it == kernels_.end()) return;
   watch::ReportContext context;
   context.at_ms = hang.detected_at_ms;
-  const auto written =
-      watch::write_report(*it->second.watch, context, it->second.kernel_id, options_.report_dir);
+  if (it->second.container) context.sections["kubernetes"] = kubernetes_section(it->second);
+  const auto written = watch::write_report(*it->second.watch, context, it->second.kernel_id,
+                                           report_dir_for(it->second));
   if (written.path) ++reports_written_;
+  if (options_.all_users) print_report_line(written.document, written.path);
+}
+
+std::shared_ptr<zmq::context_t> Daemon::context_for(pid_t pid) {
+  const auto theirs = platform::net_namespace_of(pid);
+  if (!theirs || theirs == platform::own_net_namespace()) return zmq_context_;
+  std::erase_if(namespace_contexts_, [](const auto& entry) { return entry.second.expired(); });
+  if (auto known = namespace_contexts_[*theirs].lock()) return known;
+  try {
+    // ZeroMQ opens a context's TCP connections in its I/O thread, which it starts with the
+    // context's first socket: started from inside the pod's network namespace, it connects to
+    // the pod's loopback, where the kernel listens.
+    const platform::NetNamespaceEntered inside(pid);
+    auto context = std::make_shared<zmq::context_t>(1);
+    context->set(zmq::ctxopt::max_sockets, 4096);
+    zmq::socket_t starter(*context, zmq::socket_type::sub);
+    starter.close();
+    namespace_contexts_[*theirs] = context;
+    return context;
+  } catch (const std::exception& e) {
+    spdlog::warn(
+        "kernel pid {} is in another network namespace that cannot be entered ({}); "
+        "its IOPub and heartbeat are tried from the node's",
+        pid, e.what());
+    return zmq_context_;
+  }
+}
+
+std::string Daemon::file_key(const Kernel& k) {
+  return (k.container ? k.container->container_id + ":" : std::string()) +
+         k.process.connection_file;
+}
+
+std::string Daemon::report_dir_for(const Kernel& k) const {
+  if (!k.container) return options_.report_dir;
+  // The node's store, one private directory per pod: NAMESPACE/POD, or the pod's UID where
+  // the kubelet's records do not name it.
+  const auto base = report::ReportStore::resolve_dir(options_.report_dir);
+  const auto& c = *k.container;
+  const std::string ns = c.namespace_name.empty() ? "_unknown-namespace" : c.namespace_name;
+  const std::string pod = c.pod_name.empty() ? "pod-" + c.pod_uid : c.pod_name;
+  return (base / ns / pod).string();
 }
 
 }  // namespace kwd::daemon

@@ -12,17 +12,21 @@
 namespace kwd::daemon {
 namespace {
 
-// A process of ours whose argv names a connection file, or nothing.
-std::optional<KernelProcess> examine_process(pid_t pid, uid_t me) {
+// A process of ours (of anyone's with `all_users`) whose argv names a connection file, or
+// nothing.
+std::optional<KernelProcess> examine_process(pid_t pid, uid_t me, bool all_users) {
   const auto record = probes::ProcessRecord::open(pid);
-  if (!record || record->owner() != me) return std::nullopt;  // gone, or someone else's
+  if (!record || (!all_users && record->owner() != me)) return std::nullopt;
   auto argv = record->argv();
   if (argv.size() < 2) return std::nullopt;
   const auto file = protocol::find_connection_file(argv);
   if (!file || !file->ends_with(".json")) return std::nullopt;
   KernelProcess k;
   k.pid = pid;
+  k.uid = record->owner();
   std::filesystem::path path(*file);
+  // Another user's (a container's) relative path is its own cwd's, in its own file system.
+  if (path.is_relative() && all_users) return std::nullopt;
   if (path.is_relative()) {
     const auto cwd = record->cwd();
     if (cwd.empty()) return std::nullopt;
@@ -80,7 +84,7 @@ KernelProcessScanner::Found KernelProcessScanner::scan(ScanKind kind) {
     const bool examine = entry.examined == 0 || (!entry.kernel && (young || recheck)) ||
                          (entry.kernel && entry.process.under_launcher && recheck);
     if (examine) {
-      auto k = examine_process(pid, me);
+      auto k = examine_process(pid, me, all_users_);
       entry.kernel = k.has_value();
       entry.process = k ? std::move(*k) : KernelProcess{};
       ++entry.examined;
@@ -106,7 +110,7 @@ KernelProcessScanner::Found KernelProcessScanner::examine_now(const std::vector<
   const std::int64_t now_ms = util::steady_ms();
   for (const pid_t pid : pids) {
     if (pid == self) continue;
-    auto k = examine_process(pid, me);
+    auto k = examine_process(pid, me, all_users_);
     // Every exec on the machine comes here: a pid the scans do not know yet is remembered
     // only when it is a kernel (the next scan judges the rest as new), so that a long scan
     // interval on a busy host does not pile up verdicts.

@@ -94,12 +94,47 @@ class MemoryRules : public RuleContext {
       std::string limit;
       if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
         limit = " (" + util::format_bytes(static_cast<double>(*l)) + ")";
-      f.headline = title(f) + limit + cell_phrase();
+      f.headline = title(f) + limit + container_phrase(f) + cell_phrase();
     } else {
       f.headline = title(f) + cell_phrase();
     }
     f.headline += others;
     return f;
+  }
+
+  // On a Kubernetes node (the daemon's "kubernetes" section): the container's and the pod's
+  // limits and whether the whole container went with the kernel, as evidence; " in container
+  // C of pod NS/POD" for the headline.
+  [[nodiscard]] std::string container_phrase(Finding& f) const {
+    if (!v_.has("/kubernetes/container_id")) return "";
+    std::string container = v_.text("/kubernetes/container").value_or("");
+    if (container.empty())
+      container = v_.text("/kubernetes/container_id").value_or("").substr(0, 12);
+    std::string pod = v_.text("/kubernetes/pod").value_or("");
+    if (pod.empty()) pod = "with UID " + v_.text("/kubernetes/pod_uid").value_or("?");
+    if (const auto ns = v_.text("/kubernetes/namespace");
+        ns && !v_.text("/kubernetes/pod").value_or("").empty())
+      pod = *ns + "/" + pod;
+    const std::string who = "container " + container + " of pod " + pod;
+    if (auto l = v_.integer("/kubernetes/memory/container_limit"); l && *l > 0)
+      f.evidence.push_back(
+          {who + " has a memory limit of " + util::format_bytes(static_cast<double>(*l)),
+           "/kubernetes/memory/container_limit"});
+    if (auto l = v_.integer("/kubernetes/memory/pod_limit"); l && *l > 0)
+      f.evidence.push_back({"the pod's memory limit (all its containers together) is " +
+                                util::format_bytes(static_cast<double>(*l)),
+                            "/kubernetes/memory/pod_limit"});
+    if (v_.flag("/kubernetes/memory/group_killed"))
+      f.evidence.push_back(
+          {"the container's cgroup kills as a group (memory.oom.group): the OOM "
+           "killer ended every process of the container, the kernel with them",
+           "/kubernetes/memory/group_killed"});
+    else if (v_.flag("/kubernetes/memory/container_emptied"))
+      f.evidence.push_back(
+          {"no process of the container was left after the kill: the container "
+           "ended with the kernel",
+           "/kubernetes/memory/container_emptied"});
+    return " in " + who;
   }
 
   // Other processes in the kernel's cgroup, which the limit counts too: as evidence, and

@@ -55,9 +55,14 @@ void family(std::string& out, const char* name, const char* type, const char* he
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
-std::string kernel_labels(const KernelFigures& k) {
-  return fmt::format("kernel_id=\"{}\",notebook=\"{}\",kernel_name=\"{}\",pid=\"{}\"",
-                     escape(k.kernel_id), escape(k.notebook), escape(k.kernel_name), k.pid);
+std::string kernel_labels(const KernelFigures& k, bool kubernetes) {
+  std::string labels =
+      fmt::format("kernel_id=\"{}\",notebook=\"{}\",kernel_name=\"{}\",pid=\"{}\"",
+                  escape(k.kernel_id), escape(k.notebook), escape(k.kernel_name), k.pid);
+  if (kubernetes)
+    labels += fmt::format(",namespace=\"{}\",pod=\"{}\",container=\"{}\"", escape(k.namespace_name),
+                          escape(k.pod), escape(k.container));
+  return labels;
 }
 
 }  // namespace
@@ -87,20 +92,28 @@ std::string render(const DaemonFigures& f, bool process_metrics) {
   for (const auto& k : f.kernels)
     if (k.rss_bytes >= 0)
       out += fmt::format("kernel_watchdog_kernel_resident_memory_bytes{{{}}} {}\n",
-                         kernel_labels(k), k.rss_bytes);
+                         kernel_labels(k, f.kubernetes), k.rss_bytes);
 
   family(out, "kernel_watchdog_kernel_gpu_memory_bytes", "gauge",
          "GPU memory held by a watched kernel's processes (NVML); absent without a GPU.");
   for (const auto& k : f.kernels)
     if (k.gpu_bytes >= 0)
-      out += fmt::format("kernel_watchdog_kernel_gpu_memory_bytes{{{}}} {}\n", kernel_labels(k),
-                         k.gpu_bytes);
+      out += fmt::format("kernel_watchdog_kernel_gpu_memory_bytes{{{}}} {}\n",
+                         kernel_labels(k, f.kubernetes), k.gpu_bytes);
 
   family(out, "kernel_watchdog_kernel_deaths_total", "counter",
-         "Kernel deaths nobody asked for since the daemon started, by diagnosed cause.");
-  for (const auto& [cause, n] : f.deaths_by_cause)
-    out +=
-        fmt::format("kernel_watchdog_kernel_deaths_total{{cause=\"{}\"}} {}\n", escape(cause), n);
+         "Kernel deaths nobody asked for since the daemon started, by diagnosed cause (and, "
+         "on a Kubernetes node, the kernel's namespace).");
+  for (const auto& [key, n] : f.deaths_by_cause) {
+    const auto& [cause, namespace_name] = key;
+    if (f.kubernetes)
+      out +=
+          fmt::format("kernel_watchdog_kernel_deaths_total{{cause=\"{}\",namespace=\"{}\"}} {}\n",
+                      escape(cause), escape(namespace_name), n);
+    else
+      out +=
+          fmt::format("kernel_watchdog_kernel_deaths_total{{cause=\"{}\"}} {}\n", escape(cause), n);
+  }
 
   family(out, "kernel_watchdog_reports_written_total", "counter",
          "Crash and hang reports written since the daemon started.");

@@ -11,6 +11,7 @@
 #include "kwd/protocol/iopub_listener.hpp"
 #include "kwd/protocol/port_readiness.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/util/wipe.hpp"
 
 namespace kwd::protocol {
 namespace {
@@ -100,12 +101,25 @@ void KernelListener::try_load() {
   const bool past_deadline = ms_since(waiting_since_ns_) >= options_.connection_file_wait.count();
   std::string problem;
   bool kernel_may_write_it = false;  // missing, or ports not chosen: normal while it starts
-  if (!file_exists(path_)) {
+  std::optional<std::string> text;
+  bool exists = false;
+  try {
+    if (options_.read_connection_file) {
+      text = options_.read_connection_file(path_);
+      exists = text.has_value();
+    } else {
+      exists = file_exists(path_);
+    }
+  } catch (const ConnectionFileError& e) {
+    exists = true;
+    problem = e.what();
+  }
+  if (!exists) {
     problem = path_ + ": does not exist";
     kernel_may_write_it = true;
-  } else {
+  } else if (problem.empty()) {
     try {
-      ConnectionInfo info = load_connection_file(path_);
+      ConnectionInfo info = text ? parse_connection_info(*text) : load_connection_file(path_);
       if (info.ports_known()) {
         info_ = std::move(info);
       } else {
@@ -113,8 +127,9 @@ void KernelListener::try_load() {
         kernel_may_write_it = true;
       }
     } catch (const ConnectionFileError& e) {
-      problem = e.what();
+      problem = text ? path_ + ": " + e.what() : std::string(e.what());
     }
+    if (text) util::wipe(text->data(), text->size());  // it holds the key
   }
   if (!info_) {
     problem_ = problem;

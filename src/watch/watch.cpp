@@ -360,6 +360,9 @@ json Watch::build_report(const ReportContext& ctx, const std::string& id) {
   }
   if (listener_)
     collectors.run("listener", [&] { listener_->contribute(r, at_ms, end == nullptr); });
+  if (ctx.sections.is_object())
+    for (const auto& [name, section] : ctx.sections.items())
+      r[name] = section;
   r["notes"] = ctx.notes;
   if (listener_)
     for (const auto& note : listener_->notes())

@@ -32,7 +32,7 @@ metrics::DaemonFigures two_kernels() {
   idle.pid = 4343;
   f.kernels = {busy, idle};
   f.kernels_under_launcher = 2;
-  f.deaths_by_cause = {{"oom_killed", 2}, {"native_crash", 1}};
+  f.deaths_by_cause = {{{"oom_killed", ""}, 2}, {{"native_crash", ""}, 1}};
   f.reports_written = 4;
   f.cpu_seconds = 1.5;
   f.resident_bytes = 9000000;
@@ -171,4 +171,28 @@ TEST_CASE("Kernel name: the kernelspec whose argv the process runs, templates ma
       spec("python3-copy", {"python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"}));
   CHECK(daemon::kernelspec_name_for({"python3", "-m", "ipykernel_launcher", "-f", "/k.json"}, twice)
             .empty());
+}
+
+TEST_CASE("Metrics text on a Kubernetes node: namespace, pod and container labels") {
+  metrics::DaemonFigures f = two_kernels();
+  f.kubernetes = true;
+  f.kernels[1].namespace_name = "jhub";
+  f.kernels[1].pod = "jupyter-alice";
+  f.kernels[1].container = "notebook";
+  f.deaths_by_cause = {{{"oom_killed_cgroup", "jhub"}, 3}, {{"native_crash", ""}, 1}};
+  const std::string text = metrics::render(f);
+  CHECK(has_line(text,
+                 "kernel_watchdog_kernel_resident_memory_bytes{kernel_id=\"aa11\","
+                 "notebook=\"\",kernel_name=\"\",pid=\"4343\",namespace=\"jhub\","
+                 "pod=\"jupyter-alice\",container=\"notebook\"} 1000"));
+  // A kernel of the node itself: the same label set, empty values (as absent, to Prometheus).
+  CHECK(text.find("pid=\"0\",namespace=\"\",pod=\"\",container=\"\"} 123456789") !=
+        std::string::npos);
+  CHECK(has_line(text,
+                 "kernel_watchdog_kernel_deaths_total{cause=\"oom_killed_cgroup\","
+                 "namespace=\"jhub\"} 3"));
+  CHECK(has_line(text,
+                 "kernel_watchdog_kernel_deaths_total{cause=\"native_crash\",namespace=\"\"} 1"));
+  // Off Kubernetes the families keep their labels as they were.
+  CHECK(metrics::render(two_kernels()).find("namespace=") == std::string::npos);
 }

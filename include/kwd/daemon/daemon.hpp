@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "kwd/daemon/container_identity.hpp"
 #include "kwd/daemon/jupyter_sessions.hpp"
 #include "kwd/daemon/kernel_processes.hpp"
 #include "kwd/daemon/process_events.hpp"
@@ -57,6 +58,12 @@ struct DaemonOptions {
   std::string metrics_address;
   std::filesystem::path metrics_textfile;
   std::chrono::milliseconds metrics_interval{5000};
+  // The node's daemon (root, hostPID): kernels of every user and container, their connection
+  // files read through their own root (/proc/PID/root), each kernel in a container keyed by
+  // and reported under its pod (report_dir/NAMESPACE/POD/, 0700), each report also one JSON
+  // line on stdout, metrics labelled with namespace, pod and container.
+  bool all_users = false;
+  NodeOptions node;
 };
 
 // Jupyter's runtime dir ($JUPYTER_RUNTIME_DIR, else runtime/ in the Jupyter data dir) and
@@ -91,6 +98,8 @@ class Daemon {
     std::string kernel_name;  // its kernelspec's, "" when not known
     std::int64_t watched_since_ms = 0;
     std::string previous_death;  // the report of this connection file's previous process
+    std::optional<ContainerIdentity> container;  // in a pod's container (all_users)
+    std::optional<std::int64_t> container_oom_kills_at_start;
     std::unique_ptr<watch::Watch> watch;
   };
 
@@ -111,6 +120,15 @@ class Daemon {
   void start_watching(const KernelProcess& process);
   void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);
+  // The ZeroMQ context for a kernel's sockets: the daemon's, or for a kernel in another
+  // network namespace (a pod's) one whose I/O thread lives there, shared by that pod's kernels.
+  std::shared_ptr<zmq::context_t> context_for(pid_t pid);
+  // Where a kernel's reports go: the store, or its pod's directory in it (all_users).
+  [[nodiscard]] std::string report_dir_for(const Kernel& k) const;
+  // The report's "kubernetes" section: the container, its limits and OOM kills now.
+  static nlohmann::json kubernetes_section(const Kernel& k);
+  // What a kernel's connection file is remembered by: its container's and its own path.
+  [[nodiscard]] static std::string file_key(const Kernel& k);
 
   // Telling (daemon_status.cpp): the status socket and the metrics.
   bool open_status_socket();
@@ -140,7 +158,8 @@ class Daemon {
   int quick_scans_left_ = 0;
   std::int64_t started_ms_ = 0;
   std::uint64_t reports_written_ = 0;
-  std::map<std::string, std::int64_t> deaths_by_cause_;
+  // (cause, namespace): deaths nobody asked for; namespace "" outside a pod.
+  std::map<std::pair<std::string, std::string>, std::int64_t> deaths_by_cause_;
   std::unique_ptr<JupyterSessions> sessions_;
   static constexpr std::int64_t kKernelspecsFreshMs = 2'000;
   std::vector<kernelspec::Kernelspec> kernelspecs_;
@@ -150,6 +169,7 @@ class Daemon {
   int first_sample_step_ = 0;
   std::int64_t last_watch_started_ms_ = INT64_MIN / 2;
   std::shared_ptr<zmq::context_t> zmq_context_;
+  std::map<std::uint64_t, std::weak_ptr<zmq::context_t>> namespace_contexts_;  // by netns inode
   // One kernel log reader, one NVML thread, one meminfo reader for all the kernels.
   std::shared_ptr<probes::HostSources> host_sources_ = std::make_shared<probes::HostSources>();
   std::unique_ptr<metrics::HttpServer> metrics_server_;

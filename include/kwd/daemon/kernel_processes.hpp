@@ -19,18 +19,19 @@ struct KernelProcess {
   // is watched already.
   bool under_launcher = false;
   std::vector<std::string> argv;
+  uid_t uid = 0;  // the process's owner
 };
 
-// Every such process of the current user, found by scans of the process table (read through
-// probes::ProcessRecord: /proc on Linux, libproc and KERN_PROCARGS2 on macOS), for less than
-// examining every process each time: a process is examined (owner, command line, parent) at every
-// scan during its first 5 s in the table (long enough for a forked child to exec), then in one
-// regular scan of every five (a fifth of the table each scan), its verdict remembered in between
-// for as long as its pid stays in the table; one found to be a kernel is not examined again, unless
-// it was under a launcher (which may die and leave it to the daemon). A quick scan (the daemon's,
-// every 25 ms after a connection file appeared) examines only the processes that are new: a kernel
-// is found within one quick scan of its exec, and a shell that exec's into the kernel after
-// activating an environment within five regular scans.
+// Every such process of the current user (or of every user: set_all_users), found by scans of the
+// process table (read through probes::ProcessRecord: /proc on Linux, libproc and KERN_PROCARGS2 on
+// macOS), for less than examining every process each time: a process is examined (owner, command
+// line, parent) at every scan during its first 5 s in the table (long enough for a forked child to
+// exec), then in one regular scan of every five (a fifth of the table each scan), its verdict
+// remembered in between for as long as its pid stays in the table; one found to be a kernel is not
+// examined again, unless it was under a launcher (which may die and leave it to the daemon). A
+// quick scan (the daemon's, every 25 ms after a connection file appeared) examines only the
+// processes that are new: a kernel is found within one quick scan of its exec, and a shell that
+// exec's into the kernel after activating an environment within five regular scans.
 class KernelProcessScanner {
  public:
   enum class ScanKind { regular, quick };
@@ -46,6 +47,8 @@ class KernelProcessScanner {
   // scans once, not at every scan of its first seconds (those catch a fork's later exec,
   // which examine_now is told of).
   void set_execs_announced(bool announced) { execs_announced_ = announced; }
+  // Every user's kernels, not only ours (the node's daemon, root, with --all-users).
+  void set_all_users(bool all) { all_users_ = all; }
 
  private:
   struct Seen {
@@ -61,6 +64,7 @@ class KernelProcessScanner {
   std::uint64_t scans_ = 0;
   std::uint64_t regular_scans_ = 0;
   bool execs_announced_ = false;
+  bool all_users_ = false;
 };
 
 }  // namespace kwd::daemon

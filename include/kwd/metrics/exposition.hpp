@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kwd::metrics {
@@ -16,13 +17,21 @@ struct KernelFigures {
   std::string state;        // idle, busy, starting, hung, unknown
   std::int64_t rss_bytes = -1;
   std::int64_t gpu_bytes = -1;  // -1: no GPU watched
+  // Its pod's, on a Kubernetes node ("" for a kernel of the node itself, or not known).
+  std::string namespace_name;
+  std::string pod;
+  std::string container;
 };
 
 struct DaemonFigures {
   std::string version;
   std::vector<KernelFigures> kernels;
   std::int64_t kernels_under_launcher = 0;  // left to `kernel-watchdog run`
-  std::map<std::string, std::int64_t> deaths_by_cause;
+  // A node's daemon (--all-users): every kernel's samples carry namespace, pod and container
+  // (DCGM exporter's label names), and the deaths their namespace.
+  bool kubernetes = false;
+  // (cause, namespace) -> deaths nobody asked for; the namespace is "" off Kubernetes.
+  std::map<std::pair<std::string, std::string>, std::int64_t> deaths_by_cause;
   std::int64_t reports_written = 0;
   double cpu_seconds = 0;
   std::int64_t resident_bytes = -1;

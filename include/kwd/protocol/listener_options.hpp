@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "kwd/protocol/wire_limits.hpp"
 
@@ -27,6 +29,11 @@ struct ListenerOptions {
   // How long a missing connection file, or one whose ports are still 0, is waited for (the
   // kernel writes it itself when it was started without one).
   std::chrono::milliseconds connection_file_wait{60'000};
+  // How the connection file is read: its text, or nullopt while it does not exist; throws
+  // ConnectionFileError for one that exists and cannot be read. Unset: from this process's
+  // file system. The daemon on a node reads a containerised kernel's file through the
+  // kernel's own root (platform::linux_proc::read_file_in_root).
+  std::function<std::optional<std::string>(const std::string& path)> read_connection_file;
   // Set when a client of the kernel's own (smoke's) receives IOPub already: the listener then
   // subscribes to nothing itself, so that each message is received, checked and parsed once,
   // not twice. The client hands every IOPub message to KernelListener::on_iopub_message, and

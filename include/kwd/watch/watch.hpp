@@ -57,6 +57,9 @@ struct ReportContext {
   std::vector<std::string> watchdog_received;  // signals the watchdog itself was sent
   bool faulthandler = false;
   std::vector<std::string> notes;
+  // Sections only the front end knows, added to the report as they are (the node daemon's
+  // "kubernetes": the kernel's pod and container).
+  nlohmann::json sections = nlohmann::json::object();
 };
 
 // One watched kernel: its listeners (IOPub, heartbeat), probes, memory timeline and stderr

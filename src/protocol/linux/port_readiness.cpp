@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "kwd/platform/namespaces.hpp"
 #include "kwd/protocol/linux/listening_sockets.hpp"
 #include "kwd/protocol/linux/socket_owner.hpp"
 #include "kwd/util/clock.hpp"
@@ -107,8 +108,12 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, std::string_v
                                                                   : PortState::not_yet;
   }
   // The kernel is in our network namespace: sock_diag answers for it. A host without IPv6
-  // cannot answer for it, and has nothing listening there either.
-  if (const auto v4 = linux_net::listening_by_sock_diag(AF_INET, port, max_age)) {
+  // cannot answer for it, and has nothing listening there either. A kernel in another (a
+  // pod's, seen by the node's daemon) is answered for by its own procfs view below.
+  const auto theirs = platform::net_namespace_of(kernel_pid);
+  const bool ours = !theirs || theirs == platform::own_net_namespace();
+  if (const auto v4 =
+          ours ? linux_net::listening_by_sock_diag(AF_INET, port, max_age) : std::nullopt) {
     linux_net::SocketInodes listeners = *v4;
     append(listeners, linux_net::listening_by_sock_diag(AF_INET6, port, max_age));
     return whose(kernel_pid, info, connection_file, listeners);
