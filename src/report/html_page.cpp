@@ -4,10 +4,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/report_view.hpp"
@@ -134,6 +136,53 @@ std::string number_for_people(double v, const NumberContext& c) {
   return "";
 }
 
+// A field's name as a reader says it; the report's own name stays as the cell's tooltip. The
+// units are the value's to say (sizes, times and durations are shown in words), so a name's
+// "_ms", "_s" and "_bytes" go.
+std::string key_in_words(const std::string& key) {
+  static const std::map<std::string, std::string, std::less<>> words = {
+      {"core_dumped", "core dumped"},
+      {"returncode", "return code (as Popen shows it)"},
+      {"exit_code", "exit code"},
+      {"signal_name", "signal"},
+      {"cell_in_flight", "cell running when it died"},
+      {"execution_count", "cell number"},
+      {"watchdog_received", "signals the watchdog itself received"},
+      {"oom_kill_delta", "OOM kills while it ran"},
+      {"oom_kill", "OOM kills"},
+      {"rss", "resident memory (RSS)"},
+      {"pss", "proportional memory (PSS)"},
+      {"gpu_used", "GPU memory used"},
+      {"gpu_total", "GPU memory"},
+      {"cgroup_usage", "cgroup usage"},
+      {"cgroup_limit", "cgroup limit"},
+      {"mem_available", "memory available"},
+      {"mem_total", "machine's memory"},
+      {"pid", "process id"},
+      {"ppid", "parent process id"},
+      {"t_ms", "time"},
+      {"slope_10s", "growth over the last 10 s"},
+      {"slope_60s", "growth over the last minute"},
+      {"time_to_limit_s", "time to the limit at this rate"},
+  };
+  if (const auto found = words.find(key); found != words.end()) return found->second;
+  std::string out = key;
+  for (const std::string_view unit : {"_ms", "_bytes", "_s"})
+    if (out.size() > unit.size() + 1 && out.ends_with(unit)) {
+      out.resize(out.size() - unit.size());
+      break;
+    }
+  std::replace(out.begin(), out.end(), '_', ' ');
+  return out;
+}
+
+// A field's name cell: its words, its name in the report as the tooltip when they differ.
+std::string key_cell(const std::string& key) {
+  const std::string words = key_in_words(key);
+  if (words == key) return esc(key);
+  return "<span title=\"" + esc(key) + "\">" + esc(words) + "</span>";
+}
+
 // Any JSON value as HTML: objects as key/value tables, arrays of objects as tables, long or
 // multi-line strings as <pre>. The fallback that makes "every section" true. Numbers are said
 // for people, with the raw value as the cell's tooltip.
@@ -149,7 +198,7 @@ void render_value(std::ostringstream& out, const json& v, int depth = 0,
     }
     out << "<table class=\"kv\">";
     for (const auto& [k, item] : v.items()) {
-      out << "<tr><td>" << esc(k) << "</td><td>";
+      out << "<tr><td>" << key_cell(k) << "</td><td>";
       render_value(out, item, depth + 1, child(k));
       out << "</td></tr>";
     }
@@ -168,7 +217,7 @@ void render_value(std::ostringstream& out, const json& v, int depth = 0,
           if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
       out << "<table><tr>";
       for (const auto& k : keys)
-        out << "<th>" << esc(k) << "</th>";
+        out << "<th>" << key_cell(k) << "</th>";
       out << "</tr>";
       std::size_t rows = 0;
       for (const auto& e : v) {
@@ -208,6 +257,9 @@ void render_value(std::ostringstream& out, const json& v, int depth = 0,
       out << esc(raw);
     else
       out << "<span title=\"" << esc(raw) << "\">" << esc(people) << "</span>";
+  } else if (v.is_boolean()) {
+    out << "<span title=\"" << (v.get<bool>() ? "true" : "false") << "\">"
+        << (v.get<bool>() ? "yes" : "no") << "</span>";
   } else {
     out << esc(text_of(v));
   }

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "kwd/diagnosis/causes.hpp"
@@ -76,19 +77,42 @@ std::size_t columns(const std::string& text) {
   return n;
 }
 
+// The first `n` columns of `word` (whole UTF-8 characters), and the rest.
+std::pair<std::string, std::string> split_at_column(const std::string& word, std::size_t n) {
+  std::size_t seen = 0, cut = 0;
+  for (; cut < word.size(); ++cut)
+    if ((static_cast<unsigned char>(word[cut]) & 0xC0) != 0x80 && seen++ == n) break;
+  return {word.substr(0, cut), word.substr(cut)};
+}
+
 // Splits `text` into lines of at most `width` columns, the first prefixed by `first`, the
-// rest by `rest`; a word longer than a line has a line of its own.
+// rest by `rest`. A word longer than a line has a line of its own, or, with
+// `break_long_words` (a terminal), is continued on as many lines as it needs.
 std::string wrap(const std::string& text, std::size_t width, const std::string& first,
-                 const std::string& rest) {
+                 const std::string& rest, bool break_long_words = false) {
   std::string out, line = first;
   std::size_t line_words = 0;
   std::istringstream words(text);
   std::string word;
+  const std::size_t room = width > columns(rest) + 10 ? width - columns(rest) : 10;
   while (words >> word) {
-    if (line_words > 0 && columns(line) + 1 + columns(word) > width) {
+    // A word that fits no line is begun where the line stands, not on a line of its own.
+    const bool broken = break_long_words && columns(word) > room;
+    if (line_words > 0 && !broken && columns(line) + 1 + columns(word) > width) {
       out += line + "\n";
       line = rest;
       line_words = 0;
+    }
+    while (broken && columns(line) + (line_words > 0 ? 1 : 0) + columns(word) > width) {
+      const std::size_t used = columns(line) + (line_words > 0 ? 1 : 0);
+      // At least one character on a line of its own, so that every pass moves on.
+      const std::size_t fits =
+          std::max<std::size_t>(width > used ? width - used : 0, line_words == 0 ? 1 : 0);
+      auto [head, tail] = split_at_column(word, fits);
+      out += line + (line_words > 0 && !head.empty() ? " " : "") + head + "\n";
+      line = rest;
+      line_words = 0;
+      word = tail;
     }
     line += (line_words > 0 ? " " : "") + word;
     ++line_words;
@@ -200,7 +224,7 @@ void memory_section(std::ostringstream& out, const ReportView& r, const Paint& p
   if (auto slope = r.number("/memory/trend/rss/slope_60s"))
     extra += std::string(extra.empty() ? "" : " · ") + (*slope >= 0 ? "+" : "-") +
              util::format_bytes(std::abs(*slope)) + "/s over the last minute";
-  if (!extra.empty()) out << "  " << extra << "\n";
+  if (!extra.empty()) out << wrap(extra, static_cast<std::size_t>(width), "  ", "  ");
 }
 
 void environment_line(std::ostringstream& out, const ReportView& r, const Paint& paint,
@@ -232,12 +256,13 @@ std::string item_text(const nlohmann::json& item, std::string_view field) {
 }
 
 void evidence_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
-                      std::size_t width) {
+                      std::size_t width, bool fit) {
   const auto& evidence = r.array("/diagnosis/evidence");
   if (evidence.empty()) return;
   out << "\n" << paint("Evidence", "1") << "\n";
+  // A kernel log line quoted whole can be one 200-character word (oom-kill:constraint=...).
   for (std::size_t i = 0; i < evidence.size() && i < 6; ++i)
-    out << wrap(item_text(evidence[i], "/fact"), width, "  • ", "    ");
+    out << wrap(item_text(evidence[i], "/fact"), width, "  • ", "    ", fit);
   if (evidence.size() > 6) out << "    (" << evidence.size() - 6 << " more in the report)\n";
 }
 
@@ -314,7 +339,7 @@ std::string render_summary(const json& report, const SummaryStyle& style) {
     out << paint(line, headline_colour(r)) << "\n";
   out << paint(wrap(facts_line(r, hang), width, "  ", "  "), "2");
 
-  evidence_section(out, r, paint, width);
+  evidence_section(out, r, paint, width, style.clip_long_lines);
   cell_section(out, r, paint, width, style.clip_long_lines);
   memory_section(out, r, paint, static_cast<int>(width));
   remedies_section(out, r, paint, width);

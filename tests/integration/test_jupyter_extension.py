@@ -15,9 +15,10 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
-from conftest import KWD_BINARY, REPO_ROOT
+from conftest import KWD_BINARY, KWD_BUILD_DIR, REPO_ROOT
 from jupyter_server_app import LIMIT, Server, execute_on_websocket, server_env, wait_for
 from test_python_package import package  # noqa: F401 (the installed wheel, a fixture)
 
@@ -189,3 +190,32 @@ def test_a_running_daemon_gives_the_memory_of_a_kernel_no_launcher_watches(serve
         daemon.wait(timeout=10)
     # Without it, the same kernel is not watched again.
     assert server.get(f"kernel-watchdog/kernels/{kernel_id}")["watched"] is False
+
+
+def test_a_kernels_gpu_memory_and_the_gpu_limit_reach_the_status_item(tmp_path, package):  # noqa: F811
+    """The fake libnvidia-ml.so.1 (tests/fakes, NVML's ABI) says the kernel holds 3 GiB of an
+    80 GiB GPU: the kernel's live status has it, and the GPU among its limits."""
+    library = Path(KWD_BUILD_DIR) / "fake-nvml" / "current" / "libnvidia-ml.so.1"
+    assert library.exists(), "tests/CMakeLists.txt builds the fake NVML"
+    script = tmp_path / "nvml-script"
+    gpu = ("driver=550.54.15\ndevice.0.name=NVIDIA H100 80GB HBM3\n"
+           "device.0.uuid=GPU-11111111-2222-3333-4444-555555555555\n"
+           "device.0.total=85899345920\ndevice.0.used=12884901888\n")
+    script.write_text(gpu)
+    env = server_env(tmp_path, package)
+    env.update(FAKE_NVML_SCRIPT=str(script),
+               KERNEL_WATCHDOG_RUN_OPTIONS=f"--memory-limit={LIMIT} --nvml-library={library}")
+    server = Server(tmp_path, env)
+    try:
+        kernel_id = server.start_session("gpu.ipynb")
+        live = wait_for(lambda: (lambda s: s if s.get("pid") else None)(
+            server.get(f"kernel-watchdog/kernels/{kernel_id}")), what="a live status")
+        held = 3 * 1024 ** 3
+        (tmp_path / "nvml-script.tmp").write_text(gpu + f"device.0.process={live['pid']}:{held}\n")
+        (tmp_path / "nvml-script.tmp").replace(script)
+        live = wait_for(lambda: (lambda s: s if s.get("gpu_bytes") == held else None)(
+            server.get(f"kernel-watchdog/kernels/{kernel_id}")), what="the GPU reading")
+        assert {"name": "gpu_total", "bytes": 85899345920} in [
+            {"name": lim["name"], "bytes": lim["bytes"]} for lim in live["limits"]["all"]], live
+    finally:
+        server.stop()

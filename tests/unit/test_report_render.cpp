@@ -183,3 +183,57 @@ TEST_CASE("reports show fits a narrow terminal: long notes and evidence wrap", "
   CHECK_THAT(text, Catch::Contains("note: --memory-limit 6.0 GiB not applied"));
   CHECK_THAT(text, Catch::Contains("without a memory limit"));
 }
+
+TEST_CASE("reports show on an 80-column terminal breaks a kernel log line that is one word",
+          "[render]") {
+  json report = recorded_segfault();
+  const std::string token =
+      "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/"
+      "process_api/026e1fa0b1b2404c94b1eec93d902062/kernel-watchdog-28218,task_memcg=/"
+      "process_api/026e1fa0b1b2404c94b1eec93d902062/kernel-watchdog-28218,task=python3";
+  auto& evidence = report["diagnosis"]["evidence"];
+  evidence.insert(evidence.begin(), json{{"fact", "kernel log: " + token}});
+  const auto widest = [](const std::string& text) {
+    std::size_t most = 0;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      std::size_t columns = 0;
+      for (const char c : line)
+        if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++columns;
+      most = std::max(most, columns);
+    }
+    return most;
+  };
+  const std::string terminal =
+      render_summary(report, {.color = false, .width = 80, .clip_long_lines = true});
+  CHECK(widest(terminal) <= 80);
+  // Broken across lines, not cut: its pieces, joined, are the whole line.
+  std::string joined;
+  std::istringstream lines(terminal);
+  bool in_token = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("kernel log: oom-kill") != std::string::npos) in_token = true;
+    if (!in_token) continue;
+    const auto start = line.find_first_not_of(" •");
+    joined +=
+        line.substr(line.find("oom-kill") != std::string::npos ? line.find("oom-kill") : start);
+    if (joined.size() >= token.size()) break;
+  }
+  CHECK(joined == token);
+  // Piped, nothing is broken: the line stays whole for grep.
+  CHECK_THAT(render_summary(report, {.color = false, .width = 80, .clip_long_lines = false}),
+             Catch::Contains(token));
+}
+
+TEST_CASE("the HTML page's tables name fields in words, the report's names one hover away",
+          "[render]") {
+  const std::string page = render_html(recorded_segfault());
+  CHECK_THAT(page, Catch::Contains("<span title=\"core_dumped\">core dumped</span>"));
+  CHECK_THAT(page, Catch::Contains("<span title=\"returncode\">return code"));
+  CHECK_THAT(page, Catch::Contains("<span title=\"cell_in_flight\">cell running when it died"));
+  CHECK(page.find("<td>core_dumped</td>") == std::string::npos);
+  CHECK(page.find("<th>execution_count</th>") == std::string::npos);
+  CHECK_THAT(page, Catch::Contains("<span title=\"false\">no</span>"));
+  // The raw document is still one click away (the tooltip is the other place).
+  CHECK(count(page, "core_dumped") >= 2);
+}
