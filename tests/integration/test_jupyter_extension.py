@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from conftest import KWD_BINARY, KWD_BUILD_DIR, REPO_ROOT
 from jupyter_server_app import LIMIT, Server, execute_on_websocket, server_env, wait_for
-from test_python_package import package  # noqa: F401 (the installed wheel, a fixture)
+from test_python_package import target_package  # noqa: F401 (the installed wheel, a fixture)
 
 
 @pytest.fixture
-def server(tmp_path, package):  # noqa: F811
-    s = Server(tmp_path, server_env(tmp_path, package))
+def server(tmp_path, target_package):  # noqa: F811
+    s = Server(tmp_path, server_env(tmp_path, target_package))
     yield s
     s.stop()
 
@@ -150,11 +150,11 @@ def test_an_unwatched_kernel_says_how_to_watch_it_and_an_unknown_one_is_404(serv
     assert server.status_of("kernel-watchdog/kernels/..%2F..%2Fetc") == 404
 
 
-def test_the_wheel_carries_the_frontend_and_turns_the_server_extension_on(package):  # noqa: F811
-    config = package / "etc" / "jupyter" / "jupyter_server_config.d" / "kernel_watchdog.json"
+def test_the_wheel_carries_the_frontend_and_turns_the_server_extension_on(target_package):  # noqa: F811
+    config = target_package / "etc" / "jupyter" / "jupyter_server_config.d" / "kernel_watchdog.json"
     assert json.loads(config.read_text())["ServerApp"]["jpserver_extensions"] == {
         "kernel_watchdog": True}
-    frontend = package / "share" / "jupyter" / "labextensions" / "kernel-watchdog"
+    frontend = target_package / "share" / "jupyter" / "labextensions" / "kernel-watchdog"
     meta = json.loads((frontend / "package.json").read_text())
     assert meta["name"] == "kernel-watchdog" and meta["jupyterlab"]["_build"]["load"]
     assert (frontend / meta["jupyterlab"]["_build"]["load"]).is_file()
@@ -192,7 +192,7 @@ def test_a_running_daemon_gives_the_memory_of_a_kernel_no_launcher_watches(serve
     assert server.get(f"kernel-watchdog/kernels/{kernel_id}")["watched"] is False
 
 
-def test_a_kernels_gpu_memory_and_the_gpu_limit_reach_the_status_item(tmp_path, package):  # noqa: F811
+def test_a_kernels_gpu_memory_and_the_gpu_limit_reach_the_status_item(tmp_path, target_package):  # noqa: F811
     """The fake libnvidia-ml.so.1 (tests/fakes, NVML's ABI) says the kernel holds 3 GiB of an
     80 GiB GPU: the kernel's live status has it, and the GPU among its limits."""
     library = Path(KWD_BUILD_DIR) / "fake-nvml" / "current" / "libnvidia-ml.so.1"
@@ -202,7 +202,7 @@ def test_a_kernels_gpu_memory_and_the_gpu_limit_reach_the_status_item(tmp_path, 
            "device.0.uuid=GPU-11111111-2222-3333-4444-555555555555\n"
            "device.0.total=85899345920\ndevice.0.used=12884901888\n")
     script.write_text(gpu)
-    env = server_env(tmp_path, package)
+    env = server_env(tmp_path, target_package)
     env.update(FAKE_NVML_SCRIPT=str(script),
                KERNEL_WATCHDOG_RUN_OPTIONS=f"--memory-limit={LIMIT} --nvml-library={library}")
     server = Server(tmp_path, env)

@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from conftest import REPO_ROOT, load_reports
 from jupyter_server_app import Server, execute_on_websocket, server_env, wait_for
-from test_python_package import package  # noqa: F401 (the installed wheel, a fixture)
+from test_python_package import target_package  # noqa: F401 (the installed wheel, a fixture)
 
 DRIVER = REPO_ROOT / "tests" / "ui" / "drive_jupyter.cjs"
 NODE_MODULES = REPO_ROOT / "tests" / "ui" / "node_modules"
@@ -38,13 +38,13 @@ def write_notebook(folder, name, code):
 
 
 @pytest.fixture
-def lab(tmp_path, package):  # noqa: F811
+def lab(tmp_path, target_package):  # noqa: F811
     # No "Would you like to get notified about official Jupyter news?" over the screenshots.
     settings = tmp_path / "config" / "lab" / "user-settings" / "@jupyterlab" / \
         "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    s = Server(tmp_path, server_env(tmp_path, package), app="jupyterlab")
+    s = Server(tmp_path, server_env(tmp_path, target_package), app="jupyterlab")
     yield s
     s.stop()
 

@@ -75,6 +75,13 @@ def package(tmp_path_factory):
         [program] = venv.glob("lib/python3*/site-packages/kernel_watchdog/_bin/kernel-watchdog")
         return {"python": venv / "bin" / "python", "program": str(program), "site": None,
                 "path": path}
+    return {"python": VENV_PYTHON, "program": KWD_BINARY, "site": install_target(tmp_path_factory),
+            "path": os.environ["PATH"]}
+
+
+def install_target(tmp_path_factory):
+    """The package's Python side as a wheel without its C++, installed with `pip --target`
+    into a folder of its own (its data under share/ and etc/ there); returns that folder."""
     wheels = tmp_path_factory.mktemp("wheel")
     subprocess.run([str(VENV_PYTHON), "-m", "pip", "wheel", "-q", "--no-deps",
                     "--no-build-isolation", "--config-settings=wheel.cmake=false",
@@ -83,8 +90,14 @@ def package(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
     subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "--no-deps",
                     "--target", str(site), str(wheel)], check=True, timeout=300)
-    return {"python": VENV_PYTHON, "program": KWD_BINARY, "site": site,
-            "path": os.environ["PATH"]}
+    return site
+
+
+@pytest.fixture(scope="module")
+def target_package(tmp_path_factory):
+    """The package installed with `pip --target` (install_target), whatever $KWD_WHEEL says:
+    for tests that run the framework virtualenv's JupyterLab with it on PYTHONPATH."""
+    return install_target(tmp_path_factory)
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ std::filesystem::path temp_dir() {
 
 }  // namespace
 
-TEST_CASE("--shard K/N is parsed strictly") {
+TEST_CASE("a shard given as K/N is parsed strictly") {
   CHECK(parse_shard("2/4")->index == 2);
   CHECK(parse_shard("2/4")->count == 4);
   CHECK(parse_shard("1/1"));
@@ -87,7 +87,7 @@ TEST_CASE("Durations balance the shards: the long notebooks are spread out") {
   CHECK(select_shard(notebooks, {1, 2}, {}) == std::vector<std::string>{"a", "c", "e"});
 }
 
-TEST_CASE("Durations are stored merged and read back; a bad file is named") {
+TEST_CASE("Durations are stored merged and read back, and a bad file is named") {
   const auto dir = temp_dir();
   const auto file = dir / "durations.json";
   std::filesystem::remove(file);
