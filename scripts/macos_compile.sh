@@ -3,7 +3,8 @@
 # libc and system headers that PyPI's ziglang wheel carries (scripts/setup.sh puts it in
 # .cache/venv-zig):
 #   - every source under a darwin/ folder, for arm64 and for x86_64;
-#   - the whole program (src/ without its linux/ folders, main.cpp, the HTTP module) for arm64.
+#   - the whole program (src/ without its linux/ folders, main.cpp, the HTTP module) and the
+#     unit tests that CMake builds on a Mac (tests/unit/ without linux/) for arm64.
 # Each file is compiled -fsyntax-only with the project's warnings as errors, by the clang -cc1
 # command line that `zig c++ -target <arch>-macos` itself would run (so zig's libc++ and
 # macOS headers, the target's defines and builtins), with only its action changed.
@@ -15,7 +16,7 @@
 # Xcode's SDK: what Apple's older libc++ lacks shows up only on a Mac.
 #
 # The third-party libraries are header-portable (nlohmann-json, spdlog, fmt, CLI11, cppzmq,
-# zmq.h, simdjson, OpenSSL, cpp-httplib, brotli): Debian's headers are reached through a
+# zmq.h, simdjson, OpenSSL, cpp-httplib, brotli, Catch2): Debian's headers are reached through a
 # staging folder of links to them alone, so no glibc or Linux header can mix in.
 #
 # Usage: scripts/macos_compile.sh [OUT_DIR]   (default build/macos-compile)
@@ -41,7 +42,7 @@ mkdir -p "$out/logs"
 staging="$out/include"
 multiarch="$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MULTIARCH)"
 mkdir -p "$staging/openssl"
-for entry in nlohmann spdlog fmt CLI zmq.h zmq.hpp zmq_addon.hpp simdjson.h httplib.h brotli; do
+for entry in nlohmann spdlog fmt CLI zmq.h zmq.hpp zmq_addon.hpp simdjson.h httplib.h brotli catch2; do
   [ -e "/usr/include/$entry" ] || { echo "macos_compile: /usr/include/$entry missing" >&2; exit 1; }
   ln -s "/usr/include/$entry" "$staging/$entry"
 done
@@ -53,13 +54,14 @@ done
 # The embedded texts (data tables, the plist, ...) as the CMake build generates them.
 cmake -DKWD_EMBED_OUT_DIR="$out/generated" -P cmake/embed_text.cmake
 
-# The project's warnings (CMakeLists.txt's KWD_WARNINGS; -Wno-restrict is GCC's alone) and
-# the definitions its targets carry (spdlog and fmt compiled, fmt outside spdlog).
+# The project's warnings (CMakeLists.txt's KWD_WARNINGS; -Wno-restrict is GCC's alone; this
+# clang calls Catch2's __COUNTER__ a C2y extension) and the definitions its targets carry
+# (spdlog and fmt compiled, fmt outside spdlog; the unit tests' fake NVML folder).
 flags=(-std=c++20 -fno-sanitize=all -g0 -Wall -Wextra -Wpedantic -Wshadow -Wconversion
-  -Wno-sign-conversion -Werror
+  -Wno-sign-conversion -Werror -Wno-c2y-extensions
   -DKWD_VERSION=\"macos-compile\" -DKWD_SOURCE_DIR=\"$root\"
   -DSPDLOG_COMPILED_LIB -DSPDLOG_SHARED_LIB -DSPDLOG_FMT_EXTERNAL -DFMT_SHARED
-  -DSIMDJSON_THREADS_ENABLED=1
+  -DSIMDJSON_THREADS_ENABLED=1 -DKWD_FAKE_NVML_DIR=\"/nonexistent\"
   -I"$root/include" -I"$out/generated" -isystem "$staging")
 # cpp-httplib's own definitions (TLS, zlib, brotli support), as its pkg-config file says.
 read -r -a httplib_flags <<<"$(pkg-config --cflags-only-other cpp-httplib)"
@@ -130,9 +132,10 @@ compile_all() {
 }
 
 darwin_sources() { find src -path '*/darwin/*' -name '*.cpp' | sort; }
-# The sources CMakeLists.txt builds into the program on Apple platforms, and the HTTP module.
+# The sources CMakeLists.txt builds into the program on Apple platforms, the HTTP module, and
+# the unit tests tests/CMakeLists.txt builds there.
 program_sources() {
-  find src -name '*.cpp' | grep -v '/linux/' | sort
+  find src tests/unit -name '*.cpp' | grep -v '/linux/' | sort
 }
 
 status=0
@@ -143,7 +146,7 @@ echo "macos_compile: x86_64: the $darwin_count darwin/ sources in $((SECONDS - s
 start=$SECONDS
 program_count="$(program_sources | wc -l)"
 program_sources | compile_all aarch64 pch || status=1
-echo "macos_compile: aarch64: the whole program, $program_count sources (the darwin/ ones among them) in $((SECONDS - start)) s" >&2
+echo "macos_compile: aarch64: the whole program and its unit tests, $program_count sources in $((SECONDS - start)) s" >&2
 
 failed=0
 while IFS= read -r log; do
