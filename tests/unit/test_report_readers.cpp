@@ -223,7 +223,7 @@ TEST_CASE("known reader failures, each as it was found", "[readers]") {
     CHECK(row.readable);
     CHECK(row.at_ms == 1700000006000);
     CHECK(row.when == kwd::util::local_wall_time(1700000006000));
-    CHECK(row.cause == hang["diagnosis"]["headline"]);
+    CHECK(row.cause == hang["diagnosis"]["headline"].get<std::string>());
   }
   SECTION("reports show: a kernel started without a connection file") {
     json report = fixture_report("recorded_abort");

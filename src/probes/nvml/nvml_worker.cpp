@@ -29,12 +29,20 @@ class EventSetOwner {
 NvmlWorker::NvmlWorker(std::filesystem::path library, std::chrono::milliseconds interval)
     : library_(std::move(library)),
       interval_(std::max(interval, std::chrono::milliseconds(10))),
-      thread_([this](const std::stop_token& stop) { run(stop); }) {}
+      thread_([this] { run(); }) {}
 
 NvmlWorker::~NvmlWorker() {
-  thread_.request_stop();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
   wake_.notify_all();
-  // jthread joins on destruction.
+  thread_.join();
+}
+
+bool NvmlWorker::stopping() {
+  std::lock_guard lock(mutex_);
+  return stopping_;
 }
 
 bool NvmlWorker::copy_if_newer(std::uint64_t& generation, GpuState& into) {
@@ -158,7 +166,7 @@ void NvmlWorker::take_xid_events(const NvmlLibrary& lib, EventSet events,
   }
 }
 
-void NvmlWorker::run(const std::stop_token& stop) {
+void NvmlWorker::run() {
   // Named, so `top -H` and the tests can tell it from ZeroMQ's threads.
   platform::name_this_thread("kwd-nvml");
   GpuState state;
@@ -234,7 +242,7 @@ void NvmlWorker::run(const std::stop_token& stop) {
     ProcessBuffer event_buffer;
     std::vector<GpuProcess> on_device;
     auto next_sample = util::steady_ms() + interval_.count();
-    while (!stop.stop_requested()) {
+    while (!stopping()) {
       const auto now = util::steady_ms();
       const bool due = now >= next_sample;
       std::uint64_t serving = 0;  // the requests made before this sample begins
@@ -261,8 +269,8 @@ void NvmlWorker::run(const std::stop_token& stop) {
       const auto slice = std::min<std::int64_t>(next_sample - now, kWaitSliceMs);
       {
         std::unique_lock lock(mutex_);
-        wake_.wait_for(lock, stop, std::chrono::milliseconds(slice),
-                       [this] { return requests_ != served_; });
+        wake_.wait_for(lock, std::chrono::milliseconds(slice),
+                       [this] { return requests_ != served_ || stopping_; });
       }
       if (events) take_xid_events(*lib, events->get(), handles, state, event_buffer, on_device);
     }

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
-#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -56,7 +55,8 @@ class NvmlWorker {
   static constexpr unsigned int kWaitSliceMs = 250;
 
  private:
-  void run(const std::stop_token& stop);
+  void run();
+  bool stopping();  // the destructor has asked the thread to end
   // `served`: the requests (sample_and_wait) this sample answers, those made before it began.
   void publish(const GpuState& state, std::optional<std::uint64_t> served = std::nullopt);
   void note_problem(GpuState& state, std::string problem);
@@ -70,7 +70,7 @@ class NvmlWorker {
   std::chrono::milliseconds interval_;
 
   std::mutex mutex_;
-  std::condition_variable_any wake_;
+  std::condition_variable wake_;
   GpuState published_;
   std::uint64_t generation_ = 0;
   bool started_ = false;
@@ -81,8 +81,12 @@ class NvmlWorker {
   // requests_ != served_.
   std::uint64_t requests_ = 0;
   std::uint64_t served_ = 0;
+  bool stopping_ = false;  // set by the destructor, which then joins the thread
 
-  std::jthread thread_;  // last: started after everything above exists, stopped first
+  // Last: started after everything above exists, stopped first. A std::thread, not a
+  // std::jthread: Apple's libc++ has jthread only from LLVM 20 on (before, behind
+  // -fexperimental-library).
+  std::thread thread_;
 };
 
 }  // namespace kwd::probes::nvml
