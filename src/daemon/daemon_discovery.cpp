@@ -42,11 +42,13 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
   under_launcher_.clear();
   const auto found = scanner_.scan(kind);
   // Who is no longer in the table is forgotten: the same pid later is another process.
-  if (!ended_.empty() || !skipped_.empty()) {
+  if (!ended_.empty() || !skipped_.empty() || !waiting_for_file_.empty()) {
     std::set<std::pair<pid_t, std::uint64_t>> present;
     for (const KernelProcess* process : found)
       present.insert({process->pid, process->start_time});
     std::erase_if(ended_, [&](const auto& key) { return !present.contains(key); });
+    std::erase_if(waiting_for_file_,
+                  [&](const auto& entry) { return !present.contains(entry.first); });
     std::erase_if(skipped_, [&](const auto& key) { return !present.contains(key); });
   }
   consider(found);

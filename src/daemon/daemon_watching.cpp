@@ -56,7 +56,15 @@ void Daemon::start_watching(const KernelProcess& process) {
     const auto file = platform::read_file_in_root(
         options_.node.proc_root + "/" + std::to_string(process.pid) + "/root",
         process.connection_file, kMaxConnectionFileBytes);
-    if (file.missing) return;  // not written yet: looked at again by the next scan
+    if (file.missing) {
+      // Not written yet (the kernel writes it once its ports are bound): looked for again by
+      // quick scans while it is new, by the regular ones after.
+      const auto at =
+          waiting_for_file_.try_emplace({process.pid, process.start_time}, util::steady_ms()).first;
+      if (util::steady_ms() - at->second < kFileWaitQuickMs) scan_soon();
+      return;
+    }
+    waiting_for_file_.erase({process.pid, process.start_time});
     if (!file.text) return skip(file.problem);
     if (file.owner != process.uid) return skip("its connection file belongs to another user");
     std::string text = *file.text;

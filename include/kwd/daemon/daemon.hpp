@@ -170,6 +170,11 @@ class Daemon {
   std::int64_t last_watch_started_ms_ = INT64_MIN / 2;
   std::shared_ptr<zmq::context_t> zmq_context_;
   std::map<std::uint64_t, std::weak_ptr<zmq::context_t>> namespace_contexts_;  // by netns inode
+  // Kernels in containers found before their connection file exists (no directory watch
+  // sees a container's /tmp): when each was first found so, looked for by quick scans for
+  // kFileWaitQuickMs after that.
+  std::map<std::pair<pid_t, std::uint64_t>, std::int64_t> waiting_for_file_;
+  static constexpr std::int64_t kFileWaitQuickMs = 10'000;
   // One kernel log reader, one NVML thread, one meminfo reader for all the kernels.
   std::shared_ptr<probes::HostSources> host_sources_ = std::make_shared<probes::HostSources>();
   std::unique_ptr<metrics::HttpServer> metrics_server_;
