@@ -25,6 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
 from conftest import KWD_BINARY, REPO_ROOT, load_reports
@@ -531,6 +532,16 @@ asyncio.run(main())
 """
 
 
+def leave_no_kernel_of(folder):
+    """Kills what a dead server left running: every process started with a path in folder."""
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(str(folder) in arg for arg in (proc.info["cmdline"] or [])):
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -572,7 +583,13 @@ def test_jupyter_server_rest_api_with_the_provisioner_as_default(env, tmp_path):
             outcomes[name] = json.loads(proc.stdout)["outcome"]
     finally:
         server.terminate()
-        server.wait(timeout=60)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()  # a server stuck in its shutdown fails the test, never outlives it
+            server.wait()
+            leave_no_kernel_of(tmp_path)
+            raise
     said = (tmp_path / "server.log").read_text()
     assert outcomes == {"passes": "ok", "segfault": "died", "oom": "died"}, said
     reports = load_reports(env["KERNEL_WATCHDOG_REPORT_DIR"])
