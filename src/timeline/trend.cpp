@@ -82,9 +82,15 @@ Limits compute_limits(const std::vector<MemorySample>& recent) {
                        least_squares_slope(recent, field, kShortWindowMs), std::nullopt});
   }
   if (last.mem_total > 0 && last.mem_available >= 0) {
+    // The machine's memory falls with every process on it; it counts as approaching only
+    // while the kernel grows too, or a build next door would make it the tightest limit.
+    const auto kernel_slope = least_squares_slope(recent, &MemorySample::rss, kShortWindowMs);
+    const bool kernel_grows = kernel_slope && *kernel_slope > 0;
     out.all.push_back(
         {"mem_total", last.mem_total, last.mem_total - last.mem_available, "mem_available",
-         negated(least_squares_slope(recent, &MemorySample::mem_available, kShortWindowMs)),
+         kernel_grows
+             ? negated(least_squares_slope(recent, &MemorySample::mem_available, kShortWindowMs))
+             : std::nullopt,
          std::nullopt});
   }
   if (last.gpu_total > 0 && last.gpu_device_used >= 0) {
@@ -103,9 +109,8 @@ Limits compute_limits(const std::vector<MemorySample>& recent) {
       out.tightest = i;
   }
   if (!out.tightest) {
-    const auto headroom = [](const Limit& l) {
-      return static_cast<double>(l.bytes - l.used) / static_cast<double>(l.bytes);
-    };
+    // Nothing growing toward a limit: the one with the fewest bytes left before it.
+    const auto headroom = [](const Limit& l) { return l.bytes - l.used; };
     for (std::size_t i = 0; i < out.all.size(); ++i)
       if (!out.tightest || headroom(out.all[i]) < headroom(out.all[*out.tightest]))
         out.tightest = i;

@@ -131,3 +131,24 @@ TEST_CASE("a cgroup limit without a usage reading is measured against the tree's
   CHECK(limits.all[0].series == "rss");
   CHECK(*limits.all[0].time_to_limit_s == Approx(90.0).epsilon(1e-6));
 }
+
+TEST_CASE("limits: machine memory falling while the kernel stays flat does not make it tightest") {
+  // A build beside an idle kernel in a 400 MB cgroup: the machine's memory falls fast, the
+  // kernel's does not move; the cgroup has far fewer bytes left.
+  auto s = series(20, [](std::int64_t) { return std::int64_t{50'000'000}; });
+  for (auto& x : s) {
+    x.cgroup_limit = 400'000'000;
+    x.cgroup_usage = x.rss;
+    x.mem_total = 24'000'000'000;
+    x.mem_available = 20'000'000'000 - (x.t_ms - s.front().t_ms) * 100'000;  // 100 MB/s
+  }
+  const auto limits = compute_limits(s);
+  REQUIRE(limits.tightest);
+  CHECK(limits.all[*limits.tightest].name == "cgroup");
+  CHECK_FALSE(limits.all[1].time_to_limit_s);
+  // With nothing growing, fewest bytes left wins, not the smallest fraction: 350 MB of a
+  // 400 MB cgroup (87 % free) is tighter than 16 GB of a 24 GB machine (67 % free).
+  for (auto& x : s)
+    x.mem_available = 16'000'000'000;
+  CHECK(compute_limits(s).all[*compute_limits(s).tightest].name == "cgroup");
+}
