@@ -6,6 +6,7 @@
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/diagnosis/shared_memory_remedies.hpp"
 #include "kwd/diagnosis/signature_scan.hpp"
+#include "kwd/diagnosis/worker_oom.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::diagnosis {
@@ -199,13 +200,9 @@ class CellExplainer {
       f.headline = who + " was killed by the OOM killer" +
                    (memory ? " (" + memory->words + ")" : "") + "; PyTorch failed the cell with " +
                    facts_.ename;
-      f.remedies.push_back(
-          {"torch.dataloader_worker_memory",
-           "Make each worker hold less: load items lazily in __getitem__ instead of caching "
-           "them in the Dataset, use fewer workers (num_workers) or smaller batches; every "
-           "worker's memory counts against the same limit as the kernel's.",
-           "The OOM killer picks the largest process of the cgroup or machine: here a worker, so "
-           "the kernel lived and the cell failed."});
+      f.remedies.push_back(dataloader_workers_hold_less(
+          "The OOM killer picks the largest process of the cgroup or machine: here a worker, so "
+          "the kernel lived and the cell failed."));
       if (memory)
         f.remedies.push_back(
             {"oom.more_memory",

@@ -1,4 +1,5 @@
 #include "kwd/diagnosis/advisor.hpp"
+#include "kwd/diagnosis/worker_oom.hpp"
 
 namespace kwd::diagnosis {
 void Advisor::working_set(const std::string& why_prefix) {
@@ -79,6 +80,13 @@ void Advisor::cgroup_neighbours() {
 }
 
 void Advisor::oom() {
+  if (const auto first = killed_before_kernel(v_);
+      !first.empty() && pytorch() && cell_uses_dataloader(v_))
+    add(dataloader_workers_hold_less(
+        "The OOM killer took the kernel's DataLoader worker (pid " +
+        std::to_string(first.front().pid) +
+        ") first, as the largest process of the cgroup then, and the kernel next: the "
+        "workers and the kernel share one limit."));
   if (f_.cause == CauseId::oom_killed_cgroup) cgroup_neighbours();
   if (f_.cause == CauseId::oom_killed_cgroup && v_.flag("/cgroup/created_by_watchdog")) {
     watchdog_limit();

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kwd/diagnosis/rule_context.hpp"
+#include "kwd/diagnosis/worker_oom.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::diagnosis {
@@ -58,6 +59,12 @@ class MemoryRules : public RuleContext {
       f.evidence.push_back({pid_named ? "the OOM killer's record names the kernel"
                                       : "the OOM killer's record names a process of the kernel",
                             "/oom_evidence/matched_pids"});
+    const auto taken_first = killed_before_kernel(v_);
+    for (const auto& victim : taken_first)
+      f.evidence.push_back({"the OOM killer took the kernel's process " +
+                                std::to_string(victim.pid) + " (" + victim.command +
+                                ") first, then the kernel",
+                            "/oom_evidence/kernel_log/" + std::to_string(victim.log_line)});
     if (cg_delta > 0) {
       const auto before = v_.integer("/cgroup/oom_kill_before");
       const auto after = v_.integer("/cgroup/oom_kill_after");
@@ -98,8 +105,20 @@ class MemoryRules : public RuleContext {
     } else {
       f.headline = title(f) + cell_phrase();
     }
-    f.headline += others;
+    f.headline += taken_first_phrase(taken_first) + others;
     return f;
+  }
+
+  // ", after the OOM killer had taken its DataLoader worker (pid 2330) first".
+  [[nodiscard]] std::string taken_first_phrase(const std::vector<EarlierVictim>& first) const {
+    if (first.empty()) return "";
+    const auto& victim = first.front();
+    const std::string pid = std::to_string(victim.pid);
+    std::string who = in_.loaded("torch") && cell_uses_dataloader(v_)
+                          ? "its DataLoader worker (pid " + pid + ")"
+                          : "its process " + pid + " (" + victim.command + ")";
+    if (first.size() > 1) who += " and " + std::to_string(first.size() - 1) + " more";
+    return ", after the OOM killer had taken " + who + " first";
   }
 
   // On a Kubernetes node (the daemon's "kubernetes" section): the container's and the pod's

@@ -115,6 +115,13 @@ class Watched:
     def execute(self, code, timeout=60, **request):
         """Runs a cell; returns (reply content, list of iopub messages for it). `request`
         goes to the execute_request (e.g. stop_on_error=False)."""
+        return self._execute(code, timeout, False, request)
+
+    def execute_unless_death(self, code, timeout=60, **request):
+        """As execute, or (None, messages so far) once the manager sees the kernel dead."""
+        return self._execute(code, timeout, True, request)
+
+    def _execute(self, code, timeout, death_ends, request):
         msg_id = self.kc.execute(code, **request)
         outputs = []
         deadline = time.monotonic() + timeout
@@ -122,8 +129,10 @@ class Watched:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AssertionError(f"cell did not finish in {timeout}s: {code!r}")
+            if death_ends and not self.km.is_alive():
+                return None, outputs
             try:
-                msg = self.kc.get_iopub_msg(timeout=left)
+                msg = self.kc.get_iopub_msg(timeout=min(left, 0.5) if death_ends else left)
             except queue.Empty:
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:

@@ -44,6 +44,12 @@ class Failure:
     # The size of /dev/shm in the kernel's container (a private tmpfs), as Docker's 64 MiB.
     container_shm: str = ""
     timeout: int = 180
+    # For a failure whose first OOM victim is a process of the kernel: Linux may take the
+    # kernel second when the first victim's memory is not yet given back by the next failed
+    # charge (CI saw it on 2026-11-28, oom_kill 0 -> 2). The kernel's death is then the
+    # kernel's choice, not the watchdog's, and the crash report must say it came second:
+    # {"headline": [...], "evidence": [...], "remedies": [...]} as above. None: it must live.
+    taken_second: dict = None
 
 
 TF_IMPORT = "import tensorflow as tf"
@@ -193,6 +199,13 @@ CORPUS = [
         remedies=["torch.dataloader_worker_memory"],
         framework="torch",
         run_options=["--memory-limit=700M"],
+        taken_second={
+            "headline": [r"memory limit kernel-watchdog set",
+                         r"after the OOM killer had taken its DataLoader worker \(pid [0-9]+\) "
+                         r"first"],
+            "evidence": [r"took the kernel's process [0-9]+ \(\S+\) first, then the kernel",
+                         r"Killed process [0-9]+"],
+            "remedies": ["torch.dataloader_worker_memory", "oom.raise_watchdog_limit"]},
     ),
     Failure(
         name="jax_allocation_larger_than_the_machine",

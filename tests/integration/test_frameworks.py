@@ -105,6 +105,17 @@ def matches_one_each(patterns, lines, what):
             f"no line of the {what} matches {pattern!r}:\n" + "\n".join(lines)
 
 
+def said_second(failure, cause, headline, evidence, remedy_ids, said):
+    """The kernel died after the OOM killer had taken one of its processes first (see
+    Failure.taken_second): the report must say so, and give the advice for that process."""
+    expected = failure.taken_second
+    assert cause == "oom_killed_cgroup", said
+    matches_all(expected["headline"], headline, "headline")
+    matches_one_each(expected["evidence"], evidence, "evidence")
+    for remedy in expected["remedies"]:
+        assert remedy in remedy_ids, (remedy, said)
+
+
 def fingerprint_names(report):
     fp = report.get("fingerprint") or {}
     names = [f.get("name", "") for f in fp.get("frameworks", [])]
@@ -124,8 +135,19 @@ def test_under_run(failure, env):
             # stop_on_error=False: ipykernel would otherwise abort the next request if it
             # arrived inside the error's abort window (seen in CI: "1 + 1" came back aborted
             # after the DataLoader's bus error), as in test_diagnosis and test_protocol.
-            reply, _ = k.execute(failure.cells[-1], timeout=failure.timeout,
-                                 stop_on_error=False)
+            reply, _ = k.execute_unless_death(failure.cells[-1], timeout=failure.timeout,
+                                              stop_on_error=False)
+            if reply is None:
+                assert failure.taken_second, "the kernel died; it should have lived"
+                k.wait_for_death(timeout=30)
+                k.close()
+                (report,) = load_reports(env["report_dir"])
+                keep(f"{failure.name}-run-taken-second.json", json.dumps(report, indent=1))
+                diagnosis = report["diagnosis"]
+                said_second(failure, diagnosis["cause"], diagnosis["headline"],
+                            [e["fact"] for e in diagnosis["evidence"]],
+                            [r["id"] for r in diagnosis["remedies"]], json.dumps(diagnosis))
+                return
             assert reply["status"] == "error", reply
             assert k.km.is_alive()
             # The kernel lives on and answers.
@@ -169,6 +191,14 @@ def test_under_smoke(failure, env, tmp_path):
                           cwd=tmp_path, env=env["env"])
     said = f"{shlex.join(argv)}\n{proc.stdout}\n{proc.stderr}"
     keep(f"{failure.name}-smoke.txt", said)
+    if proc.returncode == 2 and failure.taken_second:
+        (result,) = json.loads(proc.stdout[proc.stdout.index("{"):])["notebooks"]
+        assert result["outcome"] == "kernel died", said
+        diagnosis = json.loads(pathlib.Path(result["report"]).read_text())["diagnosis"]
+        said_second(failure, result["cause"], result["headline"],
+                    [e["fact"] for e in diagnosis["evidence"]],
+                    [r["id"] for r in diagnosis["remedies"]], said)
+        return
     assert proc.returncode == (2 if failure.dies else 1), said
     (result,) = json.loads(proc.stdout[proc.stdout.index("{"):])["notebooks"]
     failed = [c for c in result["cells"] if c["status"] == "failed"]
