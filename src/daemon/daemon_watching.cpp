@@ -50,6 +50,7 @@ void Daemon::start_watching(const KernelProcess& process) {
   };
   probes::KernelNotebook notebook;
   std::optional<ContainerIdentity> container;
+  std::string named_kernel;  // the kernelspec, as the connection file names it
   if (options_.all_users) {
     // Every user's and container's kernel: its file is read as the kernel sees it, through
     // its own root, and must be its owner's.
@@ -69,7 +70,9 @@ void Daemon::start_watching(const KernelProcess& process) {
     if (file.owner != process.uid) return skip("its connection file belongs to another user");
     std::string text = *file.text;
     try {
-      notebook = {protocol::parse_connection_info(text).jupyter_session, "connection_file"};
+      const auto info = protocol::parse_connection_info(text);
+      notebook = {info.jupyter_session, "connection_file"};
+      named_kernel = info.kernel_name;
     } catch (const std::exception& e) {
       util::wipe(text.data(), text.size());
       return skip(process.connection_file + ": " + e.what());
@@ -86,7 +89,7 @@ void Daemon::start_watching(const KernelProcess& process) {
     if (st.st_uid != ::getuid()) return skip("its connection file belongs to another user");
     if (!S_ISREG(st.st_mode)) return skip("its connection file is not a regular file");
     try {
-      (void)protocol::load_connection_file(process.connection_file);
+      named_kernel = protocol::load_connection_file(process.connection_file).kernel_name;
     } catch (const std::exception& e) {
       return skip(e.what());
     }
@@ -107,7 +110,10 @@ void Daemon::start_watching(const KernelProcess& process) {
   kernel.process = process;
   kernel.kernel_id = protocol::kernel_id_from_connection_file(process.connection_file);
   kernel.notebook = notebook.path;
-  kernel.kernel_name = kernelspec_name_for(process.argv, kernelspecs());
+  // jupyter_client names the kernelspec in the file; the argv is matched for kernels whose
+  // file does not say (older clients, kernels started by hand).
+  kernel.kernel_name =
+      named_kernel.empty() ? kernelspec_name_for(process.argv, kernelspecs()) : named_kernel;
   kernel.watched_since_ms = util::wall_ms();
   kernel.container = std::move(container);
   if (kernel.container)

@@ -178,6 +178,7 @@ ConnectionInfo parse_fields(const json& doc) {
   info.control_port = read_port(doc, "control_port", false);
   if (auto scheme = read_string(doc, "signature_scheme")) info.signature_scheme = *scheme;
   if (auto session = read_string(doc, "jupyter_session")) info.jupyter_session = *session;
+  if (auto name = read_string(doc, "kernel_name")) info.kernel_name = *name;
   info.key = read_secret(doc, "key");
   if (auto problem = signature_scheme_problem(info.signature_scheme))
     fail("signature_scheme", *problem);

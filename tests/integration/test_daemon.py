@@ -278,6 +278,41 @@ def test_metrics_are_served_and_written_for_a_textfile_collector(world, daemon, 
     assert not textfile.exists()  # a stopped daemon leaves no stale figures behind
 
 
+def test_metrics_name_the_kernelspec_that_the_connection_file_names(world, daemon):
+    """Two kernelspecs with one argv (one environment, a kernelspec per project, as users make
+    them): the argv cannot tell them apart; the connection file that jupyter_client writes for
+    a plain KernelManager(kernel_name=...) can. The kernels are PyPI's ipykernel, which keeps
+    the file's kernel_name when it writes its ports in; Debian's 6.17 rewrites the file
+    without it, and then only the argv is left to go by."""
+    from framework_corpus import VENV_PYTHON
+    argv = [str(VENV_PYTHON), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    for name in ("project-a", "project-b"):
+        spec = world["prefix"] / "share" / "jupyter" / "kernels" / name
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps(
+            {"argv": argv, "display_name": name, "language": "python"}))
+    d = daemon("--metrics-address", "127.0.0.1:0")
+    url = d.status()["daemon"]["metrics_url"]
+    k = Watched("project-b", dict(os.environ))
+    try:
+        assert json.loads(pathlib.Path(k.km.connection_file).read_text())["kernel_name"] == \
+            "project-b"
+        kernel_id = pathlib.Path(k.km.connection_file).stem.removeprefix("kernel-")
+        d.kernel(k.km.connection_file)
+        deadline = time.monotonic() + 15
+        while True:  # published every 5 s
+            text, families = scrape(url)
+            rss = samples(families, "kernel_watchdog_kernel_resident_memory_bytes",
+                          kernel_id=kernel_id)
+            if rss:
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(0.2)
+        assert rss[0].labels["kernel_name"] == "project-b", text
+    finally:
+        k.close()
+
+
 def test_metrics_address_that_cannot_be_served_is_a_clear_error(world):
     base = [KWD_BINARY, "daemon", "--runtime-dir", str(world["runtime"]),
             "--status-socket", str(world["socket"])]

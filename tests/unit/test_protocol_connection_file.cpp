@@ -61,6 +61,11 @@ TEST_CASE("a jupyter_client connection file is read") {
   CHECK_FALSE(info.curve.has_value());
   CHECK(info.ports_known());
   CHECK(info.endpoint(info.iopub_port) == "tcp://127.0.0.1:50002");
+  CHECK(info.kernel_name == "python3");
+  CHECK(info.jupyter_session.empty());
+  CHECK(
+      parse_connection_info(file_with(R"(, "jupyter_session": "work/a.ipynb")")).jupyter_session ==
+      "work/a.ipynb");
 }
 
 TEST_CASE("defaults, wildcard addresses, IPv6 and ipc endpoints") {

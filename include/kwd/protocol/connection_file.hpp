@@ -39,6 +39,9 @@ struct ConnectionInfo {
   // The notebook, as a Jupyter server that writes it says (its "jupyter_session", often the
   // notebook's path); empty when the file does not say.
   std::string jupyter_session;
+  // The kernelspec the kernel was started from, as jupyter_client writes it ("kernel_name");
+  // empty when the file does not say.
+  std::string kernel_name;
 
   // Where to connect for `port`: "tcp://127.0.0.1:53794", "tcp://[::1]:53794",
   // "ipc:///run/user/1000/kernel-ab12-3" (jupyter_client's ipc naming: ip-port).
