@@ -1,3 +1,5 @@
+#include <cstdio>
+
 #include "kwd/diagnosis/advisor.hpp"
 #include "kwd/diagnosis/shared_memory_remedies.hpp"
 
@@ -118,6 +120,27 @@ void Advisor::exited_advice() {
 void Advisor::hang_advice() {
   const auto pid = v_.integer("/kernel/pid");
   const std::string p = pid ? std::to_string(*pid) : "<pid>";
+  if (v_.has("/startup")) {
+    const std::string name = v_.text("/startup/kernel_name").value_or("");
+    add("startup.check_kernelspec",
+        "Run the kernelspec's command line by hand and see whether it starts a Jupyter kernel: "
+        "`jupyter kernelspec list` shows where " +
+            (name.empty() ? std::string("its") : name + "'s") +
+            " kernel.json is; its argv must start a kernel that reads {connection_file} (for "
+            "Python: python -m ipykernel_launcher -f {connection_file}).",
+        "A process that never binds the kernel's sockets answers nothing: not "
+        "kernel_info_request, not heartbeats.");
+    std::string given = "It was given the start-up timeout only";
+    if (auto t = v_.number("/startup/timeout_s"); t && *t > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", *t);
+      given = std::string("It was given ") + buf + " s";
+    }
+    add("startup.longer_timeout",
+        "If it is only slow to start (large imports at start-up, a cold disk or container "
+        "image), give it longer: `kernel-watchdog smoke --startup-timeout=120 ...`.",
+        given + " to answer.");
+  }
   const auto state = v_.text("/hang/process_state").value_or("");
   if (state.rfind('T', 0) == 0 || state.rfind('t', 0) == 0)
     add("hang.stopped",

@@ -63,9 +63,33 @@ class Rules : public RuleContext {
     }
     cell(f);
     f.headline = title(f) + silent + cell_phrase();
+    if (v_.has("/startup")) never_ready(f);
     if (!state.empty()) f.headline += "; process state " + state;
     if (!v_.has("/heartbeat")) f.missing.push_back("heartbeat: no heartbeat history in the report");
     return f;
+  }
+
+  // A kernel that never became ready (smoke's "startup" section): what it never answered,
+  // and the kernelspec and the start-up timeout, which is what the person can change.
+  void never_ready(Finding& f) const {
+    const std::string name = v_.text("/startup/kernel_name").value_or("");
+    std::string within;
+    if (const auto timeout = v_.number("/startup/timeout_s"); timeout && *timeout > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", *timeout);
+      within = std::string(" within the ") + buf + " s start-up timeout (--startup-timeout)";
+    }
+    const bool answered = v_.flag("/startup/kernel_info_answered");
+    f.headline = "The kernel" + (name.empty() ? std::string() : " of kernelspec '" + name + "'") +
+                 " never became ready: " +
+                 (answered ? "it answered kernel_info_request but published nothing on IOPub"
+                           : "no reply to kernel_info_request") +
+                 within;
+    f.evidence.insert(f.evidence.begin(),
+                      {answered ? "the kernel answered kernel_info_request, but nothing came "
+                                  "on IOPub"
+                                : "the kernel never answered kernel_info_request",
+                       "/startup/kernel_info_answered"});
   }
 
   [[nodiscard]] Finding unknown() const {

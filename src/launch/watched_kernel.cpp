@@ -253,10 +253,12 @@ void WatchedKernel::release_memory_limit() {
   memory_limit_.reset();
 }
 
-watch::WrittenReport WatchedKernel::write_report(
-    const watch::ProcessEnd* end, std::int64_t at_ms, const std::string& report_dir,
-    const std::vector<std::string>& watchdog_received) {
+watch::WrittenReport WatchedKernel::write_report(const watch::ProcessEnd* end, std::int64_t at_ms,
+                                                 const std::string& report_dir,
+                                                 const std::vector<std::string>& watchdog_received,
+                                                 nlohmann::json sections) {
   watch::ReportContext context;
+  context.sections = std::move(sections);
   context.end = end;
   context.at_ms = at_ms;
   context.watchdog_received = watchdog_received;

@@ -166,7 +166,8 @@ void cell_section(std::ostringstream& out, const ReportView& r, const Paint& pai
     else if (const auto state = execution->text("/state_at_death"))
       out << "  none: the kernel was " << terminal_safe(*state) << "\n";
     else
-      out << "  not known (the kernel published no status before it died)\n";
+      out << "  none known (the kernel published no status"
+          << (r.has("/startup") ? ": it never became ready" : " before its end") << ")\n";
     return;
   }
   out << "\n" << paint("Running cell", "1") << "  [" << text(*cell, "/execution_count") << "]";

@@ -88,7 +88,15 @@ void NotebookRun::kernel_failed(const std::string& verdict, const watch::Process
   const bool hang = end == nullptr;
   if (cell_ != nullptr) cell_->seconds = seconds_since(cell_started_ns_);
   result_.outcome = Outcome::died;
-  auto written = kernel_->write_report(end, at_ms, (options_.output_dir / "reports").string(), {});
+  nlohmann::json sections = nlohmann::json::object();
+  if (state_ == State::starting)
+    // It never became ready: the report says what it was waiting for, and for how long.
+    sections["startup"] = {{"kernel_name", spec_.name},
+                           {"timeout_s", options_.startup_timeout_s},
+                           {"kernel_info_answered", kernel_info_seen_},
+                           {"iopub_seen", iopub_seen_}};
+  auto written = kernel_->write_report(end, at_ms, (options_.output_dir / "reports").string(), {},
+                                       std::move(sections));
   kernel_->release_memory_limit();
   const auto& diagnosis = written.document["diagnosis"];
   result_.cause =

@@ -466,6 +466,34 @@ def test_kernel_that_cannot_start_is_a_death_with_its_cause(smoke, tmp_path, mon
     assert result_of(cases[0]) == "skipped"
 
 
+def test_kernel_that_never_becomes_ready_names_its_kernelspec_and_the_timeout(smoke, tmp_path,
+                                                                              monkeypatch):
+    """A kernelspec whose process lives but never binds the kernel's sockets: the report says
+    the kernel never became ready, names the kernelspec and the start-up timeout, and advises
+    on those, not only on a hang."""
+    run, out_dir = smoke
+    spec_dir = tmp_path / "jp" / "kernels" / "sleeper"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps(
+        {"argv": ["/usr/bin/python3", "-c", "import time; time.sleep(60)", "-f",
+                  "{connection_file}"], "display_name": "sleeper", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jp"))
+    nb = write_notebook(tmp_path / "s.ipynb", ["x = 1"], kernel="sleeper")
+    proc = run(nb, "--startup-timeout", "3", "--json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (result,) = json.loads(proc.stdout[proc.stdout.index("{"):])["notebooks"]
+    assert result["cause"] == "hang", result
+    assert "kernelspec 'sleeper' never became ready" in result["headline"], result
+    assert "3 s start-up timeout (--startup-timeout)" in result["headline"], result
+    report = json.loads(pathlib.Path(result["report"]).read_text())
+    assert report["startup"] == {"kernel_name": "sleeper", "timeout_s": 3.0,
+                                 "kernel_info_answered": False, "iopub_seen": False}
+    remedies = [r["id"] for r in report["diagnosis"]["remedies"]]
+    assert remedies[:2] == ["startup.check_kernelspec", "startup.longer_timeout"], remedies
+    assert "never answered kernel_info_request" in \
+        report["diagnosis"]["evidence"][0]["fact"], report["diagnosis"]
+
+
 def test_sigterm_to_the_harness_leaves_no_kernel(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     nb = write_notebook(tmp_path / "long.ipynb", ["import time\ntime.sleep(600)"])

@@ -90,10 +90,12 @@ class WatchedKernel {
 
   // Builds and stores the crash (`end` set) or hang (`end` null) report in `report_dir`
   // (empty: the configured store), falling back to the private temporary store when that
-  // cannot be written. Never throws.
+  // cannot be written. `sections`: what only the front end knows (smoke's "startup"), added
+  // as they are. Never throws.
   watch::WrittenReport write_report(const watch::ProcessEnd* end, std::int64_t at_ms,
                                     const std::string& report_dir,
-                                    const std::vector<std::string>& watchdog_received);
+                                    const std::vector<std::string>& watchdog_received,
+                                    nlohmann::json sections = nlohmann::json::object());
   // Gives the memory cgroup back; after the report (which reads its OOM evidence).
   void release_memory_limit();
   // Removes the faulthandler shim's directory now (the destructor does it otherwise): after a
