@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <sstream>
 
 #include "kwd/platform/host.hpp"
+#include "kwd/platform/quiet_run.hpp"
 #include "kwd/platform/regular_file.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/self_exe.hpp"
@@ -44,21 +46,50 @@ bool is_bare_python(const std::string& arg0) {
   return arg0 == "python" || arg0.starts_with("python3");
 }
 
+// The module a Python kernelspec runs ("-m ipykernel_launcher"); empty when it runs none.
+std::string module_run_by(const std::vector<std::string>& argv) {
+  for (std::size_t i = 1; i + 1 < argv.size(); ++i)
+    if (argv[i] == "-m") return argv[i + 1];
+  return "";
+}
+
+bool can_import(const fs::path& python, const std::string& module) {
+  // find_spec, not import: importing ipykernel_launcher would not start a kernel, but another
+  // kernel's module might do anything at import.
+  const auto status = platform::exit_status_of_quiet_run(
+      {python.string(), "-c",
+       "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)",
+       module},
+      std::chrono::seconds(20));
+  return status && *status == 0;
+}
+
 // jupyter_client swaps a bare "python"/"python3" for its *own* interpreter, which is not
 // ours to know. The interpreter that owns the kernelspec's prefix is the best guess, then
-// the one on PATH.
-fs::path resolve_python(const std::string& arg0, const fs::path& spec_dir) {
+// those on PATH; of them, the first that has the kernel's module (a python3 early on PATH
+// without ipykernel would make a kernel that cannot start), else the first.
+fs::path resolve_python(const std::string& arg0, const fs::path& spec_dir,
+                        const std::string& module) {
   // <prefix>/share/jupyter/kernels/<name>
   const fs::path prefix = spec_dir.parent_path().parent_path().parent_path().parent_path();
-  for (const std::string& candidate : {arg0, std::string("python3")}) {
-    const fs::path beside = prefix / "bin" / candidate;
+  std::vector<fs::path> candidates;
+  for (const std::string& name : {arg0, std::string("python3")}) {
+    const fs::path beside = prefix / "bin" / name;
     std::error_code ec;
-    if (fs::exists(beside, ec)) return beside;
+    if (fs::exists(beside, ec)) candidates.push_back(beside);
   }
-  if (auto found = util::find_on_path(arg0)) return *found;
-  throw KernelspecError("the kernelspec runs '" + arg0 +
-                        "', and no such interpreter was found (not beside " + prefix.string() +
-                        ", not on PATH)");
+  for (const std::string& name : {arg0, std::string("python3")})
+    for (auto& found : util::find_all_on_path(name))
+      if (std::find(candidates.begin(), candidates.end(), found) == candidates.end())
+        candidates.push_back(std::move(found));
+  if (candidates.empty())
+    throw KernelspecError("the kernelspec runs '" + arg0 +
+                          "', and no such interpreter was found (not beside " + prefix.string() +
+                          ", not on PATH)");
+  if (!module.empty())
+    for (const auto& python : candidates)
+      if (can_import(python, module)) return python;
+  return candidates.front();
 }
 
 fs::path kernels_dir(const WrapRequest& r, const fs::path& python) {
@@ -221,7 +252,7 @@ WrapOutcome wrap(const WrapRequest& r) {
   if (kernel_argv.empty()) throw KernelspecError("kernel.json argv is empty");
   fs::path python;
   if (is_bare_python(kernel_argv[0])) {
-    python = resolve_python(kernel_argv[0], source->dir);
+    python = resolve_python(kernel_argv[0], source->dir, module_run_by(kernel_argv));
     kernel_argv[0] = python.string();
   } else if (kernel_argv[0].find('/') != std::string::npos) {
     python = kernel_argv[0];

@@ -30,6 +30,32 @@ def jpath(tmp_path, monkeypatch):
     return {"prefix": prefix, "src": src, "python": fake_python, "tmp": tmp_path}
 
 
+def test_wrap_takes_the_python_on_path_that_has_the_kernel_module(tmp_path, monkeypatch):
+    """A bare "python3" with none beside the kernelspec's prefix: the first python3 on PATH
+    cannot import ipykernel (a Python without its site-packages, as an unrelated tool's
+    interpreter early on PATH), the next can; the wrap takes the one that can."""
+    prefix = tmp_path / "env"
+    src = prefix / "share" / "jupyter" / "kernels" / "bare"
+    src.mkdir(parents=True)
+    (src / "kernel.json").write_text(json.dumps({
+        "argv": ["python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Bare Python", "language": "python"}))
+    early = tmp_path / "early-bin"
+    early.mkdir()
+    without = early / "python3"
+    without.write_text("#!/bin/sh\nexec /usr/bin/python3 -I -S \"$@\"\n")
+    without.chmod(0o755)
+    assert subprocess.run([str(without), "-c", "import ipykernel"],
+                          capture_output=True).returncode != 0
+    monkeypatch.setenv("PATH", f"{early}:/usr/bin:/bin")
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "user-data"))
+    kwd("kernelspec", "wrap", "bare")
+    spec = json.loads((tmp_path / "user-data" / "kernels" / "bare-watchdog" /
+                       "kernel.json").read_text())
+    assert spec["argv"][3] == "/usr/bin/python3", spec["argv"]
+
+
 def test_wrap_user_resolves_bare_python_and_keeps_the_rest(jpath):
     out = kwd("kernelspec", "wrap", "bare").stdout
     target = jpath["tmp"] / "user-data" / "kernels" / "bare-watchdog"
