@@ -34,6 +34,10 @@ bool StderrTee::pump() {
   }
 }
 
+void StderrTee::keep_for_report(std::string_view bytes) {
+  ring_.append(bytes, util::wall_ms());
+}
+
 void StderrTee::inject(std::string_view chunk) {
   ring_.append(chunk, util::wall_ms());
   std::size_t done = 0;

@@ -232,9 +232,11 @@ void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died
     if (fault_read_) on_fault_output();
     if (std::string block = fault_channel_.take_text(); !block.empty()) {
       // After the library's last words, as it happened: the fatal signal came after them.
+      // Into the report only: the kernel never asked for faulthandler's stack on its stderr
+      // (the watchdog turned it on), and the terminal gets the watchdog's one line instead.
       if (stderr_->tail().size() > 0 && stderr_->tail().contents().back() != '\n')
         block.insert(0, "\n");
-      stderr_->inject(block);
+      stderr_->keep_for_report(block);
     }
   } catch (const std::exception& e) {
     spdlog::error("after the kernel's death: {}", e.what());

@@ -188,6 +188,25 @@ def test_memory_timeline_and_stderr_tail_before_death(start_kernel, jupyter_env)
     assert after.strip() == "" or after.lstrip().startswith("Fatal Python error: Segmentation fault")
 
 
+def test_a_native_crash_says_one_line_on_stderr_and_keeps_the_stack_for_the_report(tmp_path):
+    """faulthandler's stack (the watchdog turned it on, the kernel did not) goes to the report,
+    not to the terminal: there the kernel's own output and the watchdog's one line."""
+    reports = tmp_path / "reports"
+    proc = subprocess.run(
+        [KWD_BINARY, "run", "--", "/usr/bin/python3", "-c",
+         "import os, sys, time\nos.write(2, b'own words\\n')\ntime.sleep(0.3)\n"
+         "import ctypes; ctypes.string_at(0)"],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, KERNEL_WATCHDOG_REPORT_DIR=str(reports)))
+    assert proc.returncode == 128 + 11 or proc.returncode == -11, proc
+    assert "own words" in proc.stderr
+    assert "Fatal Python error" not in proc.stderr, proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if "kernel-watchdog" in line]
+    assert len(ours) == 1 and "crash report: " in ours[0], proc.stderr
+    (report,) = load_reports(reports)
+    assert "Fatal Python error: Segmentation fault" in report["stderr_tail"]["text"]
+
+
 def test_run_without_kernel_argv_is_a_usage_error():
     proc = kwd("run", check=False)
     assert proc.returncode == 2

@@ -22,6 +22,9 @@ class StderrTee {
   // Bytes the kernel wrote to its stderr that reached us another way (recovered after its
   // death): kept and passed on as if they had come through the pipe.
   void inject(std::string_view bytes);
+  // Bytes for the report's tail only (the faulthandler dump from the watchdog's own pipe):
+  // the terminal keeps to the kernel's own output and the watchdog's one line.
+  void keep_for_report(std::string_view bytes);
   [[nodiscard]] const util::ByteRing& tail() const { return ring_; }
 
  private:
