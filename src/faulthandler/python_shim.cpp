@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,9 @@ constexpr std::string_view kSharedPrefix = "kernel-watchdog-shim-";
 // The kept shim: not "pyshim-<pid>-", which sweep_dead_owners would take for a dead kernel's.
 constexpr std::string_view kKeptPrefix = "pycode-";
 constexpr std::string_view kNoticeVariable = "KERNEL_WATCHDOG_NOTICE";
+// A kept shim no watchdog has started a kernel with for this long is another version's, left
+// by an upgrade: swept. (One still in use is written again by its next start.)
+constexpr long kKeptShimUnusedS = 7L * 24 * 3600;
 
 // Whether a "NAME=value" entry sets `name`.
 bool sets(const std::string& entry, std::string_view name) {
@@ -76,7 +80,11 @@ std::optional<util::SafeDir> private_dir() {
 
 // The kept shim's directory, with the shim written unless it is there whole already.
 util::SafeDir kept_shim(const util::SafeDir& parent, std::string_view text) {
-  auto dir = parent.private_child(std::string(kKeptPrefix) + text_hash(text));
+  const std::string name = std::string(kKeptPrefix) + text_hash(text);
+  auto dir = parent.private_child(name);
+  // Its time of change says when a watchdog last used it: the sweep below goes by it.
+  ::futimens(dir.fd(), nullptr);
+  parent.sweep_dirs_unused_for(kKeptPrefix, name, kKeptShimUnusedS);
   auto file = platform::open_regular_file(dir.fd(), std::string(kShimFile).c_str(), O_NOFOLLOW);
   if (file.fd && file.st.st_uid == ::geteuid() &&
       static_cast<std::size_t>(file.st.st_size) == text.size())

@@ -360,6 +360,20 @@ int SafeDir::sweep_older_than(std::string_view prefix, long max_age_s) const {
   return removed;
 }
 
+int SafeDir::sweep_dirs_unused_for(std::string_view prefix, std::string_view keep,
+                                   long max_age_s) const {
+  int removed = 0;
+  const std::time_t now = std::time(nullptr);
+  for_each_entry(fd_.get(), [&](const std::string& name) {
+    if (!name.starts_with(prefix) || name == keep) return;
+    struct stat st {};
+    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+    if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || now - st.st_mtime <= max_age_s) return;
+    if (remove_tree_at(fd_.get(), name, 0)) ++removed;
+  });
+  return removed;
+}
+
 bool SafeDir::remove_tree(std::string_view name) const noexcept {
   try {
     return remove_tree_at(fd_.get(), std::string(name), 0);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -104,6 +105,31 @@ TEST_CASE("the shim is kept in the private runtime directory, named by its text,
   fs::create_directories(kept / "sitecustomize.py" / "inside");
   CHECK(PythonShim::create().dir() == kept);
   CHECK(read_all(kept / "sitecustomize.py") == text);
+}
+
+TEST_CASE("kept shims of other versions are swept once unused for a week; recent ones stay") {
+  kwd::test::TempDir runtime("kwd-shim");
+  ::chmod(runtime.path.c_str(), 0700);
+  kwd::test::ScopedEnv xdg("XDG_RUNTIME_DIR", runtime.path.string());
+  const fs::path base = runtime.path / "kernel-watchdog";
+  fs::create_directories(base / "pycode-00000000000000aa");  // an upgrade ago
+  fs::create_directories(base / "pycode-00000000000000bb");  // another version, used today
+  fs::create_directories(base / "unrelated-old");
+  runtime.write("sitecustomize.py", "old");
+  fs::rename(runtime.path / "sitecustomize.py",
+             base / "pycode-00000000000000aa" / "sitecustomize.py");
+  const auto weeks_ago = fs::file_time_type::clock::now() - std::chrono::hours(24 * 8);
+  for (const char* name : {"pycode-00000000000000aa", "unrelated-old"})
+    fs::last_write_time(base / name, weeks_ago);
+  const fs::path ours = PythonShim::create().dir();
+  CHECK(fs::exists(ours / "sitecustomize.py"));
+  CHECK_FALSE(fs::exists(base / "pycode-00000000000000aa"));
+  CHECK(fs::exists(base / "pycode-00000000000000bb"));
+  CHECK(fs::exists(base / "unrelated-old"));
+  // Ours is marked used at every start, however old it was.
+  fs::last_write_time(ours, weeks_ago);
+  CHECK(PythonShim::create().dir() == ours);
+  CHECK(fs::last_write_time(ours) > weeks_ago + std::chrono::hours(24));
 }
 
 TEST_CASE("without a private directory the shim and its notice live for one kernel in TMPDIR") {

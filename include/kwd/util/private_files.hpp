@@ -69,6 +69,10 @@ class SafeDir {
   // Removes files "<prefix>..." last written more than `max_age_s` seconds ago. Returns how
   // many.
   int sweep_older_than(std::string_view prefix, long max_age_s) const;
+  // Removes directories "<prefix>..." of ours, other than `keep`, whose own time of change is
+  // more than `max_age_s` seconds ago (a user touches theirs to say it is in use). Returns how
+  // many.
+  int sweep_dirs_unused_for(std::string_view prefix, std::string_view keep, long max_age_s) const;
   // Removes `name` and everything under it, if it is a directory of ours; links are removed,
   // never followed. Returns false when it could not be removed whole.
   bool remove_tree(std::string_view name) const noexcept;
