@@ -1,11 +1,14 @@
 #include "kwd/platform/linux/procfs.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 
+#include "kwd/util/unique_dir.hpp"
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::platform::linux_proc {
@@ -155,6 +158,19 @@ std::optional<std::string_view> pread_all(int fd, std::string& buf) {
       return std::string_view(buf.data(), static_cast<std::size_t>(n));
     buf.resize(buf.size() * 2);
   }
+}
+
+std::vector<pid_t> list_pids(const std::string& proc_root) {
+  std::vector<pid_t> out;
+  const util::UniqueDir proc(::opendir(proc_root.c_str()));
+  if (!proc) return out;
+  while (const dirent* entry = ::readdir(proc.get())) {
+    pid_t pid = 0;
+    const char* name = entry->d_name;
+    const auto [end, ec] = std::from_chars(name, name + std::strlen(name), pid);
+    if (ec == std::errc() && *end == '\0' && pid > 0) out.push_back(pid);
+  }
+  return out;
 }
 
 }  // namespace kwd::platform::linux_proc

@@ -1,17 +1,13 @@
 #include "kwd/probes/process_record.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <charconv>
-#include <cstring>
 #include <memory>
 
 #include "kwd/platform/linux/procfs.hpp"
 #include "kwd/util/process_args.hpp"
-#include "kwd/util/unique_dir.hpp"
 
 namespace kwd::probes {
 namespace {
@@ -67,16 +63,7 @@ std::filesystem::path ProcessRecord::cwd() const {
 }
 
 std::vector<pid_t> list_processes() {
-  std::vector<pid_t> out;
-  const util::UniqueDir proc(::opendir("/proc"));
-  if (!proc) return out;
-  while (const dirent* entry = ::readdir(proc.get())) {
-    pid_t pid = 0;
-    const char* name = entry->d_name;
-    const auto [end, ec] = std::from_chars(name, name + std::strlen(name), pid);
-    if (ec == std::errc() && *end == '\0' && pid > 0) out.push_back(pid);
-  }
-  return out;
+  return platform::linux_proc::list_pids();
 }
 
 }  // namespace kwd::probes

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "kwd/platform/linux/procfs.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/util/process_args.hpp"
 #include "kwd/util/unique_dir.hpp"
@@ -123,14 +124,8 @@ std::unordered_map<std::uint64_t, KernelLikeProcess> sockets_of_kernel_like_proc
     const std::string& proc) {
   std::unordered_map<std::uint64_t, KernelLikeProcess> by_inode;
   int error = 0;
-  const Directory processes = open_directory(proc, error);
-  if (!processes) return by_inode;
-  while (const dirent* entry = ::readdir(processes.get())) {
-    pid_t pid = 0;
-    const std::string_view name(entry->d_name);
-    const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (ec != std::errc() || end != name.data() + name.size()) continue;
-    const std::string base = proc + "/" + std::string(name);
+  for (const pid_t pid : platform::linux_proc::list_pids(proc)) {
+    const std::string base = proc + "/" + std::to_string(pid);
     // The fds first: those of another user's process cannot be read, and its command line is
     // then not worth reading (a read that can wait on that process's memory lock).
     const Directory fds = open_directory(base + "/fd", error);

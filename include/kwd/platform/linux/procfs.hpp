@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kwd::platform::linux_proc {
 
@@ -26,6 +27,9 @@ struct ProcStat {
 };
 
 std::optional<ProcStat> parse_proc_stat(std::string_view text);
+// The pids in `proc_root` (a procfs mount: /proc, or the host's as a node daemon sees it),
+// as one readdir pass finds them; empty when it cannot be read.
+std::vector<pid_t> list_pids(const std::string& proc_root = "/proc");
 // The resident pages of /proc/PID/statm ("size resident shared text lib data dt").
 std::optional<std::int64_t> parse_statm_resident(std::string_view text);
 
