@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 
+#include "kwd/protocol/dead_stream_drain.hpp"
 #include "kwd/protocol/kernel_socket.hpp"
 #include "kwd/protocol/multipart_receiver.hpp"
 #include "kwd/util/clock.hpp"
@@ -66,7 +67,11 @@ KernelClient::KernelClient(zmq::context_t& context, loop::EventLoop& loop,
         Socket{channel, protocol::make_kernel_socket(context, type, info, limits),
                std::make_unique<protocol::MessageDecoder>(
                    protocol::MessageSigner(info.signature_scheme, info.key), limits)});
-    if (channel == Channel::iopub) s->socket.set(zmq::sockopt::subscribe, "");
+    if (channel == Channel::iopub) {
+      s->socket.set(zmq::sockopt::subscribe, "");
+      iopub_monitor_.emplace(context, s->socket,
+                             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
+    }
     // The kernel's ROUTER answers the identity it saw; the session id names us, as in
     // jupyter_client.
     if (channel != Channel::iopub) s->socket.set(zmq::sockopt::routing_id, session_);
@@ -130,17 +135,19 @@ void KernelClient::on_readable(Socket& s) {
 
 void KernelClient::drain_iopub(std::chrono::milliseconds quiet, std::chrono::milliseconds budget) {
   Socket& s = *sockets_[static_cast<std::size_t>(Channel::iopub)];
-  const std::int64_t deadline = util::steady_ns() + budget.count() * 1'000'000;
-  for (;;) {
-    const std::int64_t left_ms = (deadline - util::steady_ns()) / 1'000'000;
-    if (left_ms <= 0) return;
-    zmq_pollitem_t item{s.socket.handle(), 0, ZMQ_POLLIN, 0};
-    const int ready =
-        zmq_poll(&item, 1, static_cast<long>(std::min<std::int64_t>(left_ms, quiet.count())));
-    if (ready < 0 && zmq_errno() == EINTR) continue;  // a signal, not the end of the output
-    if (ready <= 0) return;                           // quiet (or failed): nothing more is coming
-    on_readable(s);
-  }
+  protocol::drain_dead_stream({s.socket.handle(), iopub_monitor_->handle(),
+                               [this] {
+                                 for (const auto& e : iopub_monitor_->drain())
+                                   iopub_connected_ = e.event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+                                 return iopub_connected_;
+                               },
+                               [this, &s] {
+                                 // on_readable takes a bounded batch; again until none is left.
+                                 zmq_pollitem_t item{s.socket.handle(), 0, ZMQ_POLLIN, 0};
+                                 while (zmq_poll(&item, 1, 0) > 0)
+                                   on_readable(s);
+                               }},
+                              quiet, budget);
 }
 
 }  // namespace kwd::client

@@ -8,6 +8,7 @@
 #include <zmq.hpp>
 
 #include "kwd/protocol/content_fields.hpp"
+#include "kwd/protocol/dead_stream_drain.hpp"
 #include "kwd/protocol/iopub_listener.hpp"
 #include "kwd/protocol/port_readiness.hpp"
 #include "kwd/util/clock.hpp"
@@ -20,8 +21,6 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kFilePollInterval{200};
-// After the kernel's end has closed: how long to look for one last message (see drain).
-constexpr long kStragglerWaitMs = 1;
 constexpr milliseconds kPortPollInterval{50};
 constexpr milliseconds kSlowPortPollInterval{1000};
 constexpr milliseconds kSlowestPortPollInterval{10'000};
@@ -352,34 +351,16 @@ void KernelListener::drain(milliseconds quiet, milliseconds budget) {
   }
   if (!iopub_) return;
   draining_ = true;
-  const std::int64_t deadline = util::steady_ns() + budget.count() * 1'000'000;
-  for (;;) {
-    iopub_->on_monitor_events();  // the connection's state as libzmq last told it
-    if (!iopub_->connected()) {
-      // The kernel's end has closed (or never opened). On a closed stream libzmq has queued
-      // what came before the close by the time it tells of it, so what is queued is nearly
-      // all there will be: that, and one short look for a message decoded in the same pass
-      // as a broken frame (queued just after the event), instead of waiting `quiet` (5 ms
-      // of the 20 a report may take).
-      for (int look = 0; look < 2 && util::steady_ns() < deadline; ++look) {
-        while (util::steady_ns() < deadline && iopub_->receive(4096) > 0) {
-        }
-        zmq_pollitem_t item = {iopub_->socket_handle(), 0, ZMQ_POLLIN, 0};
-        if (look == 0 && zmq_poll(&item, 1, kStragglerWaitMs) <= 0) break;
-      }
-      break;
-    }
-    const std::int64_t left_ms = (deadline - util::steady_ns()) / 1'000'000;
-    if (left_ms <= 0) break;
-    zmq_pollitem_t items[2] = {{iopub_->socket_handle(), 0, ZMQ_POLLIN, 0},
-                               {iopub_->monitor_handle(), 0, ZMQ_POLLIN, 0}};
-    const long wait = static_cast<long>(std::min<std::int64_t>(left_ms, quiet.count()));
-    const int ready = zmq_poll(items, 2, wait);
-    if (ready < 0 && zmq_errno() == EINTR) continue;  // a signal, not the end of the output
-    if (ready <= 0) break;                            // quiet (or failed): nothing more is coming
-    // A monitor event is read at the top of the loop.
-    if (items[0].revents & ZMQ_POLLIN) iopub_->receive(4096);
-  }
+  drain_dead_stream({iopub_->socket_handle(), iopub_->monitor_handle(),
+                     [this] {
+                       iopub_->on_monitor_events();  // the state as libzmq last told it
+                       return iopub_->connected();
+                     },
+                     [this] {
+                       while (iopub_->receive(4096) > 0) {
+                       }
+                     }},
+                    quiet, budget);
 }
 
 void KernelListener::contribute(json& report, std::int64_t at_ms, bool with_hang) const {

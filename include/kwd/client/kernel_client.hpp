@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <zmq.hpp>
@@ -12,6 +13,7 @@
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/multipart_receiver.hpp"
+#include "kwd/protocol/socket_monitor.hpp"
 #include "kwd/protocol/wire.hpp"
 
 namespace kwd::client {
@@ -60,6 +62,10 @@ class KernelClient {
   protocol::MultipartReceiver receiver_;
   protocol::Message message_;  // reused
   std::array<std::unique_ptr<Socket>, 4> sockets_;
+  // IOPub's connection as libzmq tells it: a dead kernel's stream is drained without waiting
+  // once it has closed. After sockets_: destroyed before the socket it watches.
+  std::optional<protocol::SocketMonitor> iopub_monitor_;
+  bool iopub_connected_ = false;
 };
 
 }  // namespace kwd::client
