@@ -11,6 +11,7 @@
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/report/terminal_summary.hpp"
+#include "kwd/util/clock.hpp"
 
 namespace kwd::watch {
 namespace {
@@ -70,6 +71,7 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
                            : end->status  ? end->status->describe()
                                           : "ended (" + end->how_known + ")";
   const char* kind = end != nullptr ? "crash" : "hang";
+  const std::int64_t build_start_ns = util::steady_ns();
   try {
     out.document = watch.build_report(context, id);
   } catch (const std::exception& e) {  // build_report says it never throws; fail open anyway
@@ -84,7 +86,12 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
     spdlog::warn("{}", cap_problem);
   const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir), limits);
   try {
+    const std::int64_t write_start_ns = util::steady_ns();
     out.path = primary.write(id, report::to_text(out.document));
+    // Where the milliseconds between a death and its report go (bench/death_bench.py).
+    spdlog::debug("report of kernel {}: built in {} us, written in {} us", watch.pid(),
+                  (write_start_ns - build_start_ns) / 1000,
+                  (util::steady_ns() - write_start_ns) / 1000);
     const logging::LogFields fields(report_fields(kernel_id, out.document, *out.path));
     spdlog::warn("kernel {} {}{}; {} report: {}", watch.pid(), what, verdict(out.document), kind,
                  out.path->string());

@@ -223,10 +223,12 @@ void Watch::finish(const ProcessEnd& end) {
   // longer one, because a shutdown_reply decides whether it is a crash at all; after a fatal
   // signal only the last outputs are at stake, and the report is due within milliseconds.
   const bool clean = end.status && end.status->clean_exit();
+  const std::int64_t drain_start_ns = util::steady_ns();
   if (listener_ && !clean) {
     const bool signaled = end.status && end.status->signaled;
     listener_->drain(std::chrono::milliseconds(signaled ? 5 : 20), std::chrono::milliseconds(150));
   }
+  const std::int64_t probes_start_ns = util::steady_ns();
   probes::KernelExit how;
   if (end.status) how = {end.status->signaled, end.status->signal};
   for (auto& p : probes_) {
@@ -236,6 +238,9 @@ void Watch::finish(const ProcessEnd& end) {
       spdlog::debug("probe {}: {}", p->status().name, e.what());
     }
   }
+  spdlog::debug("kernel {} ended: its last messages read in {} us, the probes' last look {} us",
+                pid(), (probes_start_ns - drain_start_ns) / 1000,
+                (util::steady_ns() - probes_start_ns) / 1000);
   on_death_(end, died_at_ms);
 }
 
