@@ -3,7 +3,7 @@
 // a poll catches what the bus missed (and what died while no browser was open).
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Clipboard, MainAreaWidget, Notification, showDialog, Dialog } from '@jupyterlab/apputils';
-import { INotebookTracker } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Widget } from '@lumino/widgets';
 
 import * as api from './api';
@@ -184,6 +184,26 @@ export class DeathWatcher {
         }
       }
     ];
+    const step = s.first_action;
+    if (step && (step.kind === 'copy' || step.kind === 'insert_cell')) {
+      actions.push({
+        label: step.label,
+        caption: s.first_remedy || step.label,
+        callback: (event: MouseEvent) => {
+          if (step.kind === 'copy') {
+            event.preventDefault();
+            Clipboard.copyToSystem(step.text);
+          } else if (!this.insertFirstCell(s, step.text)) {
+            // No open notebook of that kernel: the cell's code, to paste.
+            event.preventDefault();
+            Clipboard.copyToSystem(step.text);
+            Notification.info('The notebook is not open: the cell was copied instead', {
+              autoClose: 4000
+            });
+          }
+        }
+      });
+    }
     if (s.first_remedy) {
       actions.push({
         label: 'What to do',
@@ -198,17 +218,38 @@ export class DeathWatcher {
     Notification.error(describe(s), { autoClose: false, actions });
   }
 
+  // The notebook panels of the report's kernel (or, once it restarted, of its notebook).
+  private panelsOf(s: api.IReportSummary): NotebookPanel[] {
+    const found: NotebookPanel[] = [];
+    this.notebooks?.forEach(panel => {
+      const kernel = panel.sessionContext.session?.kernel;
+      const samePath = s.notebook && panel.context.path === s.notebook;
+      if ((kernel && kernel.id === s.kernel_id) || samePath) {
+        found.push(panel);
+      }
+    });
+    return found;
+  }
+
+  // A remedy's setting as the notebook's first code cell, selected (not run: the kernel must
+  // be restarted first, which the user does).
+  private insertFirstCell(s: api.IReportSummary, code: string): boolean {
+    const [panel] = this.panelsOf(s);
+    if (!panel) {
+      return false;
+    }
+    panel.model?.sharedModel.insertCell(0, { cell_type: 'code', source: code });
+    panel.content.activeCellIndex = 0;
+    this.app.shell.activateById(panel.id);
+    return true;
+  }
+
   // The cell that was running gets a mark (a class, not an output).
   private markCell(s: api.IReportSummary): void {
     if (!this.notebooks || !s.cell) {
       return;
     }
-    this.notebooks.forEach(panel => {
-      const kernel = panel.sessionContext.session?.kernel;
-      const samePath = s.notebook && panel.context.path === s.notebook;
-      if (!(kernel && kernel.id === s.kernel_id) && !samePath) {
-        return;
-      }
+    this.panelsOf(s).forEach(panel => {
       const code = s.cell!.code;
       for (const cell of panel.content.widgets) {
         if (cell.model.type === 'code' && cell.model.sharedModel.getSource() === code) {

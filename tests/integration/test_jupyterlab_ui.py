@@ -83,7 +83,9 @@ def test_a_segfault_is_said_in_a_notification_with_the_cell_and_the_report_opens
     text = seen["toast_text"]
     assert text.startswith("crash.ipynb kernel died: " + headline[:60]), text
     assert "cell [1]: import ctypes" in text, text
-    assert seen["buttons"][:2] == ["Open report", "Copy summary"], seen["buttons"]
+    assert [b for b in seen["buttons"] if b.strip()] == ["Open report", "Copy summary",
+                                                        "What to do"], seen["buttons"]
+    assert "step_button" not in seen, seen
     assert seen["marked_cells"] == 1
     assert headline in seen["clipboard"] and report["id"] in seen["clipboard"], seen["clipboard"]
     assert "Running cell [1]: import ctypes" in seen["clipboard"], seen["clipboard"]
@@ -115,6 +117,12 @@ def test_memory_growing_toward_the_limit_warns_before_the_kernel_is_killed(lab, 
     assert sizes and max(sizes) - sizes[0] >= 100, readings
     assert "memory limit" in seen["toast_text"] or "OOM" in seen["toast_text"] or \
         "out of memory" in seen["toast_text"].lower(), seen["toast_text"]
+    # The first remedy (raise the watchdog's limit) has a one-click step: its option, doubled,
+    # copied. The segfault's first remedy has none: the test above sees only our three buttons.
+    first = report["diagnosis"]["remedies"][0]
+    assert first["id"] == "oom.raise_watchdog_limit" and first["action"]["kind"] == "copy", first
+    assert seen.get("step_button") == first["action"]["label"], seen["buttons"]
+    assert seen["step_clipboard"] == first["action"]["text"] == "--memory-limit=800M", seen
     print(f"{ui}: warned {died - warnings[0]['t']} ms before the kill: {warnings[0]['text']}")
 
 

@@ -90,6 +90,14 @@ async function main() {
     seen.restart_dialog_ms = await page.locator('.jp-Dialog', { hasText: 'appears to have died' })
       .getByRole('button', { name: 'Ok' }).click({ timeout: 15_000 })
       .then(() => Date.now(), () => null);
+    // The remedy's one-click step, where it has one (a button besides ours): a copy leaves
+    // the notification up and puts its text on the clipboard.
+    const step = seen.buttons.find(b => b.trim() && !['Open report', 'Copy summary', 'What to do'].includes(b));
+    if (step) {
+      seen.step_button = step;
+      await toast.getByRole('button', { name: step, exact: true }).click();
+      seen.step_clipboard = await page.evaluate(() => navigator.clipboard.readText()).catch(e => String(e));
+    }
     // "Copy summary" leaves the notification up; "Open report" is then clicked on it.
     await toast.getByText('Copy summary').click();
     seen.clipboard = await page.evaluate(() => navigator.clipboard.readText()).catch(e => String(e));
