@@ -89,11 +89,6 @@ export async function reportPage(id: string): Promise<string> {
   return (await request(`reports/${encodeURIComponent(id)}/html`)).text();
 }
 
-export function reportPageUrl(id: string): string {
-  const settings = ServerConnection.makeSettings();
-  return URLExt.join(settings.baseUrl, 'kernel-watchdog', 'reports', encodeURIComponent(id), 'html');
-}
-
 export async function kernelStatus(kernelId: string): Promise<IKernelStatus> {
   return (await request(`kernels/${encodeURIComponent(kernelId)}`)).json();
 }

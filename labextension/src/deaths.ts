@@ -4,7 +4,7 @@
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Clipboard, MainAreaWidget, Notification, showDialog, Dialog } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import { Widget } from '@lumino/widgets';
+import { SplitPanel, Widget } from '@lumino/widgets';
 
 import * as api from './api';
 
@@ -110,20 +110,33 @@ export class DeathWatcher {
   }
 
   async openReport(s: api.IReportSummary): Promise<void> {
-    if (this.app.name === 'Jupyter Notebook') {
-      // Notebook 7 has one document a page: the report gets a browser tab of its own, served
-      // with a Content-Security-Policy sandbox.
-      window.open(api.reportPageUrl(s.id), '_blank', 'noopener');
-      return;
+    const id = `kernel-watchdog-report-${s.id}`;
+    const notebook7 = this.app.name === 'Jupyter Notebook';
+    for (const open of this.app.shell.widgets(notebook7 ? 'down' : 'main')) {
+      if (open.id === id) {
+        this.app.shell.activateById(id);
+        return;
+      }
     }
     const page = await api.reportPage(s.id);
     const content = new ReportView(page);
     const widget = new MainAreaWidget({ content });
-    widget.id = `kernel-watchdog-report-${s.id}`;
+    widget.id = id;
     widget.title.label = `Why ${notebookName(s)} died`;
     widget.title.closable = true;
-    this.app.shell.add(widget, 'main');
+    // Notebook 7's main area holds the page's one document and takes no second widget; its
+    // down panel (where its log console opens) shows the report under the notebook, inside
+    // the app. JupyterLab: a tab of the main area.
+    this.app.shell.add(widget, notebook7 ? 'down' : 'main');
     this.app.shell.activateById(widget.id);
+    if (notebook7) {
+      // The down panel opens with no height of its own (Notebook 7 keeps none for it): the
+      // split between notebook and panel gives the report most of the page.
+      const split = widget.parent?.parent?.parent;
+      if (split instanceof SplitPanel && split.orientation === 'vertical') {
+        split.setRelativeSizes([0.4, 0.6]);
+      }
+    }
   }
 
   private async poll(): Promise<void> {

@@ -3,7 +3,7 @@ virtualenv's, with the package installed as a wheel: server extension and prebui
 driven in Debian's Chromium by playwright-core (tests/ui/drive_jupyter.cjs; npm, no browser
 download). A notebook's cell segfaults its watched kernel: the notification says the cause
 and the cell, the cell is marked, "Copy summary" copies it and "Open report" opens the
-report in a sandboxed tab. A cell grows memory under the kernel's cgroup limit: the status
+report inside the app, sandboxed (Lab: a tab; Notebook 7: its down panel). A cell grows memory under the kernel's cgroup limit: the status
 item shows the memory, then its warning, before the kernel is killed.
 
 Screenshots go to $KWD_UI_SCREENSHOTS when set (the README's come from there), else the test's
@@ -89,9 +89,12 @@ def test_a_segfault_is_said_in_a_notification_with_the_cell_and_the_report_opens
     assert seen["marked_cells"] == 1
     assert headline in seen["clipboard"] and report["id"] in seen["clipboard"], seen["clipboard"]
     assert "Running cell [1]: import ctypes" in seen["clipboard"], seen["clipboard"]
-    # Lab: a tab with the page in an iframe that may run nothing; Notebook 7: a browser tab
-    # (the server sends the page with a Content-Security-Policy sandbox).
-    assert seen["frame_sandbox"] == ("" if ui == "lab" else None)
+    # Inside the app, in an iframe that may run nothing: Lab a tab of its main area, Notebook 7
+    # its down panel under the notebook (its main area takes one document); no browser tab.
+    assert seen["frame_sandbox"] == "", seen
+    assert seen["browser_tabs"] == 1, seen
+    assert seen["report_area"] == ("main" if ui == "lab" else "down"), seen
+    assert seen["frame_height"] >= 200, seen
     assert "SIGSEGV" in seen["report_text"] or headline[:40] in seen["report_text"]
     # How long from the death to the notification (reported, not asserted: tests never
     # assert timings).
