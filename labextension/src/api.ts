@@ -11,6 +11,13 @@ export interface ICell {
   code: string;
 }
 
+// `copy`: text onto the clipboard; `insert_cell`: text as the notebook's first code cell.
+export interface IRemedyAction {
+  kind: 'copy' | 'insert_cell';
+  label: string;
+  text: string;
+}
+
 // One report as the notification shows it (the server's `summary`).
 export interface IReportSummary {
   id: string;
@@ -24,6 +31,8 @@ export interface IReportSummary {
   cell: ICell | null;
   peak_rss_bytes: number | null;
   first_remedy: string | null;
+  // The first remedy's one-click step (the report's remedies[0].action), where it has one.
+  first_action: IRemedyAction | null;
   kind: string | null;
   ended: string | null;
 }
@@ -78,11 +87,6 @@ export async function report(id: string): Promise<IReportSummary> {
 
 export async function reportPage(id: string): Promise<string> {
   return (await request(`reports/${encodeURIComponent(id)}/html`)).text();
-}
-
-export function reportPageUrl(id: string): string {
-  const settings = ServerConnection.makeSettings();
-  return URLExt.join(settings.baseUrl, 'kernel-watchdog', 'reports', encodeURIComponent(id), 'html');
 }
 
 export async function kernelStatus(kernelId: string): Promise<IKernelStatus> {

@@ -3,8 +3,8 @@
 // a poll catches what the bus missed (and what died while no browser was open).
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Clipboard, MainAreaWidget, Notification, showDialog, Dialog } from '@jupyterlab/apputils';
-import { INotebookTracker } from '@jupyterlab/notebook';
-import { Widget } from '@lumino/widgets';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { SplitPanel, Widget } from '@lumino/widgets';
 
 import * as api from './api';
 
@@ -110,20 +110,33 @@ export class DeathWatcher {
   }
 
   async openReport(s: api.IReportSummary): Promise<void> {
-    if (this.app.name === 'Jupyter Notebook') {
-      // Notebook 7 has one document a page: the report gets a browser tab of its own, served
-      // with a Content-Security-Policy sandbox.
-      window.open(api.reportPageUrl(s.id), '_blank', 'noopener');
-      return;
+    const id = `kernel-watchdog-report-${s.id}`;
+    const notebook7 = this.app.name === 'Jupyter Notebook';
+    for (const open of this.app.shell.widgets(notebook7 ? 'down' : 'main')) {
+      if (open.id === id) {
+        this.app.shell.activateById(id);
+        return;
+      }
     }
     const page = await api.reportPage(s.id);
     const content = new ReportView(page);
     const widget = new MainAreaWidget({ content });
-    widget.id = `kernel-watchdog-report-${s.id}`;
+    widget.id = id;
     widget.title.label = `Why ${notebookName(s)} died`;
     widget.title.closable = true;
-    this.app.shell.add(widget, 'main');
+    // Notebook 7's main area holds the page's one document and takes no second widget; its
+    // down panel (where its log console opens) shows the report under the notebook, inside
+    // the app. JupyterLab: a tab of the main area.
+    this.app.shell.add(widget, notebook7 ? 'down' : 'main');
     this.app.shell.activateById(widget.id);
+    if (notebook7) {
+      // The down panel opens with no height of its own (Notebook 7 keeps none for it): the
+      // split between notebook and panel gives the report most of the page.
+      const split = widget.parent?.parent?.parent;
+      if (split instanceof SplitPanel && split.orientation === 'vertical') {
+        split.setRelativeSizes([0.4, 0.6]);
+      }
+    }
   }
 
   private async poll(): Promise<void> {
@@ -184,6 +197,26 @@ export class DeathWatcher {
         }
       }
     ];
+    const step = s.first_action;
+    if (step && (step.kind === 'copy' || step.kind === 'insert_cell')) {
+      actions.push({
+        label: step.label,
+        caption: s.first_remedy || step.label,
+        callback: (event: MouseEvent) => {
+          if (step.kind === 'copy') {
+            event.preventDefault();
+            Clipboard.copyToSystem(step.text);
+          } else if (!this.insertFirstCell(s, step.text)) {
+            // No open notebook of that kernel: the cell's code, to paste.
+            event.preventDefault();
+            Clipboard.copyToSystem(step.text);
+            Notification.info('The notebook is not open: the cell was copied instead', {
+              autoClose: 4000
+            });
+          }
+        }
+      });
+    }
     if (s.first_remedy) {
       actions.push({
         label: 'What to do',
@@ -198,17 +231,38 @@ export class DeathWatcher {
     Notification.error(describe(s), { autoClose: false, actions });
   }
 
+  // The notebook panels of the report's kernel (or, once it restarted, of its notebook).
+  private panelsOf(s: api.IReportSummary): NotebookPanel[] {
+    const found: NotebookPanel[] = [];
+    this.notebooks?.forEach(panel => {
+      const kernel = panel.sessionContext.session?.kernel;
+      const samePath = s.notebook && panel.context.path === s.notebook;
+      if ((kernel && kernel.id === s.kernel_id) || samePath) {
+        found.push(panel);
+      }
+    });
+    return found;
+  }
+
+  // A remedy's setting as the notebook's first code cell, selected (not run: the kernel must
+  // be restarted first, which the user does).
+  private insertFirstCell(s: api.IReportSummary, code: string): boolean {
+    const [panel] = this.panelsOf(s);
+    if (!panel) {
+      return false;
+    }
+    panel.model?.sharedModel.insertCell(0, { cell_type: 'code', source: code });
+    panel.content.activeCellIndex = 0;
+    this.app.shell.activateById(panel.id);
+    return true;
+  }
+
   // The cell that was running gets a mark (a class, not an output).
   private markCell(s: api.IReportSummary): void {
     if (!this.notebooks || !s.cell) {
       return;
     }
-    this.notebooks.forEach(panel => {
-      const kernel = panel.sessionContext.session?.kernel;
-      const samePath = s.notebook && panel.context.path === s.notebook;
-      if (!(kernel && kernel.id === s.kernel_id) && !samePath) {
-        return;
-      }
+    this.panelsOf(s).forEach(panel => {
       const code = s.cell!.code;
       for (const cell of panel.content.widgets) {
         if (cell.model.type === 'code' && cell.model.sharedModel.getSource() === code) {

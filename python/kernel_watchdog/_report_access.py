@@ -155,16 +155,21 @@ def summary(row, document=None):
            "notebook": row.get("notebook") or None, "path": row.get("path"),
            "readable": bool(row.get("readable")), "headline": row.get("cause"),
            "cause": None, "cell": None, "peak_rss_bytes": None, "first_remedy": None,
-           "kind": None, "ended": None}
+           "first_action": None, "kind": None, "ended": None}
     if not isinstance(document, dict):
         return out
     diagnosis = document.get("diagnosis") or {}
     out["kind"] = document.get("kind")
     out["cause"] = diagnosis.get("cause")
     out["headline"] = diagnosis.get("headline") or out["headline"]
-    remedies = [r.get("text") for r in diagnosis.get("remedies") or []
+    remedies = [r for r in diagnosis.get("remedies") or []
                 if isinstance(r, dict) and r.get("text")]
-    out["first_remedy"] = remedies[0] if remedies else None
+    out["first_remedy"] = remedies[0]["text"] if remedies else None
+    # The first remedy's one-click step, where the program gave it one (docs/report-format.md).
+    action = remedies[0].get("action") if remedies else None
+    if isinstance(action, dict) and action.get("kind") in ("copy", "insert_cell") and \
+            all(isinstance(action.get(k), str) and action.get(k) for k in ("label", "text")):
+        out["first_action"] = {k: action[k] for k in ("kind", "label", "text")}
     cell = (document.get("execution") or {}).get("cell_in_flight")
     if isinstance(cell, dict):
         out["cell"] = {"execution_count": cell.get("execution_count"),

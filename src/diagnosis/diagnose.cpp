@@ -58,8 +58,13 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
     evidence.push_back(std::move(item));
   }
   auto& advice = out["remedies"] = json::array();
-  for (const auto& r : remedies)
-    advice.push_back({{"id", r.id}, {"text", r.text}, {"why", r.why}});
+  for (const auto& r : remedies) {
+    json item = {{"id", r.id}, {"text", r.text}, {"why", r.why}};
+    if (r.action)
+      item["action"] = {
+          {"kind", r.action->kind}, {"label", r.action->label}, {"text", r.action->text}};
+    advice.push_back(std::move(item));
+  }
   out["missing"] = finding.missing;
   auto& matched = out["signatures"] = json::array();
   for (const auto* list : {&input.hits, &input.earlier_hits})

@@ -63,6 +63,19 @@ Remedy* Advisor::given(std::string_view id) {
   return it == out_.end() ? nullptr : &*it;
 }
 
+void Advisor::act(std::string_view id, RemedyAction action) {
+  if (Remedy* r = given(id); r != nullptr && !r->action) r->action = std::move(action);
+}
+
+RemedyAction Advisor::setting_cell(const std::string& name, const std::string& value,
+                                   const std::string& framework) {
+  return {"insert_cell", "Insert " + name + "=" + value + " as the first cell",
+          "import os\n\n# Read when " + framework +
+              " starts: this cell must run before it is imported (restart the kernel, then "
+              "run it first).\nos.environ[\"" +
+              name + "\"] = \"" + value + "\"\n"};
+}
+
 bool Advisor::tf_growth_advised() const {
   return tensorflow() && !hit_id("pytorch.mps_out_of_memory") &&
          !env_is("TF_FORCE_GPU_ALLOW_GROWTH", {"true", "1"});

@@ -82,6 +82,7 @@ void Advisor::gpu_oom() {
         "TensorFlow is loaded and TF_FORCE_GPU_ALLOW_GROWTH is not set: by default TensorFlow "
         "maps almost all free device memory when it starts, leaving none for cuDNN, cuBLAS or "
         "another process.");
+  act("tensorflow.memory_growth", setting_cell("TF_FORCE_GPU_ALLOW_GROWTH", "true", "TensorFlow"));
   if (pytorch() && !mps) {
     add("torch.smaller_batch",
         "Lower the batch size (or use torch.autocast mixed precision / gradient checkpointing); "
@@ -93,6 +94,8 @@ void Advisor::gpu_oom() {
           "fragmentation of the caching allocator.",
           "PYTORCH_CUDA_ALLOC_CONF is not set; when 'reserved but unallocated' memory is large, "
           "fragmentation is what fails the allocation.");
+    act("torch.expandable_segments",
+        setting_cell("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", "PyTorch"));
   }
   if (jax_preallocation_advised())
     add("jax.preallocate",
@@ -101,6 +104,7 @@ void Advisor::gpu_oom() {
         "it must be set before jax is imported.",
         "JAX/jaxlib is loaded and XLA_PYTHON_CLIENT_PREALLOCATE is not false: JAX reserves 75% "
         "of device memory at first use.");
+  act("jax.preallocate", setting_cell("XLA_PYTHON_CLIENT_PREALLOCATE", "false", "JAX"));
   if (mps)
     add("mps.batch",
         "Reduce the batch size or model precision on the MPS device. "
@@ -128,6 +132,7 @@ void Advisor::gpu_fault() {
         "again: the error will then name the operation that faulted.",
         "CUDA reports kernel failures asynchronously, so the Python line in the traceback can "
         "be a later, innocent call.");
+  act("cuda.launch_blocking", setting_cell("CUDA_LAUNCH_BLOCKING", "1", "CUDA"));
   // The first Xid of the death's own time; one the kernel survived advises nothing.
   if (!in_.xid_events.empty()) {
     const auto xid = in_.xid_events.front().xid;

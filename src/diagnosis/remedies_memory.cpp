@@ -122,6 +122,13 @@ void Advisor::watchdog_limit() {
   const auto l = v_.integer("/cgroup/limit").value_or(0);
   const std::string now = l > 0 ? option_size(l) : "N";
   const std::string more = l > 0 ? option_size(2 * l) : "MORE";
+  // The option itself is what to paste (into the kernelspec's argv, the wrap command or
+  // $KERNEL_WATCHDOG_RUN_OPTIONS): the report does not say which of them set it.
+  const auto copy_option = [&] {
+    if (l > 0)
+      act("oom.raise_watchdog_limit",
+          {"copy", "Copy --memory-limit=" + more, "--memory-limit=" + more});
+  };
   const std::string why = "The limit was kernel-watchdog's own (--memory-limit=" + now +
                           "), in a cgroup that held this kernel alone; the kernel needed more.";
   if (v_.text("/watchdog/mode").value_or("") == "smoke") {
@@ -129,6 +136,7 @@ void Advisor::watchdog_limit() {
         "Raise the per-notebook limit: `kernel-watchdog smoke --memory-limit=" + more +
             " ...` (it is " + now + " now), or leave the option out to run without one.",
         why);
+    copy_option();
     return;
   }
   add("oom.raise_watchdog_limit",
@@ -140,6 +148,7 @@ void Advisor::watchdog_limit() {
           "NAME --run-option=--memory-limit=" +
           more + "`. Without the option the kernel runs with no limit of the watchdog's.",
       why);
+  copy_option();
 }
 
 }  // namespace kwd::diagnosis

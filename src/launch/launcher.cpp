@@ -66,7 +66,7 @@ int Launcher::run() {
   }
   loop_.watch_fd(signals_->fd(), [this] { on_signals(); });
   // The kernel's memory and state for readers beside its manager (JupyterLab's status item).
-  live_status_.emplace(options_.report_dir, options_.kernel.connection_file);
+  live_status_.emplace(options_.kernel.connection_file);
   (void)loop_.every(
       kLiveStatusInterval, [this] { live_status_->refresh(kernel_->watch(), kernel_->pid()); },
       loop::EventLoop::Precision::coarse);

@@ -10,7 +10,7 @@
 
 namespace kwd::launch {
 
-LiveStatusFile::LiveStatusFile(const std::string& report_dir, const std::string& connection_file) {
+LiveStatusFile::LiveStatusFile(const std::string& connection_file) {
   if (connection_file.empty()) return;
   kernel_id_ = protocol::kernel_id_from_connection_file(connection_file);
   if (kernel_id_.empty() || kernel_id_.find('/') != std::string::npos ||
@@ -18,7 +18,7 @@ LiveStatusFile::LiveStatusFile(const std::string& report_dir, const std::string&
     return;
   name_ = kernel_id_ + ".json";
   try {
-    dir_ = util::SafeDir::open_private(watch::live_status_dir(report_dir));
+    dir_ = util::SafeDir::open_private(watch::live_status_dir());
   } catch (const std::exception& e) {
     spdlog::debug("no live status file: {}", e.what());
   }

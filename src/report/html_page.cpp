@@ -13,6 +13,7 @@
 
 #include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/report_view.hpp"
+#include "kwd/report/html_prose.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -93,8 +94,15 @@ bool bytes_named(std::string_view name) {
                                                    "gpu_at_start",
                                                    "rss_at_start",
                                                    "memory_used",
-                                                   "memory_total"};
+                                                   "memory_total",
+                                                   "peak_rss"};
   return bytes.contains(name) || name.ends_with("bytes") || name.ends_with("_bytes");
+}
+
+// A point in time (milliseconds since the epoch): said as the reader's local time and how long
+// before the death, never as the raw number (that is in the JSON, the page's last part).
+bool is_epoch_ms(double v, const NumberContext& c) {
+  return (c.key.ends_with("_ms") || c.key.ends_with("_at")) && v > 1e12 && v < 9.2e18;
 }
 
 std::string significant(double v, int digits) {
@@ -118,15 +126,7 @@ std::string number_for_people(double v, const NumberContext& c) {
     if (std::abs(v) < 1024) return "";
     return (v < 0 ? "−" : "") + util::format_bytes(std::abs(v));
   }
-  if ((c.key.ends_with("_ms") || c.key == "t_ms") && v > 1e12 && v < 9.2e18) {
-    std::string text = util::iso8601_utc(static_cast<std::int64_t>(v));
-    if (!std::isnan(c.died_at_ms)) {
-      const double before = (c.died_at_ms - v) / 1000.0;
-      text += before >= 0 ? " (" + significant(before, 3) + " s before death)"
-                          : " (" + significant(-before, 3) + " s after death)";
-    }
-    return text;
-  }
+  if (is_epoch_ms(v, c)) return time_in_words(v, c.died_at_ms);
   if (c.key.ends_with("_s") || c.key.ends_with("_seconds")) {
     if (std::abs(v) >= 2 * 3600) return significant(v / 3600, 3) + " h";
     if (std::abs(v) >= 120) return significant(v / 60, 3) + " min";
@@ -253,7 +253,9 @@ void render_value(std::ostringstream& out, const json& v, int depth = 0,
   } else if (v.is_number()) {
     const std::string raw = text_of(v);
     const std::string people = number_for_people(v.get<double>(), context);
-    if (people.empty())
+    if (is_epoch_ms(v.get<double>(), context))
+      out << people;  // already escaped; no raw epoch number as a tooltip either
+    else if (people.empty())
       out << esc(raw);
     else
       out << "<span title=\"" << esc(raw) << "\">" << esc(people) << "</span>";
@@ -320,9 +322,8 @@ void diagnosis_section(std::ostringstream& out, const ReportView& r) {
       const std::string pointer = e.text("/pointer").value_or("");
       std::optional<std::string> line;
       if (e.number("/line")) line = e.scalar("/line");
-      out << "<tr><td>" << (item.is_object() ? field(e, "/fact") : field(e, ""))
-          << "</td><td title=\"" << esc(pointer) << "\">" << esc(where_in_words(pointer, line))
-          << "</td></tr>";
+      out << "<tr><td>" << (item.is_object() ? field(e, "/fact") : field(e, "")) << "</td><td>"
+          << esc(where_in_words(pointer, line)) << "</td></tr>";
     }
     out << "</table>\n";
   } else {
@@ -346,12 +347,13 @@ void diagnosis_section(std::ostringstream& out, const ReportView& r) {
   const auto& sigs = d->array("/signatures");
   if (!sigs.empty()) {
     out << "<details><summary>Recognised stderr signatures (" << sigs.size()
-        << ")</summary><table><tr><th>signature</th><th>supports</th><th>line</th><th>text</th>"
+        << ")</summary><table><tr><th>signature</th><th>supports</th><th>seen in</th><th>text</th>"
            "<th>seen in public</th></tr>";
     for (const auto& item : sigs) {
       const ReportView sig(item);
       out << "<tr><td>" << field(sig, "/id") << "</td><td>" << field(sig, "/supports")
-          << "</td><td>" << field(sig, "/pointer") << " " << field(sig, "/line")
+          << "</td><td>"
+          << esc(where_in_words(sig.text("/pointer").value_or(""), sig.scalar("/line")))
           << "</td><td><code>" << field(sig, "/text") << "</code></td><td>" << field(sig, "/source")
           << "</td></tr>";
     }
@@ -477,22 +479,22 @@ std::string render_html(const json& report) {
       r.number("/kernel/died_at_ms").value_or(r.number("/hang/detected_at_ms").value_or(NAN));
   // Every other section, in a stable and useful order, then anything else there is.
   const std::vector<std::pair<const char*, const char*>> order{
-      {"termination", "Termination"},
-      {"execution", "Execution (cells, outputs, last error)"},
+      {"termination", "How it ended"},
+      {"execution", "The cells"},
       {"memory", "Memory: trend, limits, peaks"},
       {"fingerprint", "Environment fingerprint"},
       {"gpu", "GPU"},
-      {"cgroup", "cgroup"},
-      {"system_memory", "System memory"},
-      {"oom_evidence", "OOM-killer evidence"},
+      {"cgroup", "Its memory cgroup"},
+      {"system_memory", "The machine's memory"},
+      {"oom_evidence", "The OOM killer"},
       {"process_tree", "Process tree"},
       {"hang", "Hang"},
-      {"heartbeat", "Heartbeat"},
-      {"protocol", "Protocol"},
-      {"kernel", "Kernel"},
-      {"watchdog", "Watchdog"},
-      {"probes", "Probes"},
-      {"notes", "Notes"},
+      {"heartbeat", "Heartbeats"},
+      {"protocol", "Messages"},
+      {"kernel", "The kernel process"},
+      {"watchdog", "The watchdog"},
+      {"probes", "What the watchdog could see"},
+      {"notes", "What the watchdog could not do"},
   };
   std::set<std::string> shown{"diagnosis", "python_traceback", "stderr_tail", "id",
                               "schema",    "schema_version",   "kind"};
@@ -501,6 +503,10 @@ std::string render_html(const json& report) {
     const auto* found = r.find(std::string("/") + key);
     if (found == nullptr) continue;
     section(out, key, title);
+    if (const auto words = section_in_words(key, report)) {
+      out << *words << "\n";
+      continue;
+    }
     json value = *found;
     if (std::string_view(key) == "memory" && value.is_object()) {
       // The series are in the chart; the table keeps the rest.
@@ -527,8 +533,9 @@ std::string render_html(const json& report) {
   out << "<p class=\"muted\">" << field(r, "/stderr_tail/bytes_total") << " bytes written in all"
       << (r.flag("/stderr_tail/truncated") ? ", older bytes dropped" : "") << "</p><pre>"
       << esc(r.text("/stderr_tail/text").value_or("")) << "</pre>\n";
-  out << "<h2 id=\"raw\">The report as JSON</h2><details><summary>" << field(r, "/schema")
-      << " version " << field(r, "/schema_version") << "</summary><pre>" << esc(to_text(report, 1))
+  out << "<h2 id=\"raw\">The report as JSON</h2><details id=\"raw-json\"><summary>"
+      << "The whole report as the program wrote it (" << field(r, "/schema") << " version "
+      << field(r, "/schema_version") << ")</summary><pre>" << esc(to_text(report, 1))
       << "</pre></details>\n";
   out << "</main></body></html>\n";
   return out.str();

@@ -32,11 +32,13 @@ nlohmann::json live_memory(const Watch& watch) {
   return out;
 }
 
-std::filesystem::path live_status_dir(const std::string& report_dir) {
+std::filesystem::path live_status_dir() {
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
   if (xdg != nullptr && xdg[0] == '/')
     return std::filesystem::path(xdg) / "kernel-watchdog" / "kernels";
-  return report::ReportStore::resolve_dir(report_dir).parent_path() / "kernels";
+  // Beside the store the environment names, not the one --report-dir names: the Jupyter
+  // server (python/kernel_watchdog/_live_status.py) knows the environment, not the option.
+  return report::ReportStore::resolve_dir("").parent_path() / "kernels";
 }
 
 }  // namespace kwd::watch

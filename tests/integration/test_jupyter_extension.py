@@ -11,6 +11,7 @@ cell; a live kernel's memory comes from its `run`, an unwatched one says how to 
 import asyncio
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -217,5 +218,28 @@ def test_a_kernels_gpu_memory_and_the_gpu_limit_reach_the_status_item(tmp_path, 
             server.get(f"kernel-watchdog/kernels/{kernel_id}")), what="the GPU reading")
         assert {"name": "gpu_total", "bytes": 85899345920} in [
             {"name": lim["name"], "bytes": lim["bytes"]} for lim in live["limits"]["all"]], live
+    finally:
+        server.stop()
+
+
+def test_without_xdg_runtime_dir_a_kernel_with_its_own_report_dir_is_still_found(
+        tmp_path, target_package):  # noqa: F811
+    """No $XDG_RUNTIME_DIR and `run --report-dir` elsewhere than the store the environment
+    names: `run` keeps its status file beside the environment's store (a private folder), where
+    the server looks, not beside its --report-dir, which the server cannot know."""
+    env = server_env(tmp_path, target_package)
+    del env["XDG_RUNTIME_DIR"]
+    own = tmp_path / "elsewhere" / "reports"
+    env["KERNEL_WATCHDOG_RUN_OPTIONS"] = f"--memory-limit={LIMIT} --report-dir={own}"
+    server = Server(tmp_path, env)
+    try:
+        kernel_id = server.start_session("own.ipynb")
+        live = wait_for(lambda: (lambda s: s if s.get("watched") else None)(
+            server.get(f"kernel-watchdog/kernels/{kernel_id}")), what="a live status")
+        assert live["watched_by"] == "launcher" and live["notebook"] == "own.ipynb", live
+        folder = Path(env["KERNEL_WATCHDOG_REPORT_DIR"]).parent / "kernels"
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert stat.S_IMODE((folder / f"{kernel_id}.json").stat().st_mode) == 0o600
+        assert not (own.parent / "kernels").exists()
     finally:
         server.stop()

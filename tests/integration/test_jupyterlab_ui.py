@@ -3,7 +3,7 @@ virtualenv's, with the package installed as a wheel: server extension and prebui
 driven in Debian's Chromium by playwright-core (tests/ui/drive_jupyter.cjs; npm, no browser
 download). A notebook's cell segfaults its watched kernel: the notification says the cause
 and the cell, the cell is marked, "Copy summary" copies it and "Open report" opens the
-report in a sandboxed tab. A cell grows memory under the kernel's cgroup limit: the status
+report inside the app, sandboxed (Lab: a tab; Notebook 7: its down panel). A cell grows memory under the kernel's cgroup limit: the status
 item shows the memory, then its warning, before the kernel is killed.
 
 Screenshots go to $KWD_UI_SCREENSHOTS when set (the README's come from there), else the test's
@@ -83,13 +83,18 @@ def test_a_segfault_is_said_in_a_notification_with_the_cell_and_the_report_opens
     text = seen["toast_text"]
     assert text.startswith("crash.ipynb kernel died: " + headline[:60]), text
     assert "cell [1]: import ctypes" in text, text
-    assert seen["buttons"][:2] == ["Open report", "Copy summary"], seen["buttons"]
+    assert [b for b in seen["buttons"] if b.strip()] == ["Open report", "Copy summary",
+                                                        "What to do"], seen["buttons"]
+    assert "step_button" not in seen, seen
     assert seen["marked_cells"] == 1
     assert headline in seen["clipboard"] and report["id"] in seen["clipboard"], seen["clipboard"]
     assert "Running cell [1]: import ctypes" in seen["clipboard"], seen["clipboard"]
-    # Lab: a tab with the page in an iframe that may run nothing; Notebook 7: a browser tab
-    # (the server sends the page with a Content-Security-Policy sandbox).
-    assert seen["frame_sandbox"] == ("" if ui == "lab" else None)
+    # Inside the app, in an iframe that may run nothing: Lab a tab of its main area, Notebook 7
+    # its down panel under the notebook (its main area takes one document); no browser tab.
+    assert seen["frame_sandbox"] == "", seen
+    assert seen["browser_tabs"] == 1, seen
+    assert seen["report_area"] == ("main" if ui == "lab" else "down"), seen
+    assert seen["frame_height"] >= 200, seen
     assert "SIGSEGV" in seen["report_text"] or headline[:40] in seen["report_text"]
     # How long from the death to the notification (reported, not asserted: tests never
     # assert timings).
@@ -115,6 +120,12 @@ def test_memory_growing_toward_the_limit_warns_before_the_kernel_is_killed(lab, 
     assert sizes and max(sizes) - sizes[0] >= 100, readings
     assert "memory limit" in seen["toast_text"] or "OOM" in seen["toast_text"] or \
         "out of memory" in seen["toast_text"].lower(), seen["toast_text"]
+    # The first remedy (raise the watchdog's limit) has a one-click step: its option, doubled,
+    # copied. The segfault's first remedy has none: the test above sees only our three buttons.
+    first = report["diagnosis"]["remedies"][0]
+    assert first["id"] == "oom.raise_watchdog_limit" and first["action"]["kind"] == "copy", first
+    assert seen.get("step_button") == first["action"]["label"], seen["buttons"]
+    assert seen["step_clipboard"] == first["action"]["text"] == "--memory-limit=800M", seen
     print(f"{ui}: warned {died - warnings[0]['t']} ms before the kill: {warnings[0]['text']}")
 
 

@@ -90,28 +90,33 @@ async function main() {
     seen.restart_dialog_ms = await page.locator('.jp-Dialog', { hasText: 'appears to have died' })
       .getByRole('button', { name: 'Ok' }).click({ timeout: 15_000 })
       .then(() => Date.now(), () => null);
+    // The remedy's one-click step, where it has one (a button besides ours): a copy leaves
+    // the notification up and puts its text on the clipboard.
+    const step = seen.buttons.find(b => b.trim() && !['Open report', 'Copy summary', 'What to do'].includes(b));
+    if (step) {
+      seen.step_button = step;
+      await toast.getByRole('button', { name: step, exact: true }).click();
+      seen.step_clipboard = await page.evaluate(() => navigator.clipboard.readText()).catch(e => String(e));
+    }
     // "Copy summary" leaves the notification up; "Open report" is then clicked on it.
     await toast.getByText('Copy summary').click();
     seen.clipboard = await page.evaluate(() => navigator.clipboard.readText()).catch(e => String(e));
-    if (notebook7) {
-      // Notebook 7: the report opens in a browser tab of its own.
-      const [tab] = await Promise.all([context.waitForEvent('page'), toast.getByText('Open report').click()]);
-      await tab.waitForLoadState();
-      seen.frame_sandbox = null;
-      seen.report_text = (await tab.locator('body').textContent()).slice(0, 4000);
-      await tab.setViewportSize({ width: 1280, height: 800 });
-      await tab.screenshot({ path: path.join(outDir, `${scenario}-report.png`) });
-    } else {
-      await toast.getByText('Open report').click();
-      const frame = page.locator('iframe.kwd-report-frame');
-      await frame.waitFor({ timeout: TIMEOUT });
-      seen.frame_sandbox = await frame.getAttribute('sandbox');
-      seen.tab_label = await page.locator('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel').last().textContent().catch(() => null);
-      const body = frame.contentFrame().locator('body');
-      await body.waitFor({ timeout: TIMEOUT });
-      seen.report_text = (await body.textContent()).slice(0, 4000);
-      await page.screenshot({ path: path.join(outDir, `${scenario}-report.png`) });
-    }
+    // JupyterLab: a tab of the main area; Notebook 7: its down panel, under the notebook.
+    // Both inside the app, in an iframe that may run nothing.
+    await toast.getByText('Open report').click();
+    const frame = page.locator('iframe.kwd-report-frame');
+    await frame.waitFor({ timeout: TIMEOUT });
+    seen.frame_sandbox = await frame.getAttribute('sandbox');
+    seen.browser_tabs = context.pages().length;
+    seen.report_area = await frame.evaluate(n =>
+      n.closest('#jp-main-dock-panel') ? 'main' : n.closest('#jp-down-stack, .jp-NotebookShell-downPanel, #jp-down-panel') ? 'down' : (n.closest('[id]') || {}).id || 'elsewhere');
+    seen.frame_height = await frame.evaluate(n => n.getBoundingClientRect().height);
+    seen.tab_label = await page.locator('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel').last().textContent().catch(() => null);
+    const body = frame.contentFrame().locator('body');
+    await body.waitFor({ timeout: TIMEOUT });
+    seen.report_text = (await body.textContent()).slice(0, 4000);
+    await page.waitForTimeout(300);
+    await page.screenshot({ path: path.join(outDir, `${scenario}-report.png`) });
   } catch (e) {
     seen.error = String(e && e.stack || e);
     try {

@@ -156,7 +156,9 @@ TEST_CASE("the HTML page speaks to people: the kernel's own scale, places and si
 
   const std::string page = render_html(report);
   CHECK_THAT(page, Catch::Contains("<th>seen in</th>"));
-  CHECK_THAT(page, Catch::Contains("title=\"/termination/signal_name\">how the kernel ended<"));
+  // Where evidence was seen: the section's name, no JSON pointer (not even as a tooltip).
+  CHECK_THAT(page, Catch::Contains("<td>how the kernel ended</td>"));
+  CHECK(page.find("title=\"/termination") == std::string::npos);
   CHECK_THAT(page, Catch::Contains("the kernel&#39;s stderr, line 1") ||
                        Catch::Contains("the kernel's stderr, line 1"));
   CHECK(page.find("<code>/termination") == std::string::npos);
@@ -225,15 +227,82 @@ TEST_CASE("reports show on an 80-column terminal breaks a kernel log line that i
              Catch::Contains(token));
 }
 
-TEST_CASE("the HTML page's tables name fields in words, the report's names one hover away",
+TEST_CASE("the HTML page's lower half reads as sentences, the raw JSON one click away",
           "[render]") {
-  const std::string page = render_html(recorded_segfault());
-  CHECK_THAT(page, Catch::Contains("<span title=\"core_dumped\">core dumped</span>"));
-  CHECK_THAT(page, Catch::Contains("<span title=\"returncode\">return code"));
-  CHECK_THAT(page, Catch::Contains("<span title=\"cell_in_flight\">cell running when it died"));
-  CHECK(page.find("<td>core_dumped</td>") == std::string::npos);
-  CHECK(page.find("<th>execution_count</th>") == std::string::npos);
-  CHECK_THAT(page, Catch::Contains("<span title=\"false\">no</span>"));
-  // The raw document is still one click away (the tooltip is the other place).
-  CHECK(count(page, "core_dumped") >= 2);
+  const json segfault = recorded_segfault();
+  const std::string page = render_html(segfault);
+  const auto raw_at = page.find("<h2 id=\"raw\">");
+  REQUIRE(raw_at != std::string::npos);
+  const std::string words = page.substr(0, raw_at), raw = page.substr(raw_at);
+  CHECK_THAT(words, Catch::Contains("The kernel was killed by SIGSEGV (signal 11), no core dump."));
+  CHECK_THAT(words, Catch::Contains("Jupyter's kernel manager sees the return code -11."));
+  CHECK_THAT(words, Catch::Contains("kernel-watchdog 0.1.0 watched it as process "));
+  CHECK_THAT(words, Catch::Contains("The cells that ran before it, oldest first:"));
+  CHECK_THAT(words, Catch::Contains(" before the death)"));
+  // The report's field names are in the raw part only.
+  for (const char* name : {"core_dumped", "returncode", "cell_in_flight", "died_at_ms"}) {
+    INFO(name);
+    CHECK(words.find(name) == std::string::npos);
+    CHECK(raw.find(name) != std::string::npos);
+  }
+  CHECK_THAT(raw, Catch::Contains("<details id=\"raw-json\"><summary>"));
+  CHECK_THAT(raw, Catch::Contains("&quot;core_dumped&quot;: false"));
+}
+
+TEST_CASE("the HTML page shows no epoch milliseconds and no JSON pointer outside its raw part",
+          "[render]") {
+  const auto fixture = [](const std::string& path) {
+    std::ifstream in(std::filesystem::path(KWD_SOURCE_DIR) / path);
+    json doc = json::parse(in);
+    json report = doc.contains("report") ? doc["report"] : doc;
+    kwd::diagnosis::complete_report(report);
+    return report;
+  };
+  // Milliseconds since 1970 of the years 2017 to 2033, as a number of their own.
+  const std::regex epoch_ms(R"((^|[^0-9.])1[5-9][0-9]{11}([^0-9]|$))");
+  for (const char* path :
+       {"tests/fixtures/diagnosis/recorded_segfault.json",
+        "tests/fixtures/diagnosis/recorded_sigkill.json",
+        "tests/fixtures/diagnosis/oom_cgroup_watchdog_limit.json",
+        "tests/fixtures/diagnosis/oom_cgroup.json", "tests/fixtures/diagnosis/hang_blocked_io.json",
+        "tests/fixtures/gpu/hold20g_abort.json"}) {
+    INFO(path);
+    const json report = fixture(path);
+    const std::string page = render_html(report);
+    const auto raw_at = page.find("<h2 id=\"raw\">");
+    REQUIRE(raw_at != std::string::npos);
+    const std::string words = page.substr(0, raw_at);
+    std::smatch m;
+    const bool epoch_shown = std::regex_search(words, m, epoch_ms);
+    INFO("epoch number in: " << (epoch_shown ? words.substr(static_cast<std::size_t>(std::max<long>(
+                                                                0, m.position(0) - 160)),
+                                                            320)
+                                             : std::string()));
+    CHECK_FALSE(epoch_shown);
+    std::set<std::string> pointers;
+    for (const char* list : {"evidence", "signatures"})
+      for (const auto& item : report["diagnosis"][list])
+        pointers.insert(item.value("pointer", ""));
+    CHECK_FALSE(pointers.empty());
+    for (const auto& pointer : pointers) {
+      if (pointer.empty()) continue;
+      INFO("pointer " << pointer);
+      CHECK(words.find("\"" + pointer) == std::string::npos);
+      CHECK(words.find(">" + pointer) == std::string::npos);
+      CHECK(words.find(" " + pointer) == std::string::npos);
+      if (pointer.find('/', 1) != std::string::npos)
+        CHECK(words.find(pointer) == std::string::npos);
+    }
+  }
+  // The raw part has them: the test looks where they would be.
+  const std::string sigkill =
+      render_html(fixture("tests/fixtures/diagnosis/recorded_sigkill.json"));
+  CHECK(std::regex_search(sigkill.substr(sigkill.find("<h2 id=\"raw\">")), epoch_ms));
+  CHECK_THAT(sigkill,
+             Catch::Contains("The kernel was killed by SIGKILL (signal 9), no core dump."));
+  // A report about a cgroup the watchdog made says so, with the limit in words.
+  const std::string oom =
+      render_html(fixture("tests/fixtures/diagnosis/oom_cgroup_watchdog_limit.json"));
+  CHECK_THAT(oom, Catch::Contains("made by kernel-watchdog for this kernel alone"));
+  CHECK_THAT(oom, Catch::Contains("Its limit was 512"));
 }

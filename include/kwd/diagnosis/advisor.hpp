@@ -34,6 +34,12 @@ class Advisor {
   void add(const std::string& id, const std::string& text, const std::string& why);
   void add(const Remedy& r) { add(r.id, r.text, r.why); }
   Remedy* given(std::string_view id);
+  // Gives the remedy `id`, when advised, its one-click action.
+  void act(std::string_view id, RemedyAction action);
+  // The action of a remedy that is an environment setting read when the framework starts:
+  // a first cell that sets it before the framework is imported.
+  static RemedyAction setting_cell(const std::string& name, const std::string& value,
+                                   const std::string& framework);
   // What this kernel is told to change in its own framework's allocator settings (the advice
   // for other processes on the device then points at it instead of naming the settings again).
   [[nodiscard]] bool tf_growth_advised() const;

@@ -151,10 +151,21 @@ std::vector<XidEvent> read_xid_events(const ReportView& view);
 // The rules, most specific first; the first that applies names the cause.
 Finding classify(const DiagnosisInput& input);
 
+// What the user interface can do for a remedy in one click, where the remedy's first step is
+// that simple: `copy` puts `text` on the clipboard (an option to paste where the remedy says);
+// `insert_cell` inserts `text` as the notebook's first code cell (a setting that must come
+// before the framework is imported). `label` is the button's words.
+struct RemedyAction {
+  std::string kind;
+  std::string label;
+  std::string text;
+};
+
 struct Remedy {
   std::string id;
   std::string text;
   std::string why;
+  std::optional<RemedyAction> action{};
 };
 
 // Advice for the cause, tailored to the frameworks loaded, the environment and the

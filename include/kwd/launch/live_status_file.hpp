@@ -17,7 +17,7 @@ namespace kwd::launch {
 // directory there is no file, and the kernel runs as before.
 class LiveStatusFile {
  public:
-  LiveStatusFile(const std::string& report_dir, const std::string& connection_file);
+  explicit LiveStatusFile(const std::string& connection_file);
   // Writes the kernel's state and memory now; never throws (a failed write is said once).
   void refresh(const watch::Watch& watch, pid_t kernel_pid);
   // Removes the file (the kernel has ended). Never throws.

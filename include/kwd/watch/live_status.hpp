@@ -17,7 +17,9 @@ std::string execution_state(const Watch& watch);
 nlohmann::json live_memory(const Watch& watch);
 
 // Where a kernel's `run` keeps its live status: $XDG_RUNTIME_DIR/kernel-watchdog/kernels when
-// that is set, else a "kernels" folder beside the report store (`report_dir` as --report-dir).
-std::filesystem::path live_status_dir(const std::string& report_dir);
+// that is set, else a "kernels" folder beside the report store the environment names
+// ($KERNEL_WATCHDOG_REPORT_DIR, $XDG_STATE_HOME, ~/.local/state), whatever --report-dir says:
+// the Jupyter server's extension looks there, and it knows the environment, not the option.
+std::filesystem::path live_status_dir();
 
 }  // namespace kwd::watch
