@@ -11,14 +11,16 @@ namespace kwd::protocol {
 
 HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, loop::EventLoop& loop,
                                    ConnectionInfo info, WireLimits limits, HeartbeatOptions options,
-                                   AliveCheck alive, HangHandler on_hang)
+                                   AliveCheck alive, HangHandler on_hang,
+                                   std::function<bool()> at_rest)
     : context_(context),
       loop_(loop),
       info_(std::move(info)),
       limits_(limits),
       options_(options),
       alive_(std::move(alive)),
-      on_hang_(std::move(on_hang)) {
+      on_hang_(std::move(on_hang)),
+      at_rest_(std::move(at_rest)) {
   options_.interval = std::max(options_.interval, std::chrono::milliseconds(10));
   options_.timeout = std::max(options_.timeout, std::chrono::milliseconds(10));
 }
@@ -100,9 +102,17 @@ void HeartbeatMonitor::on_deadline() {
   schedule_next_ping();
 }
 
+void HeartbeatMonitor::reconsider_pace() {
+  if (outstanding_ || !timer_ || options_.idle_interval <= options_.interval) return;
+  schedule_next_ping();
+}
+
 void HeartbeatMonitor::schedule_next_ping() {
   if (timer_) loop_.cancel(*timer_);
-  const std::int64_t due_ns = sent_ns_ + options_.interval.count() * 1'000'000;
+  const bool at_rest = options_.idle_interval > options_.interval && consecutive_misses_ == 0 &&
+                       at_rest_ && at_rest_();
+  const auto interval = at_rest ? options_.idle_interval : options_.interval;
+  const std::int64_t due_ns = sent_ns_ + interval.count() * 1'000'000;
   const std::int64_t wait_ms = std::max<std::int64_t>(0, (due_ns - util::steady_ns()) / 1'000'000);
   // Coarse: the pings of a daemon's many kernels leave in one wake-up, and their replies come
   // back close together, instead of each kernel waking the daemon twice a second on its own.

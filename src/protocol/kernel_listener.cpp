@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
@@ -281,6 +282,10 @@ void KernelListener::on_message(const Message& m) {
                   KernelActivity::made_at(m, util::wall_ms()));
   }
   activity_.on_message(m, util::wall_ms());
+  // A kernel at rest is pinged seldom (idle_interval); once it is busy, at the interval again.
+  if (heartbeat_ && !draining_ && m.msg_type == "status" &&
+      text_field(m.content, "execution_state") == "busy")
+    heartbeat_->reconsider_pace();
 }
 
 void KernelListener::on_iopub_message(const Message& message) {
@@ -317,7 +322,8 @@ void KernelListener::connect_heartbeat() {
     const pid_t pid = kernel_pid_;
     heartbeat_ = std::make_unique<HeartbeatMonitor>(
         *context_, loop_, *info_, options_.limits, options_.heartbeat,
-        [pid] { return hang::process_alive(pid); }, [this](int n) { on_hang(n); });
+        [pid] { return hang::process_alive(pid); }, [this](int n) { on_hang(n); },
+        options_.kernel_at_rest);
     heartbeat_->start();
   } catch (const std::exception& e) {
     heartbeat_.reset();
@@ -388,6 +394,7 @@ void KernelListener::contribute(json& report, std::int64_t at_ms, bool with_hang
   auto& h = report["heartbeat"];
   const auto& ho = heartbeat_ ? heartbeat_->options() : options_.heartbeat;
   h["interval_ms"] = ho.interval.count();
+  h["idle_interval_ms"] = std::max(ho.idle_interval, ho.interval).count();
   h["timeout_ms"] = ho.timeout.count();
   h["misses_to_hang"] = ho.misses_to_hang;
   h["watched"] = heartbeat_ != nullptr;

@@ -94,8 +94,10 @@ void Watch::start() {
   }
   // Fail open: the listener never throws out of start(); whatever it cannot do, it says
   // once and the process is watched regardless.
+  auto listening = options_.listener;
+  listening.kernel_at_rest = [this] { return !needs_full_rate(util::wall_ms()); };
   listener_ = std::make_unique<protocol::KernelListener>(
-      loop_, options_.kernel_pid, options_.connection_file, options_.listener, on_hang_,
+      loop_, options_.kernel_pid, options_.connection_file, std::move(listening), on_hang_,
       [this](bool running, bool sample, std::int64_t at_ms) { cell_edge(running, sample, at_ms); });
   if (options_.zmq_context) listener_->share_context(options_.zmq_context);
   listener_->start();

@@ -196,6 +196,34 @@ def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
         assert key not in text, f"the connection key reached the {name}"
 
 
+def test_a_kernel_at_rest_is_pinged_every_5_s_and_a_busy_one_at_the_interval(world, daemon,
+                                                                            kernels):
+    """A daemon of hundreds of idle kernels must not wake for each of them every interval: a
+    kernel at rest (idle, its memory flat) is pinged every 5 s, one running a cell at the
+    daemon's heartbeat interval, as the report's heartbeat history shows."""
+    d = daemon()
+    k = kernels()
+    d.kernel(k.km.connection_file)
+    time.sleep(12)  # at rest: its memory settles within 5 s, then pings every 5 s
+    k.kc.execute("import time\ntime.sleep(6)")  # busy: every second again
+    time.sleep(5)
+    k.km.provisioner.process.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not reports_for(world, k.km.connection_file):
+        assert time.monotonic() < deadline, d.stop()
+        time.sleep(0.05)
+    (report,) = reports_for(world, k.km.connection_file)
+    heartbeat = report["heartbeat"]
+    interval = heartbeat["interval_ms"]
+    assert interval < 5000 and heartbeat["idle_interval_ms"] == 5000
+    pings = [b["t_ms"] for b in heartbeat["history"]]
+    busy_since = report["execution"]["cell_in_flight"]["started_at_ms"]
+    at_rest = [b - a for a, b in zip(pings, pings[1:]) if b < busy_since - 1000]
+    busy = [b - a for a, b in zip(pings, pings[1:]) if a > busy_since + 1000]
+    assert at_rest and max(at_rest) >= 4500, pings
+    assert len(busy) >= 1 and max(busy) <= interval + 500, (pings, busy_since)
+
+
 def scrape(url):
     """The daemon's /metrics, read by the Prometheus project's own text parser."""
     from prometheus_client.parser import text_string_to_metric_families

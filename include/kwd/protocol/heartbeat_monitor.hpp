@@ -31,15 +31,19 @@ class HeartbeatMonitor {
   using AliveCheck = std::function<bool()>;
   using HangHandler = std::function<void(int consecutive_misses)>;
 
+  // `at_rest`: whether the kernel is at rest now, for options.idle_interval (unset: never).
   HeartbeatMonitor(zmq::context_t& context, loop::EventLoop& loop, ConnectionInfo info,
                    WireLimits limits, HeartbeatOptions options, AliveCheck alive,
-                   HangHandler on_hang);
+                   HangHandler on_hang, std::function<bool()> at_rest = {});
   ~HeartbeatMonitor();
   HeartbeatMonitor(const HeartbeatMonitor&) = delete;
   HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
 
   // Connects and sends the first ping now.
   void start();
+  // The kernel may no longer be at rest (it went busy): the next ping comes within the
+  // interval rather than the idle interval. Nothing changes while a ping is out.
+  void reconsider_pace();
 
   [[nodiscard]] const HeartbeatOptions& options() const noexcept { return options_; }
   [[nodiscard]] int consecutive_misses() const noexcept { return consecutive_misses_; }
@@ -66,6 +70,7 @@ class HeartbeatMonitor {
   HeartbeatOptions options_;
   AliveCheck alive_;
   HangHandler on_hang_;
+  std::function<bool()> at_rest_;
 
   std::optional<zmq::socket_t> socket_;
   std::optional<loop::EventLoop::TimerId> timer_;

@@ -16,6 +16,10 @@ namespace kwd::protocol {
 
 struct HeartbeatOptions {
   std::chrono::milliseconds interval{1000};
+  // Longer than `interval`: how often a kernel at rest (idle, its memory flat, answering) is
+  // pinged; the daemon's, whose hundreds of idle kernels would wake it hundreds of times a
+  // second. A miss brings `interval` back at once. 0: always `interval`.
+  std::chrono::milliseconds idle_interval{0};
   std::chrono::milliseconds timeout{1000};
   int misses_to_hang = 5;  // consecutive; 0: never call it a hang
   std::size_t history = 120;
@@ -42,6 +46,9 @@ struct ListenerOptions {
       client_iopub_drain;
   // With client_iopub_drain: the messages that client did not believe, for the report.
   std::function<const DropCounts*()> client_iopub_dropped;
+  // Whether the kernel is at rest (idle and its memory flat), for heartbeat.idle_interval; set
+  // by the Watch, which knows both.
+  std::function<bool()> kernel_at_rest;
 };
 
 }  // namespace kwd::protocol
