@@ -222,15 +222,17 @@ def _kernel_watchdog_announce_cells():
     A cell that crashes the kernel within milliseconds dies before ipykernel's IOPub thread
     has published its execute_input, and the report could not say which cell ran. IPython's
     pre_run_cell event fires in the main thread just before the cell's code: there one record
-    ("\x1ekwd-cell {json}\n", at most 4000 bytes, so one atomic pipe write) goes to the
-    watchdog's faulthandler pipe, through a description of its own opened non-blocking: a
-    watchdog that stopped reading costs the kernel a dropped record, never a wait.
+    ("\x1ekwd-cell {json}\n" with the cell's number, code and start time, at most 4000
+    bytes, so one atomic pipe write) goes to the watchdog's pipe for cells
+    ($KERNEL_WATCHDOG_CELL_FD, non-blocking). The watchdog reads it when it wakes anyway (its
+    next memory sample, a report, the death), not at each cell; a watchdog that has not read
+    for a while costs the kernel a dropped record, never a wait.
     """
     import os
 
     try:
-        fd = int(os.environ.get("KERNEL_WATCHDOG_FAULT_FD", ""))
-        channel = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        channel = int(os.environ.pop("KERNEL_WATCHDOG_CELL_FD", ""))
+        os.set_inheritable(channel, False)  # the kernel's own programs do not get it
     except Exception:
         return
 
@@ -256,11 +258,14 @@ def _kernel_watchdog_announce_cells():
 
         def pre_run_cell(info=None):
             try:
+                import time
+
                 code = getattr(info, "raw_cell", None) or ""
                 n = number_of_this_cell()
                 for cap in (3000, 1000, 200, 0):
                     body = json.dumps({"n": n, "code": code[:cap],
-                                       "truncated": len(code) > cap}, ensure_ascii=True)
+                                       "truncated": len(code) > cap,
+                                       "t": int(time.time() * 1000)}, ensure_ascii=True)
                     if len(body) <= 3900:
                         break
                 os.write(channel, b"\x1ekwd-cell " + body.encode("ascii") + b"\n")

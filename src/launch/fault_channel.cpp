@@ -30,6 +30,8 @@ bool FaultChannel::parse(std::string_view record, CellAnnouncement& out) {
   out.code = code->get<std::string>();
   const auto truncated = doc.find("truncated");
   out.truncated = truncated != doc.end() && truncated->is_boolean() && truncated->get<bool>();
+  const auto at = doc.find("t");
+  out.at_ms = at != doc.end() && at->is_number_integer() ? at->get<std::int64_t>() : 0;
   return true;
 }
 

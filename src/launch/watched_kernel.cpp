@@ -101,7 +101,14 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
     }
   } keeper{notice, protocol::kernel_id_from_connection_file(launch_.connection_file)};
   util::UniqueFd fault_write;
+  util::UniqueFd cell_write;
   if (python_shim_) {
+    int cells[2];
+    if (platform::cloexec_nonblocking_pipe(cells) == 0) {
+      cell_read_.reset(cells[0]);
+      cell_write.reset(cells[1]);
+      request.inherited_fds.push_back(cells[1]);
+    }
     int fds[2];
     if (platform::cloexec_nonblocking_pipe(fds) == 0) {
       fault_read_.reset(fds[0]);
@@ -115,6 +122,8 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   request.environment = environment();
   if (fault_write)
     request.environment.push_back("KERNEL_WATCHDOG_FAULT_FD=" + std::to_string(fault_write.get()));
+  if (cell_write)
+    request.environment.push_back("KERNEL_WATCHDOG_CELL_FD=" + std::to_string(cell_write.get()));
   auto child_stderr = stderr_->take_child_end();
   request.stderr_fd = child_stderr.get();
   if (!launch_.passthrough) request.stdout_fd = child_stderr.get();
@@ -146,6 +155,7 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
       [this](const watch::ProcessEnd& end, std::int64_t at) { handle_death(end, at); },
       std::move(on_hang));
   watch_->set_stderr_tail(&stderr_->tail());
+  if (cell_read_) watch_->set_before_sample([this] { read_cell_announcements(); });
 
   // Parse the signature table and compile its patterns now, off the death path (the
   // report must be on disk within milliseconds of the kernel's death).
@@ -176,6 +186,22 @@ void WatchedKernel::on_fault_output() {
                         });
     // Faulthandler has begun its dump: the kernel lives a moment more.
     if (!had_text && fault_channel_.has_text() && watch_) watch_->kernel_dying();
+  }
+}
+
+void WatchedKernel::read_cell_announcements() {
+  if (!cell_read_) return;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(cell_read_.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) cell_read_.reset();  // every writer is gone
+    if (n <= 0) return;
+    cell_channel_.feed(
+        std::string_view(buf, static_cast<std::size_t>(n)), [this](launch::CellAnnouncement cell) {
+          if (watch_)
+            watch_->cell_announced(cell.execution_count, cell.code, cell.truncated, cell.at_ms);
+        });
   }
 }
 
@@ -229,6 +255,7 @@ void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died
                          "stderr pipe at its death; recovered from it");
       }
     }
+    read_cell_announcements();
     if (fault_read_) on_fault_output();
     if (std::string block = fault_channel_.take_text(); !block.empty()) {
       // After the library's last words, as it happened: the fatal signal came after them.
@@ -259,6 +286,7 @@ watch::WrittenReport WatchedKernel::write_report(const watch::ProcessEnd* end, s
                                                  const std::string& report_dir,
                                                  const std::vector<std::string>& watchdog_received,
                                                  nlohmann::json sections) {
+  if (end == nullptr) read_cell_announcements();  // a hang: which cell it is stuck in
   watch::ReportContext context;
   context.sections = std::move(sections);
   context.end = end;

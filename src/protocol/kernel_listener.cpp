@@ -259,14 +259,18 @@ void KernelListener::connect_iopub() {
 }
 
 void KernelListener::on_cell_announced(std::int64_t execution_count, const std::string& code,
-                                       bool truncated) {
+                                       bool truncated, std::int64_t at_ms) {
   if (draining_) return;
-  // A cell's edge, like its busy on IOPub: its memory at start is taken now.
-  if (on_cell_edge_) {
+  const std::int64_t now_ms = util::wall_ms();
+  if (at_ms <= 0 || at_ms > now_ms) at_ms = now_ms;
+  // A cell's edge, like its busy on IOPub: its memory at start is taken now, if now is still
+  // its start (announcements are read in batches; a late one leaves that to IOPub's busy).
+  constexpr std::int64_t kStillItsStartMs = 5;
+  if (on_cell_edge_ && now_ms - at_ms <= kStillItsStartMs) {
     last_edge_sample_ns_ = util::steady_ns();
-    on_cell_edge_(true, true, util::wall_ms());
+    on_cell_edge_(true, true, now_ms);
   }
-  activity_.on_cell_announced(execution_count, code, truncated, util::wall_ms());
+  activity_.on_cell_announced(execution_count, code, truncated, at_ms);
 }
 
 void KernelListener::on_message(const Message& m) {

@@ -165,9 +165,10 @@ void Watch::kernel_dying() {
   on_sample_tick();
 }
 
-void Watch::cell_announced(std::int64_t execution_count, const std::string& code, bool truncated) {
+void Watch::cell_announced(std::int64_t execution_count, const std::string& code, bool truncated,
+                           std::int64_t at_ms) {
   if (dead_ || !listener_) return;
-  listener_->on_cell_announced(execution_count, code, truncated);
+  listener_->on_cell_announced(execution_count, code, truncated, at_ms);
 }
 
 void Watch::iopub_message(const protocol::Message& message) {
@@ -175,6 +176,7 @@ void Watch::iopub_message(const protocol::Message& message) {
 }
 
 void Watch::on_sample_tick() {
+  if (before_sample_) before_sample_();
   last_sample_ns_ = util::steady_ns();
   timeline::MemorySample sample;
   sample.t_ms = util::wall_ms();

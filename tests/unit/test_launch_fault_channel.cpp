@@ -1,5 +1,5 @@
-// The faulthandler pipe carries faulthandler's dump and the shim's cell announcements; the
-// two are told apart however the pipe's reads cut them.
+// The faulthandler pipe's text and the shim's cell announcements (on a pipe of their own, read
+// in batches) are told apart however the reads cut them.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -13,7 +13,7 @@ TEST_CASE("records and faulthandler's text are told apart, at any read boundary"
   const std::string stream =
       "\x1ekwd-cell {\"n\": 1, \"code\": \"x = 1\", \"truncated\": false}\n"
       "\x1ekwd-cell {\"n\": 2, \"code\": \"import ctypes\\nctypes.string_at(0)\", "
-      "\"truncated\": true}\n"
+      "\"truncated\": true, \"t\": 1795840000123}\n"
       "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n"
       "\x1enot a record\n"
       "  File \"<cell>\", line 2 in <module>\n";
@@ -28,6 +28,9 @@ TEST_CASE("records and faulthandler's text are told apart, at any read boundary"
     CHECK(cells[0].execution_count == 1);
     CHECK(cells[1].code == "import ctypes\nctypes.string_at(0)");
     CHECK(cells[1].truncated);
+    // The cell's start, by the kernel's clock; 0 from a record that does not say.
+    CHECK(cells[0].at_ms == 0);
+    CHECK(cells[1].at_ms == 1795840000123);
     CHECK(channel.take_text() ==
           "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call "
           "first):\n\x1enot a record\n  File \"<cell>\", line 2 in <module>\n");

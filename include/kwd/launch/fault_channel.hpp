@@ -12,6 +12,9 @@ struct CellAnnouncement {
   std::int64_t execution_count = -1;
   std::string code;
   bool truncated = false;
+  // When the cell started, by the kernel's clock (epoch ms); 0 when the record does not say.
+  // Records are read in batches, not as they come: this is the cell's start, not the read.
+  std::int64_t at_ms = 0;
 };
 
 // What arrives on the faulthandler pipe, split in two: faulthandler's own text (a dying

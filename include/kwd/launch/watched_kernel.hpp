@@ -106,6 +106,8 @@ class WatchedKernel {
   [[nodiscard]] std::vector<std::string> environment() const;
   void on_stderr();
   void on_fault_output();
+  // Reads the cells the shim announced since the last read (never waited for: see cell_read_).
+  void read_cell_announcements();
   void look_for_kernel_stderr_pipe();
   void handle_death(const watch::ProcessEnd& end, std::int64_t died_at_ms);
   // Hands the notice the previous kernel of this connection file left to the shim.
@@ -130,6 +132,12 @@ class WatchedKernel {
   util::UniqueFd fault_read_;
   static constexpr std::size_t kFaultTextLimit = 256 * 1024;
   FaultChannel fault_channel_{kFaultTextLimit};
+  // The shim's cell announcements, on a pipe of their own that the loop does not watch: read
+  // before each memory sample, before a report, and at the death, so that a cell costs the
+  // watchdog no wake-up of its own (IOPub's busy wakes it anyway). Each record carries the
+  // cell's start time; the shim drops a record rather than wait when the pipe is full.
+  util::UniqueFd cell_read_;
+  FaultChannel cell_channel_{0};
   std::optional<loop::EventLoop::TimerId> last_words_timer_;
   int last_words_looks_ = 0;
   bool dead_ = false;

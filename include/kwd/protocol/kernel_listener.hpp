@@ -73,7 +73,9 @@ class KernelListener {
   // An IOPub message a client of the kernel's received (ListenerOptions::client_iopub_drain).
   void on_iopub_message(const Message& message);
   // The kernel itself announced a cell (see KernelActivity::on_cell_announced).
-  void on_cell_announced(std::int64_t execution_count, const std::string& code, bool truncated);
+  // `at_ms`: when it started (epoch ms), 0: now.
+  void on_cell_announced(std::int64_t execution_count, const std::string& code, bool truncated,
+                         std::int64_t at_ms = 0);
   // The kernel has died: reads what it published last (a shutdown_reply, the last outputs),
   // waiting until IOPub has been quiet for `quiet` or `budget` has passed.
   void drain(std::chrono::milliseconds quiet, std::chrono::milliseconds budget);

@@ -85,6 +85,9 @@ class Watch {
   void add_probe(std::unique_ptr<probes::Probe> probe);
   // The owner's stderr capture of the kernel, when it has one; it must outlive the Watch.
   void set_stderr_tail(const util::ByteRing* tail) { stderr_tail_ = tail; }
+  // Runs before each memory sample: the launcher reads the cells the kernel announced since
+  // the last one there, in a wake-up the watch has anyway, not in one of its own per cell.
+  void set_before_sample(std::function<void()> hook) { before_sample_ = std::move(hook); }
   // Takes a memory sample now (besides the timer's): a cell edge, a write on stderr.
   void sample_now();
   // The kernel has begun to die but still lives (faulthandler is writing its dump): the
@@ -92,7 +95,9 @@ class Watch {
   void kernel_dying();
   // The kernel said (through the shim, before running it) that cell `execution_count`
   // starts: the report knows the cell even if IOPub never says.
-  void cell_announced(std::int64_t execution_count, const std::string& code, bool truncated);
+  // `at_ms`: when the cell started (epoch ms), as the kernel said; 0: now.
+  void cell_announced(std::int64_t execution_count, const std::string& code, bool truncated,
+                      std::int64_t at_ms = 0);
   // An IOPub message the caller's own client received, when the watch was told not to
   // subscribe itself (WatchOptions::listener.client_iopub_drain).
   void iopub_message(const protocol::Message& message);
@@ -136,6 +141,7 @@ class Watch {
   probes::ProbeList probes_;
   timeline::Timeline timeline_;
   const util::ByteRing* stderr_tail_ = nullptr;
+  std::function<void()> before_sample_;
   std::int64_t started_at_ms_ = 0;
   std::int64_t last_sample_ns_ = 0;
   // The RSS that memory is "flat" around, and when it last moved away from it.
