@@ -141,6 +141,16 @@ int Daemon::run() {
   if (status_listener_) loop_.watch_fd(status_listener_.get(), [this] { on_status_client(); });
   loop_.every(options_.scan_interval, [this] {
     dirs_->rewatch();
+    // With process events every exec was examined as it happened, and a lost event brings a
+    // full listing by itself: the table is listed every kFullScanEvery-th time only (on a node
+    // of a few hundred processes the listing was most of the daemon's idle CPU). In between,
+    // the kernels already known are looked at again (a connection file written late).
+    if (process_events_ && process_events_->fd() >= 0 && ++light_scans_ < kFullScanEvery) {
+      consider(scanner_.known());
+      name_unnamed_kernels();
+      return;
+    }
+    light_scans_ = 0;
     scan();
   });
   scan();

@@ -56,6 +56,10 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
   // has named within 30 s (VS Code's, papermill's, a console's) is not asked about again
   // until its death.
   if (kind == KernelProcessScanner::ScanKind::quick) return;
+  name_unnamed_kernels();
+}
+
+void Daemon::name_unnamed_kernels() {
   const std::int64_t now = util::wall_ms();
   for (auto& [pid, k] : kernels_)
     if (k.notebook.empty() && now - k.watched_since_ms < 30'000) name_notebook(k, false);

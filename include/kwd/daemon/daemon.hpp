@@ -108,6 +108,8 @@ class Daemon {
   // Kernels a scan or the process events found: watched unless under a launcher, watched
   // already, or turned away before.
   void consider(const KernelProcessScanner::Found& found);
+  // Asks the Jupyter servers for the notebook of kernels found in the last 30 s without one.
+  void name_unnamed_kernels();
   void on_process_events();
   // Quick scans for 2 s from now: a connection file appeared, its process is on its way.
   void scan_soon();
@@ -156,6 +158,9 @@ class Daemon {
   std::map<pid_t, std::int64_t> exec_at_ns_;
   std::optional<loop::EventLoop::TimerId> quick_scan_;
   int quick_scans_left_ = 0;
+  // Regular scans since the table was last listed whole (see run()).
+  int light_scans_ = 0;
+  static constexpr int kFullScanEvery = 5;
   std::int64_t started_ms_ = 0;
   std::uint64_t reports_written_ = 0;
   // (cause, namespace): deaths nobody asked for; namespace "" outside a pod.
