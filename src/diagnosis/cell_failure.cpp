@@ -233,13 +233,10 @@ class CellExplainer {
 
   // The OOM killer's line naming one of `pids` ("Killed process 4242 (python3) ...").
   [[nodiscard]] std::optional<std::string> oom_record(const std::vector<std::int64_t>& pids) const {
-    for (const auto& line : watch_.array("/oom_evidence/kernel_log")) {
-      if (!line.is_string()) continue;
-      const auto& text = line.get_ref<const std::string&>();
-      for (const auto pid : pids)
-        if (text.find("Killed process " + std::to_string(pid) + " ") != std::string::npos)
-          return text.substr(0, 200);
-    }
+    for (const auto& victim : oom_victims(watch_))
+      if (std::find(pids.begin(), pids.end(), victim.pid) != pids.end())
+        return watch_.array("/oom_evidence/kernel_log")[victim.log_line].get<std::string>().substr(
+            0, 200);
     return std::nullopt;
   }
 

@@ -110,7 +110,7 @@ class MemoryRules : public RuleContext {
   }
 
   // ", after the OOM killer had taken its DataLoader worker (pid 2330) first".
-  [[nodiscard]] std::string taken_first_phrase(const std::vector<EarlierVictim>& first) const {
+  [[nodiscard]] std::string taken_first_phrase(const std::vector<OomVictim>& first) const {
     if (first.empty()) return "";
     const auto& victim = first.front();
     const std::string pid = std::to_string(victim.pid);

@@ -9,19 +9,24 @@
 
 namespace kwd::diagnosis {
 
-// A process of the kernel (a DataLoader worker, most often) that the OOM killer took before
-// it took the kernel: the kernel died of the same shortage, second. Linux picks the largest
-// process first, but when the first victim's memory is not yet given back (its exit starved of
-// CPU, the reaper unable to take its memory map) the next kill takes the next largest.
-struct EarlierVictim {
+// A process the OOM killer took, as its "Killed process PID (comm) ..." line in the kernel log
+// the report keeps (/oom_evidence/kernel_log) names it.
+struct OomVictim {
   std::int64_t pid = 0;
-  std::string command;   // the kernel's name for it ("python3", "pt_data_worker")
-  std::size_t log_line;  // its "Killed process" line in /oom_evidence/kernel_log
+  std::string command;       // the kernel's name for it ("python3"); empty when the line has none
+  std::size_t log_line = 0;  // the line's index in /oom_evidence/kernel_log
 };
 
-// Read from the kernel log lines the report keeps, in the order the kernel killed them; empty
+// Every victim that log names, in the order the kernel killed them: the one reading of those
+// lines for the rules of a death and of a failed cell.
+std::vector<OomVictim> oom_victims(const ReportView& report);
+
+// The processes of the kernel (a DataLoader worker, most often) that the OOM killer took before
+// it took the kernel: the kernel died of the same shortage, second. Linux picks the largest
+// process first, but when the first victim's memory is not yet given back (its exit starved of
+// CPU, the reaper unable to take its memory map) the next kill takes the next largest. Empty
 // unless the log names the kernel's own death after them.
-std::vector<EarlierVictim> killed_before_kernel(const ReportView& report);
+std::vector<OomVictim> killed_before_kernel(const ReportView& report);
 
 // Whether the cell that was running uses a PyTorch DataLoader (whose workers are the kernel's
 // processes that grow the most).
