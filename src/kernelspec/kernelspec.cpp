@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "kwd/platform/host.hpp"
-#include "kwd/platform/quiet_run.hpp"
 #include "kwd/platform/regular_file.hpp"
+#include "kwd/platform/run_program.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/self_exe.hpp"
 #include "kwd/util/shell_word.hpp"
@@ -56,12 +56,12 @@ std::string module_run_by(const std::vector<std::string>& argv) {
 bool can_import(const fs::path& python, const std::string& module) {
   // find_spec, not import: importing ipykernel_launcher would not start a kernel, but another
   // kernel's module might do anything at import.
-  const auto status = platform::exit_status_of_quiet_run(
+  const auto end = platform::run_program(
       {python.string(), "-c",
        "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)",
        module},
-      std::chrono::seconds(20));
-  return status && *status == 0;
+      {.quiet = true, .limit = std::chrono::seconds(20)});
+  return end.exit_status == 0;
 }
 
 // jupyter_client swaps a bare "python"/"python3" for its *own* interpreter, which is not
