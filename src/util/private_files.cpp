@@ -164,6 +164,23 @@ bool remove_tree_at(int parent, const std::string& name, int depth) noexcept {
   return ::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 && whole;
 }
 
+// Removes the entries "<prefix>..." of `dir` other than `keep` that were last changed more than
+// `max_age_s` seconds ago and that `ours` accepts by their lstat. Returns how many.
+template <typename Ours>
+int sweep_stale(int dir, std::string_view prefix, std::string_view keep, long max_age_s,
+                Ours ours) {
+  int removed = 0;
+  const std::time_t now = std::time(nullptr);
+  for_each_entry(dir, [&](const std::string& name) {
+    if (!name.starts_with(prefix) || name == keep) return;
+    struct stat st {};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+    if (!ours(st) || now - st.st_mtime <= max_age_s) return;
+    if (remove_tree_at(dir, name, 0)) ++removed;
+  });
+  return removed;
+}
+
 ContentWriter whole(std::string_view contents) {
   return [contents](const WriteBytes& write) { write(contents); };
 }
@@ -348,30 +365,15 @@ int SafeDir::sweep_dead_owners(std::string_view prefix) const {
 }
 
 int SafeDir::sweep_older_than(std::string_view prefix, long max_age_s) const {
-  int removed = 0;
-  const std::time_t now = std::time(nullptr);
-  for_each_entry(fd_.get(), [&](const std::string& name) {
-    if (!name.starts_with(prefix)) return;
-    struct stat st {};
-    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-    if (!S_ISREG(st.st_mode) || now - st.st_mtime <= max_age_s) return;
-    if (::unlinkat(fd_.get(), name.c_str(), 0) == 0) ++removed;
-  });
-  return removed;
+  return sweep_stale(fd_.get(), prefix, {}, max_age_s,
+                     [](const struct stat& st) { return S_ISREG(st.st_mode); });
 }
 
 int SafeDir::sweep_dirs_unused_for(std::string_view prefix, std::string_view keep,
                                    long max_age_s) const {
-  int removed = 0;
-  const std::time_t now = std::time(nullptr);
-  for_each_entry(fd_.get(), [&](const std::string& name) {
-    if (!name.starts_with(prefix) || name == keep) return;
-    struct stat st {};
-    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-    if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || now - st.st_mtime <= max_age_s) return;
-    if (remove_tree_at(fd_.get(), name, 0)) ++removed;
+  return sweep_stale(fd_.get(), prefix, keep, max_age_s, [](const struct stat& st) {
+    return S_ISDIR(st.st_mode) && st.st_uid == ::geteuid();
   });
-  return removed;
 }
 
 bool SafeDir::remove_tree(std::string_view name) const noexcept {
