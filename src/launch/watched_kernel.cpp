@@ -168,41 +168,33 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   if (fault_read_) loop_.watch_fd(fault_read_.get(), [this] { on_fault_output(); });
 }
 
-void WatchedKernel::on_fault_output() {
+bool WatchedKernel::read_into(int fd, FaultChannel& channel) {
   char buf[4096];
   for (;;) {
-    const ssize_t n = ::read(fault_read_.get(), buf, sizeof buf);
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) {  // every writer is gone
-      loop_.unwatch_fd(fault_read_.get());
-      fault_read_.reset();
-    }
-    if (n <= 0) return;
-    const bool had_text = fault_channel_.has_text();
-    fault_channel_.feed(std::string_view(buf, static_cast<std::size_t>(n)),
-                        [this](launch::CellAnnouncement cell) {
-                          if (watch_)
-                            watch_->cell_announced(cell.execution_count, cell.code, cell.truncated);
-                        });
-    // Faulthandler has begun its dump: the kernel lives a moment more.
-    if (!had_text && fault_channel_.has_text() && watch_) watch_->kernel_dying();
-  }
-}
-
-void WatchedKernel::read_cell_announcements() {
-  if (!cell_read_) return;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(cell_read_.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) cell_read_.reset();  // every writer is gone
-    if (n <= 0) return;
-    cell_channel_.feed(
+    if (n == 0) return false;
+    if (n < 0) return true;
+    channel.feed(
         std::string_view(buf, static_cast<std::size_t>(n)), [this](launch::CellAnnouncement cell) {
           if (watch_)
             watch_->cell_announced(cell.execution_count, cell.code, cell.truncated, cell.at_ms);
         });
   }
+}
+
+void WatchedKernel::on_fault_output() {
+  const bool had_text = fault_channel_.has_text();
+  if (!read_into(fault_read_.get(), fault_channel_)) {
+    loop_.unwatch_fd(fault_read_.get());
+    fault_read_.reset();
+  }
+  // Faulthandler has begun its dump: the kernel lives a moment more.
+  if (!had_text && fault_channel_.has_text() && watch_) watch_->kernel_dying();
+}
+
+void WatchedKernel::read_cell_announcements() {
+  if (cell_read_ && !read_into(cell_read_.get(), cell_channel_)) cell_read_.reset();
 }
 
 void WatchedKernel::check_death() {

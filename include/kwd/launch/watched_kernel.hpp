@@ -106,6 +106,9 @@ class WatchedKernel {
   [[nodiscard]] std::vector<std::string> environment() const;
   void on_stderr();
   void on_fault_output();
+  // Reads what the pipe `fd` holds now into `channel` (the cells it announces go to the watch);
+  // false once every writer has closed it.
+  bool read_into(int fd, FaultChannel& channel);
   // Reads the cells the shim announced since the last read (never waited for: see cell_read_).
   void read_cell_announcements();
   void look_for_kernel_stderr_pipe();
