@@ -406,6 +406,15 @@ def crash_in_a_cell(kc, proc):
     assert proc.wait(timeout=30) == -signal.SIGSEGV
 
 
+def ports_written_in(cf):
+    """Whether ipykernel has rewritten the file with its ports. jupyter_core's secure_write
+    removes the file before writing it again, so for a moment it is missing or half written."""
+    try:
+        return json.loads(cf.read_text()).get("iopub_port", 0) != 0
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+
+
 def test_missing_ports_in_a_real_ipykernel_file_are_picked_up_once_it_rewrites_it(tmp_path):
     """ipykernel fills in missing ports and rewrites the file: the watchdog warns about the
     file it was given, keeps re-reading it, and listens once it is usable."""
@@ -418,7 +427,7 @@ def test_missing_ports_in_a_real_ipykernel_file_are_picked_up_once_it_rewrites_i
                              "-f", str(cf)], env=env, stderr=subprocess.PIPE, text=True,
                             stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
-    while json.loads(cf.read_text() or "{}").get("iopub_port", 0) == 0:
+    while not ports_written_in(cf):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
     with client_of(proc, cf) as kc:
