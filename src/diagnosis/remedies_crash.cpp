@@ -37,6 +37,15 @@ void Advisor::native_crash_advice() {
             "): check the arguments passed to native code there (array shapes, dtypes, "
             "pointers, file handles) and the version of the library it calls into.",
         "It is the innermost Python frame of the crashing thread, from faulthandler.");
+  } else if (v_.text("/watchdog/mode").value_or("") == "daemon") {
+    // The daemon finds kernels it did not start: it cannot give them faulthandler's pipe.
+    add("native.traceback",
+        "Run the kernel under `kernel-watchdog run`: wrap its kernelspec (`kernel-watchdog "
+        "kernelspec wrap NAME`; `kernel-watchdog kernelspec list` shows the names) and pick "
+        "the watched kernel, so the next report names the Python line and the cell; or "
+        "reproduce outside Jupyter with `python -X faulthandler script.py`.",
+        "This report has no Python stack for the crash: the daemon watched a kernel it did not "
+        "start, which runs without faulthandler and does not announce its cells.");
   } else {
     add("native.traceback",
         "Keep faulthandler on (the watchdog's default; do not pass --no-faulthandler) so the "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <set>
 
 #include "kwd/util/size_parse.hpp"
@@ -54,8 +55,23 @@ std::string RuleContext::cell_phrase() const {
   if (v_.has("/execution/cell_in_flight") || running_cell_frame())
     return " while a cell was running";
   if (v_.text("/execution/state_at_death").value_or("") == "idle")
-    return " while the kernel was idle";
+    return idle_unproven() ? " with no cell seen running" : " while the kernel was idle";
   return "";
+}
+
+bool RuleContext::idle_unproven() const {
+  if (v_.text("/execution/state_at_death").value_or("") != "idle") return false;
+  if (!v_.has("/watchdog")) return false;  // who wrote it is unknown: IOPub's word stands
+  // Reports from before the cell pipe announced cells through the faulthandler shim.
+  const bool announced = v_.has("/watchdog/cell_announcements")
+                             ? v_.flag("/watchdog/cell_announcements")
+                             : v_.flag("/watchdog/faulthandler");
+  if (announced) return false;
+  const auto& d = in_.death;
+  if (!d.signaled) return d.exit_code.has_value();
+  static constexpr std::string_view kOwnHand[] = {"SIGSEGV", "SIGBUS",  "SIGILL", "SIGFPE",
+                                                  "SIGABRT", "SIGTRAP", "SIGSYS"};
+  return std::find(std::begin(kOwnHand), std::end(kOwnHand), d.signal_name) != std::end(kOwnHand);
 }
 
 std::string RuleContext::how_it_died() const {
@@ -116,6 +132,11 @@ void RuleContext::cell(Finding& f) const {
         {"a cell was running (its code is on the crashing thread's stack) but the kernel never "
          "announced it to the notebook: it died within milliseconds of starting it",
          "/python_traceback/frames/" + std::to_string(*frame)});
+  } else if (idle_unproven()) {
+    f.missing.push_back(
+        "execution: the kernel's last IOPub status was idle, but it did not announce its cells "
+        "to the watchdog (not started by `kernel-watchdog run`), and a cell that kills the "
+        "kernel at once dies before IOPub tells of it: the cell run last may be the one");
   }
 }
 

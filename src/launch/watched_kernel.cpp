@@ -107,6 +107,7 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
     if (platform::cloexec_nonblocking_pipe(cells) == 0) {
       cell_read_.reset(cells[0]);
       cell_write.reset(cells[1]);
+      cells_announced_ = true;
       request.inherited_fds.push_back(cells[1]);
     }
     int fds[2];
@@ -285,6 +286,7 @@ watch::WrittenReport WatchedKernel::write_report(const watch::ProcessEnd* end, s
   context.at_ms = at_ms;
   context.watchdog_received = watchdog_received;
   context.faulthandler = python_shim_.has_value();
+  context.cell_announcements = cells_announced_;
   context.notes = notes_;
   const std::string kernel_id = protocol::kernel_id_from_connection_file(launch_.connection_file);
   auto written = watch::write_report(*watch_, context, kernel_id, report_dir);

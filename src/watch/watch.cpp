@@ -277,7 +277,8 @@ json Watch::build_report(const ReportContext& ctx, const std::string& id) {
   r["watchdog"] = {{"version", KWD_VERSION},
                    {"pid", ::getpid()},
                    {"mode", options_.mode},
-                   {"faulthandler", ctx.faulthandler}};
+                   {"faulthandler", ctx.faulthandler},
+                   {"cell_announcements", ctx.cell_announcements}};
 
   collectors.run("kernel", [&] {
     auto& kernel = r["kernel"];

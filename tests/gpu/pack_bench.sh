@@ -8,3 +8,13 @@ build=${1:-build}
 mkdir -p .gpu/build/bench
 cp "$build/bench/kwd-nvml-bench" .gpu/build/bench/
 strip .gpu/build/bench/kwd-nvml-bench
+
+# The kit's pyzmq loads libzmq.so.5 from .gpu/lib, which bundle.sh fills from kernel-watchdog's
+# own shared libraries; kernel-watchdog links libzmq statically now (the wheel), so it and the
+# libraries it needs that the GPU machine may lack are added here.
+zmq=$(ldconfig -p | awk '/libzmq\.so\.5 /{print $NF; exit}')
+[ -n "$zmq" ] || { echo "no libzmq.so.5 here (apt install libzmq5)" >&2; exit 1; }
+cp -L "$zmq" .gpu/lib/
+ldd "$zmq" | awk '$3 ~ /^\// {print $3}' |
+  grep -v -E '/lib(c|m|pthread|resolv|stdc\+\+|gcc_s|dl)\.so' |
+  while read -r lib; do cp -L "$lib" .gpu/lib/; done

@@ -114,6 +114,18 @@ def reports_for(world, connection_file):
             if r.get("kernel", {}).get("kernel_id") == kernel_id]
 
 
+def the_report_for(world, d, connection_file, settle=0.3):
+    """The one report of that kernel's death, waited for (15 s); `settle` more seconds show
+    that no second report follows it."""
+    deadline = time.monotonic() + 15
+    while not reports_for(world, connection_file):
+        assert time.monotonic() < deadline, d.stop()
+        time.sleep(0.05)
+    time.sleep(settle)
+    (report,) = reports_for(world, connection_file)
+    return report
+
+
 def test_three_kernels_are_found_and_memory_follows(world, daemon, kernels):
     d = daemon()
     ks = [kernels() for _ in range(3)]
@@ -166,12 +178,7 @@ def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
     # ZeroMQ thread when it dies are lost with it, and an unwrapped kernel has no other way
     # to say which cell ran (under `run`, the report has faulthandler's stack too).
     k.execute_until_death("import ctypes, time\ntime.sleep(0.5)\nctypes.string_at(0)")
-    deadline = time.monotonic() + 10
-    while not reports_for(world, k.km.connection_file):
-        assert time.monotonic() < deadline, d.stop()
-        time.sleep(0.05)
-    time.sleep(0.5)
-    (report,) = reports_for(world, k.km.connection_file)
+    report = the_report_for(world, d, k.km.connection_file, settle=0.5)
     assert report["watchdog"]["mode"] == "daemon"
     assert report["kernel"]["notebook"] == "work/segfault.ipynb"
     assert report["diagnosis"]["cause"] == "native_crash"
@@ -196,6 +203,35 @@ def test_segfault_gets_one_report_naming_cell_and_cause(world, daemon, kernels):
         assert key not in text, f"the connection key reached the {name}"
 
 
+def test_a_cell_that_crashes_at_once_is_not_called_idle(world, daemon, kernels):
+    """A kernel the daemon found does not announce its cells: IOPub is all it has, and a cell
+    that segfaults at once takes its busy and execute_input down with it. The report must not
+    then say the kernel was idle (seen on the H200: "while the kernel was idle" for a cell
+    that crashed as it started), and its advice is the wrap that gives the missing facts."""
+    d = daemon()
+    k = kernels()
+    d.kernel(k.km.connection_file)
+    k.execute("import ctypes")
+    k.execute_until_death("ctypes.string_at(0)")
+    report = the_report_for(world, d, k.km.connection_file)
+    d.stop()
+    assert report["watchdog"]["cell_announcements"] is False
+    diagnosis = report["diagnosis"]
+    assert diagnosis["cause"] == "native_crash"
+    assert "idle" not in diagnosis["headline"], diagnosis["headline"]
+    in_flight = report["execution"]["cell_in_flight"]
+    if in_flight is None:  # IOPub's messages died with the kernel
+        assert report["execution"]["state_at_death"] == "idle"
+        assert diagnosis["headline"].endswith("with no cell seen running")
+        assert any("did not announce its cells" in m for m in diagnosis["missing"])
+    else:  # the busy got out first, and the execute_input with it or not
+        assert in_flight["code"] in ("ctypes.string_at(0)", None)
+        assert in_flight["execution_count_inferred"] == (in_flight["code"] is None)
+        assert "while cell [2] was running" in diagnosis["headline"]
+    (traceback_remedy,) = [r for r in diagnosis["remedies"] if r["id"] == "native.traceback"]
+    assert "kernelspec wrap" in traceback_remedy["text"]
+
+
 def test_a_kernel_at_rest_is_pinged_every_5_s_and_a_busy_one_at_the_interval(world, daemon,
                                                                             kernels):
     """A daemon of hundreds of idle kernels must not wake for each of them every interval: a
@@ -208,11 +244,7 @@ def test_a_kernel_at_rest_is_pinged_every_5_s_and_a_busy_one_at_the_interval(wor
     k.kc.execute("import time\ntime.sleep(6)")  # busy: every second again
     time.sleep(5)
     k.km.provisioner.process.send_signal(signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while not reports_for(world, k.km.connection_file):
-        assert time.monotonic() < deadline, d.stop()
-        time.sleep(0.05)
-    (report,) = reports_for(world, k.km.connection_file)
+    report = the_report_for(world, d, k.km.connection_file, settle=0)
     heartbeat = report["heartbeat"]
     interval = heartbeat["interval_ms"]
     assert interval < 5000 and heartbeat["idle_interval_ms"] == 5000
@@ -708,12 +740,7 @@ def test_notebook_named_by_the_jupyter_server_when_the_kernel_does_not_say(world
         assert "JPY_SESSION_NAME" not in psutil.Process(pid).environ()
         time.sleep(1)  # the kernel is up and idle: its death is nobody's request
         os.kill(pid, signal.SIGSEGV)
-        deadline = time.monotonic() + 15
-        while not reports_for(world, connection_file):
-            assert time.monotonic() < deadline, d.stop()
-            time.sleep(0.1)
-        time.sleep(0.3)
-        (report,) = reports_for(world, connection_file)
+        report = the_report_for(world, d, connection_file)
         assert report["kernel"]["notebook"] == "work/analysis.ipynb"
         assert report["kernel"]["notebook_source"] == "jupyter_server"
         status = kwd("status", "--json", "--status-socket", world["socket"]).stdout

@@ -173,6 +173,9 @@ TEST_CASE("recorded H100 reports re-diagnose right", "[diagnosis]") {
       {"hold20g_abort.json", "abort", "Aborted"},
       {"illegal_address.json", "gpu_driver_fault", "Xid 31"},
       // Real ipykernels under `run` on an H200 (tests/gpu/scenarios.py, 2026-11-26).
+      // The daemon watching an unwrapped ipykernel on an H200 (tests/gpu/daemon_check.py,
+      // 2026-11-28): its last cell segfaulted before IOPub told of it.
+      {"daemon_segv_unannounced_cell.json", "native_crash", "with no cell seen running"},
       {"ipykernel_contention_jax_holder.json", "gpu_out_of_memory", "other processes held"},
       {"ipykernel_illegal_address_then_exit.json", "gpu_driver_fault", "Xid 31"},
       {"ipykernel_jax_oom_last_words.json", "gpu_out_of_memory", "GPU_0_bfc"},
@@ -247,6 +250,27 @@ TEST_CASE("H200 recordings: survived GPU errors are context, holders and request
     INFO(d.dump(1));
     CHECK(evidence_says(d, "earlier, in cell [2] (survived: cell [3] ran to its end after it)"));
     CHECK(evidence_says(d, "CUDA out of memory"));
+  }
+  SECTION("the daemon's kernel died as a cell started: IOPub's idle is not taken as proof") {
+    json report = rediagnosed_gpu_fixture("daemon_segv_unannounced_cell.json");
+    const json& d = report["diagnosis"];
+    INFO(d.dump(1));
+    CHECK_THAT(d["headline"].get<std::string>(), !Catch::Contains("idle"));
+    bool said = false;
+    for (const auto& m : d["missing"])
+      said = said || m.get<std::string>().find("did not announce its cells") != std::string::npos;
+    CHECK(said);
+    REQUIRE(!d["remedies"].empty());
+    CHECK(d["remedies"][0]["id"] == "native.traceback");
+    CHECK_THAT(d["remedies"][0]["text"].get<std::string>(), Catch::Contains("kernelspec wrap"));
+    // The same facts from a kernel that announced its cells: then idle was idle.
+    report["watchdog"]["cell_announcements"] = true;
+    report["watchdog"]["mode"] = "launcher";
+    const json announced = kwd::diagnosis::rediagnose(report)["diagnosis"];
+    CHECK_THAT(announced["headline"].get<std::string>(),
+               Catch::EndsWith("while the kernel was idle"));
+    CHECK(announced["remedies"][0]["text"].get<std::string>().find("kernelspec wrap") ==
+          std::string::npos);
   }
   SECTION("another process (JAX, preallocated) held the device when PyTorch ran out") {
     const json d = rediagnosed_gpu_fixture("ipykernel_contention_jax_holder.json")["diagnosis"];

@@ -24,8 +24,13 @@ class RuleContext {
   [[nodiscard]] bool sigkill() const;
   // The first frame of the cell that was running on the crashing thread, if any.
   [[nodiscard]] std::optional<std::size_t> running_cell_frame() const;
-  // " while cell [12] was running" / " while the kernel was idle" / "".
+  // " while cell [12] was running" / " while the kernel was idle" / " with no cell seen
+  // running" (idle on IOPub, not proven: see idle_unproven) / "".
   [[nodiscard]] std::string cell_phrase() const;
+  // IOPub said idle, but the kernel did not announce its cells to the watchdog and died by its
+  // own hand (a crash signal, an exit): a cell that does that at once dies before IOPub tells
+  // of it, so "idle" may be the cell run last.
+  [[nodiscard]] bool idle_unproven() const;
   [[nodiscard]] std::string how_it_died() const;
   void termination(Finding& f) const;
   void hit(Finding& f, const SignatureHit& h) const;

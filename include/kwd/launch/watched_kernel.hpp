@@ -141,6 +141,7 @@ class WatchedKernel {
   // cell's start time; the shim drops a record rather than wait when the pipe is full.
   util::UniqueFd cell_read_;
   FaultChannel cell_channel_{0};
+  bool cells_announced_ = false;  // the kernel was given the pipe (cell_read_ closes at EOF)
   std::optional<loop::EventLoop::TimerId> last_words_timer_;
   int last_words_looks_ = 0;
   bool dead_ = false;

@@ -56,6 +56,9 @@ struct ReportContext {
   std::int64_t at_ms = 0;                      // death, or hang detection
   std::vector<std::string> watchdog_received;  // signals the watchdog itself was sent
   bool faulthandler = false;
+  // The kernel tells the watchdog of each cell before running it (the shim's cell pipe):
+  // without it a cell is known only from IOPub, which a kernel crashing at once never sends.
+  bool cell_announcements = false;
   std::vector<std::string> notes;
   // Sections only the front end knows, added to the report as they are (the node daemon's
   // "kubernetes": the kernel's pod and container).
