@@ -1,10 +1,13 @@
 #include "kwd/fingerprint/package_metadata.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <sstream>
 
+#include "kwd/platform/file_time.hpp"
 #include "kwd/platform/regular_file.hpp"
 
 namespace kwd::fingerprint {
@@ -97,16 +100,25 @@ std::optional<std::pair<std::string, std::string>> parse_metadata_dir_name(const
   return std::make_pair(stem.substr(0, dash), version);
 }
 
-std::vector<PackageIndex::Entry>& PackageIndex::entries_in(const fs::path& site) {
-  if (auto it = sites_.find(site); it != sites_.end()) return it->second;
-  std::vector<Entry> found;
+PackageIndex& PackageIndex::shared() {
+  static PackageIndex index;
+  return index;
+}
+
+PackageIndex::Site& PackageIndex::site(const fs::path& dir) {
+  struct stat st {};
+  const std::int64_t mtime_ns =
+      ::stat(dir.c_str(), &st) == 0 ? platform::modified_ns(st) : std::int64_t{-1};
+  Site& s = sites_[dir];
+  if (s.mtime_ns == mtime_ns && mtime_ns >= 0) return s;
+  s = Site{mtime_ns, {}, {}};
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(site, ec)) {
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const auto parsed = parse_metadata_dir_name(entry.path().filename().string());
     if (!parsed) continue;
-    found.push_back({entry.path(), normalise(parsed->first), std::nullopt, false, {}});
+    s.entries.push_back({entry.path(), normalise(parsed->first), std::nullopt, false, {}});
   }
-  return sites_.emplace(site, std::move(found)).first->second;
+  return s;
 }
 
 const std::optional<Distribution>& PackageIndex::details(Entry& e) {
@@ -137,15 +149,19 @@ const std::vector<std::string>& PackageIndex::top_level(Entry& e) {
 }
 
 std::optional<Distribution> PackageIndex::owner_of(const std::string& file) {
-  if (auto it = owners_.find(file); it != owners_.end()) return it->second;
+  const auto split = split_site(file);
+  if (!split) return std::nullopt;
+  const std::lock_guard lock(mutex_);
+  Site& where = site(split->first);
+  if (auto it = where.owners.find(file); it != where.owners.end()) return it->second;
   std::optional<Distribution> owner;
-  if (const auto split = split_site(file)) {
-    const auto& [site, relative] = *split;
+  {
+    const auto& relative = split->second;
     const std::string top = relative.substr(0, relative.find('/'));
     std::string top_module = top;
     if (auto dot = top_module.find('.'); dot != std::string::npos)
       top_module = top_module.substr(0, dot);  // "_cffi_backend.cpython-311-....so"
-    auto& entries = entries_in(site);
+    auto& entries = where.entries;
     std::vector<Entry*> candidates;
     // Cheap first: a distribution named like the package ("numpy" installs numpy/).
     for (auto& e : entries)
@@ -172,14 +188,15 @@ std::optional<Distribution> PackageIndex::owner_of(const std::string& file) {
       }
     }
   }
-  owners_.emplace(file, owner);
+  where.owners.emplace(file, owner);
   return owner;
 }
 
 std::optional<Distribution> PackageIndex::find(const std::string& beside, const std::string& name) {
   const auto split = split_site(beside);
   if (!split) return std::nullopt;
-  for (auto& e : entries_in(split->first))
+  const std::lock_guard lock(mutex_);
+  for (auto& e : site(split->first).entries)
     if (e.normalised_name == normalise(name)) return details(e);
   return std::nullopt;
 }

@@ -40,8 +40,10 @@ void ReportStore::prepare() const {
 }
 
 fs::path ReportStore::write(const std::string& id, const std::string& json_text) const {
-  auto path = util::SafeDir::open_private(dir_).write_file(id + ".json", json_text, 0600,
-                                                           util::Replace::kNever);
+  // A report is waited for (the bench's death -> report, a front end's notice): it is in
+  // place as soon as it is written, and on the disk a file-fsync later.
+  auto path = util::SafeDir::open_private(dir_).write_file(
+      id + ".json", json_text, 0600, util::Replace::kNever, util::Durability::kSyncedAfterVisible);
   try {
     enforce_cap(limits_);
   } catch (const std::exception&) {

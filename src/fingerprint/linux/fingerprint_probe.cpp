@@ -169,6 +169,14 @@ void FingerprintProbe::read_maps() {
     fingerprint_["refreshed_at_ms"] = util::wall_ms();
     return;
   }
+  // The distributions that own the new files are looked up now, while the kernel lives (once
+  // each: the index keeps the answers), so that a rebuild at the death, the one that cannot
+  // wait, is only the assembly (0.4 ms here, not 2-10 ms for a first look at a site directory).
+  std::vector<std::string> added;
+  std::set_difference(now_mapped.begin(), now_mapped.end(), seen_files_.begin(), seen_files_.end(),
+                      std::back_inserter(added));
+  for (const auto& file : added)
+    packages_.owner_of(file);
   seen_files_ = files;
   pending_files_ = std::move(files);
 }

@@ -291,3 +291,24 @@ TEST_CASE("framework builds are read from the packages' own files", "[fingerprin
   CHECK(wheel->accelerator == "cuda");
   CHECK(wheel->cuda == "12.4");
 }
+
+TEST_CASE("PackageIndex answers from memory until the site directory changes", "[fingerprint]") {
+  FakeSite fake;
+  PackageIndex index;
+  const std::string module =
+      fake.at("numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so");
+  REQUIRE(index.owner_of(module)->version == "1.24.2");
+  // The metadata changed behind the directory's back (no entry added or removed): the answer
+  // kept is given, not a new read per question.
+  write(fake.site / "numpy-1.24.2.egg-info/PKG-INFO", "Name: numpy\nVersion: 9.9.9\n");
+  CHECK(index.owner_of(module)->version == "1.24.2");
+  // An upgrade, as pip does it: the old metadata directory goes, a new one comes.
+  fs::remove_all(fake.site / "numpy-1.24.2.egg-info");
+  write(fake.site / "numpy-2.1.0.dist-info/METADATA", "Name: numpy\nVersion: 2.1.0\n");
+  auto upgraded = index.owner_of(module);
+  REQUIRE(upgraded);
+  CHECK(upgraded->version == "2.1.0");
+  CHECK(index.find(module, "numpy")->version == "2.1.0");
+  // One index per process: the probes of every kernel share what was read.
+  CHECK(&PackageIndex::shared() == &PackageIndex::shared());
+}

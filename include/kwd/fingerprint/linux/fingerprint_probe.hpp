@@ -67,7 +67,7 @@ class FingerprintProbe final : public probes::Probe {
   bool environment_read_ = false;
   bool before_exec_ = false;  // /proc still showed our own binary (see is_own_executable)
   std::string reason_;
-  PackageIndex packages_;
+  PackageIndex& packages_ = PackageIndex::shared();
   nlohmann::json python_;
   nlohmann::json environment_ = nlohmann::json::object();
   nlohmann::json fingerprint_;
