@@ -37,7 +37,7 @@ void say_internal_error(const std::string& what) {
                   known ? "" : ", of kinds past the first 64", what);
 }
 
-// The grain a timer's due time is rounded up to: the largest of 100, 10 and 1 ms that is at
+// The grain a timer's due time is rounded up to: the largest of 1 s, 100, 10 and 1 ms that is at
 // most a fifth of its delay (fixed steps, so timers of nearly equal delays, a heartbeat's 1 s
 // less the last round trip, land on one grid); none for an exact timer, or one too short.
 std::int64_t grain_for(EventLoop::Precision precision, std::int64_t delay_ns) {

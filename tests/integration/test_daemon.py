@@ -232,27 +232,27 @@ def test_a_cell_that_crashes_at_once_is_not_called_idle(world, daemon, kernels):
     assert "kernelspec wrap" in traceback_remedy["text"]
 
 
-def test_a_kernel_at_rest_is_pinged_every_5_s_and_a_busy_one_at_the_interval(world, daemon,
-                                                                            kernels):
+def test_a_kernel_at_rest_is_pinged_every_10_s_and_a_busy_one_at_the_interval(world, daemon,
+                                                                             kernels):
     """A daemon of hundreds of idle kernels must not wake for each of them every interval: a
-    kernel at rest (idle, its memory flat) is pinged every 5 s, one running a cell at the
+    kernel at rest (idle, its memory flat) is pinged every 10 s, one running a cell at the
     daemon's heartbeat interval, as the report's heartbeat history shows."""
     d = daemon()
     k = kernels()
     d.kernel(k.km.connection_file)
-    time.sleep(12)  # at rest: its memory settles within 5 s, then pings every 5 s
+    time.sleep(22)  # at rest: its memory settles within 5 s, then pings every 10 s
     k.kc.execute("import time\ntime.sleep(6)")  # busy: every second again
     time.sleep(5)
     k.km.provisioner.process.send_signal(signal.SIGKILL)
     report = the_report_for(world, d, k.km.connection_file, settle=0)
     heartbeat = report["heartbeat"]
     interval = heartbeat["interval_ms"]
-    assert interval < 5000 and heartbeat["idle_interval_ms"] == 5000
+    assert interval < 5000 and heartbeat["idle_interval_ms"] == 10000
     pings = [b["t_ms"] for b in heartbeat["history"]]
     busy_since = report["execution"]["cell_in_flight"]["started_at_ms"]
     at_rest = [b - a for a, b in zip(pings, pings[1:]) if b < busy_since - 1000]
     busy = [b - a for a, b in zip(pings, pings[1:]) if a > busy_since + 1000]
-    assert at_rest and max(at_rest) >= 4500, pings
+    assert at_rest and max(at_rest) >= 9500, pings
     assert len(busy) >= 1 and max(busy) <= interval + 500, (pings, busy_since)
 
 

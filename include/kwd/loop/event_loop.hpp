@@ -36,11 +36,11 @@ class EventLoop {
   void socket_used(void* zmq_socket);
 
   // A coarse timer may fire up to a fifth of its delay late, and at most kCoarseGrain: its due
-  // time is rounded up to a grid of 100, 10 or 1 ms, so the timers that need no precision (an
+  // time is rounded up to a grid of 1 s, 100, 10 or 1 ms, so the timers that need no precision (an
   // idle kernel's samples, heartbeat pings, slow polls) of hundreds of kernels share wake-ups
   // instead of each waking the process on its own.
   enum class Precision { exact, coarse };
-  static constexpr std::chrono::milliseconds kCoarseGrain{100};
+  static constexpr std::chrono::milliseconds kCoarseGrain{1000};
 
   TimerId every(std::chrono::milliseconds interval, Handler on_tick,
                 Precision precision = Precision::exact);

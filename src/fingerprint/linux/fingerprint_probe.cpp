@@ -76,16 +76,16 @@ void FingerprintProbe::sample(timeline::MemorySample& /*into*/) {
   // space changes (any mmap/munmap, a loaded library included). That size is read at every
   // tick (microseconds), so a library loaded a moment before a crash is not missed; maps are
   // read again at most every interval_ms_ while it keeps changing (an import).
-  if (!stat_fd_)
-    stat_fd_.reset(
-        ::open((proc_ + "/" + std::to_string(pid_) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
-  std::uint64_t vsize = 0;
-  if (stat_fd_) {
+  if (!statm_fd_)
+    statm_fd_.reset(
+        ::open((proc_ + "/" + std::to_string(pid_) + "/statm").c_str(), O_RDONLY | O_CLOEXEC));
+  std::int64_t vsize = 0;  // in pages
+  if (statm_fd_) {
     static thread_local std::string buf;
-    const auto text = platform::linux_proc::pread_all(stat_fd_.get(), buf);
-    const auto st = text ? platform::linux_proc::parse_proc_stat(*text) : std::nullopt;
-    if (st) vsize = st->vsize;
-    if (st && st->vsize == last_vsize_ && refreshes_ > 0 && !before_exec_) return;
+    const auto text = platform::linux_proc::pread_all(statm_fd_.get(), buf);
+    const auto pages = text ? platform::linux_proc::parse_statm_size(*text) : std::nullopt;
+    if (pages) vsize = *pages;
+    if (pages && *pages == last_vsize_ && refreshes_ > 0 && !before_exec_) return;
   }
   if (last_refresh_ms_ >= 0 && now - last_refresh_ms_ < interval_ms_) return;
   last_refresh_ms_ = now;

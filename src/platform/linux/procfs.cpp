@@ -91,6 +91,12 @@ std::optional<std::int64_t> parse_statm_resident(std::string_view text) {
   return pages;
 }
 
+std::optional<std::int64_t> parse_statm_size(std::string_view text) {
+  std::int64_t pages = 0;
+  if (!to_number(text.substr(0, text.find_first_of(" \n")), pages)) return std::nullopt;
+  return pages;
+}
+
 std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_view key) {
   std::size_t pos = 0;
   while (pos < text.size()) {

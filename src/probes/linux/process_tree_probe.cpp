@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,25 @@ constexpr std::int64_t kNewestPidShareMs = 50;
 // rescan_if_needed checks), has no descendant with a lower pid: that would take the pid
 // numbers going all the way round (pid_max process creations) within these seconds.
 constexpr std::int64_t kYoungMs = 10'000;
+
+// Whether the machine has any swap (/proc/swaps lists a device or a file beneath its header):
+// without it no page is swapped out and VmSwap, a read of /proc/PID/status per process, is 0
+// for certain. Asked again every 30 s (swapon may come later), once for all the kernels this
+// process watches; unreadable counts as swap.
+bool swap_configured(std::int64_t now_ms) {
+  static std::atomic<std::int64_t> checked_ms{-1};
+  static std::atomic<bool> configured{true};
+  constexpr std::int64_t kRecheckMs = 30'000;
+  const std::int64_t last = checked_ms.load(std::memory_order_relaxed);
+  if (last < 0 || now_ms - last >= kRecheckMs) {
+    checked_ms.store(now_ms, std::memory_order_relaxed);
+    const auto text = read_small_file("/proc/swaps");
+    const auto header_end = text ? text->find('\n') : std::string::npos;
+    configured.store(header_end == std::string::npos || header_end + 1 < text->size(),
+                     std::memory_order_relaxed);
+  }
+  return configured.load(std::memory_order_relaxed);
+}
 
 std::string pid_path(const std::string& proc, pid_t pid, const char* leaf) {
   return proc + "/" + std::to_string(pid) + "/" + leaf;
@@ -277,7 +297,12 @@ void ProcessTreeProbe::sample(timeline::MemorySample& into) {
       continue;
     }
     m.seen_last_ms = into.t_ms;
-    if (slow_due) read_swap(it->first, m);
+    if (slow_due) {
+      if (swap_configured(now))
+        read_swap(it->first, m);
+      else
+        m.readings.swap = 0;
+    }
     if (pss_due && !pss_settled(m, now)) {
       const std::int64_t started = util::steady_ns();
       read_pss(it->first, m, now);

@@ -1,5 +1,6 @@
 #include "kwd/probes/linux/shared_memory_probe.hpp"
 
+#include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/vfs.h>
 
@@ -22,8 +23,9 @@ SharedMemoryProbe::SharedMemoryProbe(const ProbeOptions& options)
 }
 
 bool SharedMemoryProbe::read() {
+  if (!dir_) dir_.reset(::open(path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   struct statfs fs {};
-  if (::statfs(path_.c_str(), &fs) != 0) return false;
+  if (!dir_ || ::fstatfs(dir_.get(), &fs) != 0) return false;
   if (fs.f_type != TMPFS_MAGIC) {
     tmpfs_ = false;
     reason_ = path_ + " is not a tmpfs";

@@ -152,6 +152,9 @@ TEST_CASE("statm's resident pages, and a process that has released its memory") 
   CHECK(kwd::platform::linux_proc::parse_statm_resident("61234 2560 1200 300 0 4000 0\n") == 2560);
   CHECK(kwd::platform::linux_proc::parse_statm_resident("0 0 0 0 0 0 0\n") == 0);
   CHECK_FALSE(kwd::platform::linux_proc::parse_statm_resident("garbage"));
+  CHECK(kwd::platform::linux_proc::parse_statm_size("61234 2560 1200 300 0 4000 0\n") == 61234);
+  CHECK_FALSE(kwd::platform::linux_proc::parse_statm_size("garbage 1"));
+  CHECK_FALSE(kwd::platform::linux_proc::parse_statm_size(""));
   CHECK_FALSE(kwd::platform::linux_proc::parse_statm_resident("12 x 3"));
 }
 

@@ -60,8 +60,8 @@ class FingerprintProbe final : public probes::Probe {
   std::optional<std::vector<std::string>> pending_files_;
   std::int64_t last_rebuild_ms_ = -1;
   static constexpr std::int64_t kRebuildGapMs = 2000;
-  util::UniqueFd stat_fd_;
-  std::uint64_t last_vsize_ = 0;
+  util::UniqueFd statm_fd_;
+  std::int64_t last_vsize_ = 0;  // pages, from statm
   int refreshes_ = 0;
   int rebuilds_ = 0;
   bool environment_read_ = false;

@@ -32,6 +32,9 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text);
 std::vector<pid_t> list_pids(const std::string& proc_root = "/proc");
 // The resident pages of /proc/PID/statm ("size resident shared text lib data dt").
 std::optional<std::int64_t> parse_statm_resident(std::string_view text);
+// Its first field: the size of the address space in pages (stat's vsize, in bytes, costs the
+// kernel more to print: stat formats 52 fields).
+std::optional<std::int64_t> parse_statm_size(std::string_view text);
 
 // Value in bytes of a "Key:   1234 kB" line in /proc/PID/status, /proc/meminfo, smaps_rollup.
 std::optional<std::int64_t> find_kb_field(std::string_view text, std::string_view key);

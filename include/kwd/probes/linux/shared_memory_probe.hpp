@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kwd/probes/probe.hpp"
+#include "kwd/util/unique_fd.hpp"
 
 namespace kwd::probes::linux_proc {
 
@@ -28,6 +29,9 @@ class SharedMemoryProbe final : public Probe {
   bool read();
 
   std::string path_;
+  // The directory, held: statfs through /proc/PID/root walks the path each time (the daemon
+  // samples hundreds of kernels), and the path is gone once the kernel is, the fd is not.
+  util::UniqueFd dir_;
   std::int64_t interval_ms_;
   std::int64_t last_read_ms_ = -1;
   std::string reason_;
