@@ -14,9 +14,11 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string_view>
 #include <vector>
 
+#include "kwd/platform/namespaces.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -29,12 +31,25 @@ struct Listener {
   std::uint64_t inode;
 };
 
+// A sock_diag socket of the network namespace of `in_namespace_of` (0: ours). A netlink
+// socket answers for the namespace it was made in, wherever the thread goes after.
+util::UniqueFd sock_diag_socket(pid_t in_namespace_of) {
+  if (in_namespace_of <= 0)
+    return util::UniqueFd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  try {
+    const platform::NetNamespaceEntered inside(in_namespace_of);
+    return util::UniqueFd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  } catch (const std::exception&) {  // not allowed to enter (no CAP_SYS_ADMIN): procfs then
+    return {};
+  }
+}
+
 // Every TCP socket of `family` in LISTEN state, from one sock_diag dump; false if this way
 // cannot tell.
-bool dump_listening_sockets(int family, std::vector<Listener>& listeners) {
+bool dump_listening_sockets(int family, pid_t in_namespace_of, std::vector<Listener>& listeners) {
   listeners.clear();
-  util::UniqueFd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-  if (fd.get() < 0) return false;
+  util::UniqueFd fd = sock_diag_socket(in_namespace_of);
+  if (!fd) return false;
   // The answer is a dump the kernel writes at once; a bound on the wait keeps a broken
   // netlink from stalling the event loop.
   const timeval patience{0, 200'000};
@@ -90,16 +105,21 @@ struct ListeningSnapshot {
 }  // namespace
 
 std::optional<SocketInodes> listening_by_sock_diag(int family, int port,
-                                                   std::chrono::milliseconds max_age) {
-  // One snapshot per family and thread: a daemon checking the ports of hundreds of kernels
-  // that never bind asks the kernel once, not twice per kernel.
-  thread_local ListeningSnapshot snapshots[2];
-  ListeningSnapshot& snapshot = snapshots[family == AF_INET6 ? 1 : 0];
+                                                   std::chrono::milliseconds max_age,
+                                                   const NetNamespace& where) {
+  // One snapshot per namespace, family and thread: a daemon checking the ports of hundreds of
+  // kernels that never bind asks the kernel once, not twice per kernel.
+  thread_local std::map<std::pair<std::uint64_t, int>, ListeningSnapshot> snapshots;
   const std::int64_t now = util::steady_ns();
   const std::int64_t max_age_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count();
+  constexpr std::int64_t kForgetAfterNs = 10'000'000'000;  // a pod's namespace may be gone
+  if (snapshots.size() > 64)
+    std::erase_if(snapshots,
+                  [&](const auto& s) { return now - s.second.taken_ns > kForgetAfterNs; });
+  ListeningSnapshot& snapshot = snapshots[{where.inode, family}];
   if (snapshot.taken_ns < 0 || max_age_ns <= 0 || now - snapshot.taken_ns > max_age_ns) {
-    snapshot.answered = dump_listening_sockets(family, snapshot.listeners);
+    snapshot.answered = dump_listening_sockets(family, where.enter_pid, snapshot.listeners);
     snapshot.taken_ns = now;
   }
   if (!snapshot.answered) return std::nullopt;

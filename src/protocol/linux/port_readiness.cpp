@@ -107,19 +107,20 @@ PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, std::string_v
     return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? PortState::listening
                                                                   : PortState::not_yet;
   }
-  // The kernel is in our network namespace: sock_diag answers for it. A host without IPv6
-  // cannot answer for it, and has nothing listening there either. A kernel in another (a
-  // pod's, seen by the node's daemon) is answered for by its own procfs view below.
+  // sock_diag answers in the kernel's network namespace: ours, or a pod's (the node daemon,
+  // root, makes its netlink socket there). A host without IPv6 cannot answer for it, and has
+  // nothing listening there either.
   const auto theirs = platform::net_namespace_of(kernel_pid);
   const bool ours = !theirs || theirs == platform::own_net_namespace();
-  if (const auto v4 =
-          ours ? linux_net::listening_by_sock_diag(AF_INET, port, max_age) : std::nullopt) {
+  const linux_net::NetNamespace where{theirs.value_or(0), ours ? 0 : kernel_pid};
+  if (const auto v4 = linux_net::listening_by_sock_diag(AF_INET, port, max_age, where)) {
     linux_net::SocketInodes listeners = *v4;
-    append(listeners, linux_net::listening_by_sock_diag(AF_INET6, port, max_age));
+    append(listeners, linux_net::listening_by_sock_diag(AF_INET6, port, max_age, where));
     return whose(kernel_pid, info, connection_file, listeners);
   }
 
-  // No sock_diag here: the kernel's own view in procfs, slower.
+  // No sock_diag here (no inet_diag, or a namespace we may not enter): the kernel's own view
+  // in procfs, which walks the whole established hash (milliseconds a read).
   const std::string base = "/proc/" + std::to_string(kernel_pid) + "/net/";
   const auto tcp = linux_net::listening_in_proc_net(base + "tcp", port);
   const auto tcp6 = linux_net::listening_in_proc_net(base + "tcp6", port);
