@@ -85,8 +85,10 @@ void CellTimeline::begin(std::string request_id, std::int64_t t_ms) {
 
 void CellTimeline::announced_by_kernel(std::int64_t execution_count, std::string_view code,
                                        bool truncated, std::int64_t t_ms) {
-  if (in_flight_ && in_flight_->input_seen && in_flight_->execution_count == execution_count)
-    return;  // IOPub said it first, whole
+  // IOPub said it first, whole: the cell in flight, or one that has ended since. The pipe is
+  // read in passing (before a sample, a hang report, at the death), so an announcement can
+  // come after its cell's idle; counts only grow, and a new cell's is above every one seen.
+  if (execution_count <= last_count_) return;
   if (!in_flight_ || in_flight_->input_seen) begin(std::string(), t_ms);
   Cell& cell = *in_flight_;
   cell.announced_by_kernel = true;

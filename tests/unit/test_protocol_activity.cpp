@@ -495,6 +495,31 @@ TEST_CASE("a quick cell closed before IOPub spoke of it gets its late input, out
   CHECK(j["cell_in_flight"]["execution_count"] == 5);
 }
 
+// The cell pipe is read in passing: a hang report (a SIGSTOP'ed kernel) read the record of
+// cell 4 after IOPub had told of cell 4 from its busy to its idle. Seen in CI as last_cells
+// [4, 4] (the PyPI stack); nor may a stale record close a later cell in flight.
+TEST_CASE("an announcement read after IOPub told of its cell is no new cell") {
+  KernelActivity a(10);
+  run_cell(a, "r3", 3, "c3 = 3", 1000, 1100);
+  run_cell(a, "r4", 4, "c4 = 4", 1200, 1300);
+  a.on_cell_announced(3, "c3 = 3", false, 999);
+  a.on_cell_announced(4, "c4 = 4", false, 1199);
+  json j = a.to_json(1500);
+  CHECK(j["cell_in_flight"].is_null());
+  REQUIRE(j["last_cells"].size() == 2);
+  CHECK(j["last_cells"][0]["execution_count"] == 3);
+  CHECK(j["last_cells"][1]["execution_count"] == 4);
+  CHECK(a.cells().cells_started() == 2);
+
+  a.on_message(msg("status", "r5", {{"execution_state", "busy"}}), 1600);
+  a.on_message(msg("execute_input", "r5", {{"code", "train()"}, {"execution_count", 5}}), 1600);
+  a.on_cell_announced(4, "c4 = 4", false, 1199);
+  j = a.to_json(1700);
+  REQUIRE(j["cell_in_flight"].is_object());
+  CHECK(j["cell_in_flight"]["execution_count"] == 5);
+  CHECK(j["last_cells"].size() == 2);
+}
+
 TEST_CASE("a cell the kernel announced is the cell in flight, and IOPub's messages join it") {
   KernelActivity a(10);
   run_cell(a, "r1", 1, "x = 1", 1000, 1100);
