@@ -135,8 +135,9 @@ void RuleContext::cell(Finding& f) const {
   } else if (idle_unproven()) {
     f.missing.push_back(
         "execution: the kernel's last IOPub status was idle, but it did not announce its cells "
-        "to the watchdog (not started by `kernel-watchdog run`), and a cell that kills the "
-        "kernel at once dies before IOPub tells of it: the cell run last may be the one");
+        "to the watchdog (a kernel the daemon found, or one run with --no-faulthandler), and a "
+        "cell that kills the kernel at once dies before IOPub tells of it: the cell run last "
+        "may be the one");
   }
 }
 
