@@ -86,9 +86,20 @@ void CellTimeline::begin(std::string request_id, std::int64_t t_ms) {
 void CellTimeline::announced_by_kernel(std::int64_t execution_count, std::string_view code,
                                        bool truncated, std::int64_t t_ms) {
   // IOPub said it first, whole: the cell in flight, or one that has ended since. The pipe is
-  // read in passing (before a sample, a hang report, at the death), so an announcement can
-  // come after its cell's idle; counts only grow, and a new cell's is above every one seen.
-  if (execution_count <= last_count_) return;
+  // read in passing (before a sample, a hang report, at the death), so a record can come
+  // after its cell's idle. Matched by count and code, not count alone: cells run outside the
+  // history (nbval's) all have the same count.
+  const std::string_view kept = code.substr(0, max_code_bytes_);
+  const auto told_already = [&](Cell& c) {
+    if (!c.input_seen || c.announced_by_kernel || c.late_record_matched ||
+        c.execution_count != execution_count || c.code != kept)
+      return false;
+    c.late_record_matched = true;
+    return true;
+  };
+  if (in_flight_ && told_already(*in_flight_)) return;
+  for (auto it = finished_.rbegin(); it != finished_.rend(); ++it)
+    if (told_already(*it)) return;
   if (!in_flight_ || in_flight_->input_seen) begin(std::string(), t_ms);
   Cell& cell = *in_flight_;
   cell.announced_by_kernel = true;

@@ -511,13 +511,28 @@ TEST_CASE("an announcement read after IOPub told of its cell is no new cell") {
   CHECK(j["last_cells"][1]["execution_count"] == 4);
   CHECK(a.cells().cells_started() == 2);
 
-  a.on_message(msg("status", "r5", {{"execution_state", "busy"}}), 1600);
-  a.on_message(msg("execute_input", "r5", {{"code", "train()"}, {"execution_count", 5}}), 1600);
-  a.on_cell_announced(4, "c4 = 4", false, 1199);
+  run_cell(a, "r5", 5, "c5 = 5", 1400, 1450);
+  a.on_message(msg("status", "r6", {{"execution_state", "busy"}}), 1600);
+  a.on_message(msg("execute_input", "r6", {{"code", "train()"}, {"execution_count", 6}}), 1600);
+  a.on_cell_announced(5, "c5 = 5", false, 1399);
   j = a.to_json(1700);
   REQUIRE(j["cell_in_flight"].is_object());
-  CHECK(j["cell_in_flight"]["execution_count"] == 5);
-  CHECK(j["last_cells"].size() == 2);
+  CHECK(j["cell_in_flight"]["execution_count"] == 6);
+  CHECK(j["last_cells"].size() == 3);
+}
+
+// Cells run outside the history (nbval's) keep one count: a record is matched to a cell IOPub
+// told of by its code too, and a new cell with the same count is a new cell.
+TEST_CASE("cells outside the history share a count: records are matched by their code") {
+  KernelActivity a(10);
+  run_cell(a, "r1", 1, "x = 1", 1000, 1100);
+  a.on_cell_announced(1, "x = 1", false, 999);  // late: IOPub told of it
+  CHECK(a.to_json(1150)["cell_in_flight"].is_null());
+  a.on_cell_announced(1, "os.abort()", false, 1200);  // the next cell, dying at once
+  const json j = a.to_json(1250);
+  REQUIRE(j["cell_in_flight"].is_object());
+  CHECK(j["cell_in_flight"]["code"] == "os.abort()");
+  CHECK(j["cell_in_flight"]["execution_count"] == 1);
 }
 
 TEST_CASE("a cell the kernel announced is the cell in flight, and IOPub's messages join it") {

@@ -54,6 +54,9 @@ struct Cell {
   // The kernel itself said it starts (the shim's pre_run_cell record) before IOPub did, or
   // instead of it: request_id is empty until IOPub names the request.
   bool announced_by_kernel = false;
+  // IOPub told of it first and the kernel's own record of it came later (matched by count
+  // and code): that record is no new cell.
+  bool late_record_matched = false;
   OutputSummary outputs;
 };
 
