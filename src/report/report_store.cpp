@@ -40,10 +40,10 @@ void ReportStore::prepare() const {
 }
 
 fs::path ReportStore::write(const std::string& id, const std::string& json_text) const {
-  // A report is waited for (the bench's death -> report, a front end's notice): it is in
-  // place as soon as it is written, and on the disk a file-fsync later.
-  auto path = util::SafeDir::open_private(dir_).write_file(
-      id + ".json", json_text, 0600, util::Replace::kNever, util::Durability::kSyncedAfterVisible);
+  // Synced before it is linked into place: linking first (Durability::kSyncedAfterVisible)
+  // saved 0.7 ms a death, but left the crash test's torn writes almost no window to be hit.
+  auto path = util::SafeDir::open_private(dir_).write_file(id + ".json", json_text, 0600,
+                                                           util::Replace::kNever);
   try {
     enforce_cap(limits_);
   } catch (const std::exception&) {
