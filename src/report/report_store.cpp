@@ -40,8 +40,8 @@ void ReportStore::prepare() const {
 }
 
 fs::path ReportStore::write(const std::string& id, const std::string& json_text) const {
-  // Synced before it is linked into place: linking first (Durability::kSyncedAfterVisible)
-  // saved 0.7 ms a death, but left the crash test's torn writes almost no window to be hit.
+  // Synced before it is linked into place: linking first saved 0.7 ms a death, but left the
+  // crash test's torn writes almost no window to be hit.
   auto path = util::SafeDir::open_private(dir_).write_file(id + ".json", json_text, 0600,
                                                            util::Replace::kNever);
   try {

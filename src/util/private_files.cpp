@@ -216,8 +216,7 @@ fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name,
     throw;
   }
   if (durability == Durability::kSynced && ::fsync(fd.get()) != 0) abandon("cannot fsync");
-  if (durability != Durability::kSyncedAfterVisible && ::close(fd.release()) != 0)
-    abandon("cannot close");
+  if (::close(fd.release()) != 0) abandon("cannot close");
   const std::string final_name(name);
   if (replace == Replace::kNever) {
     // link(2) fails with EEXIST rather than replace: the one portable no-clobber rename.
@@ -227,13 +226,7 @@ fs::path write_at(int dir_fd, const fs::path& dir, std::string_view name,
   } else if (::renameat(dir_fd, tmp_name.c_str(), dir_fd, final_name.c_str()) != 0) {
     abandon("cannot rename into place");
   }
-  if (durability == Durability::kSyncedAfterVisible) {
-    // In place and complete for every reader; what is left is the disk. An error here is
-    // said to no one: the file is there, and the page cache keeps writing it back.
-    ::fsync(fd.get());
-    ::close(fd.release());
-  }
-  if (durability != Durability::kAtomicOnly)
+  if (durability == Durability::kSynced)
     ::fsync(dir_fd);  // best effort: the file itself is already durable
   return dir / final_name;
 }

@@ -17,7 +17,7 @@ struct FileError : std::runtime_error {
 inline constexpr std::string_view kTemporaryPrefix = ".tmp-";
 
 enum class Replace { kAllowed, kNever };
-enum class Durability { kSynced, kSyncedAfterVisible, kAtomicOnly };
+enum class Durability { kSynced, kAtomicOnly };
 
 using WriteBytes = std::function<void(std::string_view)>;
 // Makes a file's contents, handing them to `write` in order, in as many pieces as it likes.
@@ -53,9 +53,6 @@ class SafeDir {
   // leaves out both fsyncs: still never seen partial, but not waited onto the disk. For what
   // does not outlive the machine's next crash in any use (a kernel's shim and connection
   // file, a CI run's executed notebook): 1-2 ms per small file, 15 ms per 27 MB here.
-  // Durability::kSyncedAfterVisible links the file into place first and then fsyncs both
-  // before returning: readers see it a file-fsync sooner (a crash report, which its readers
-  // wait for), and only a machine crash in that millisecond can leave the name with less.
   std::filesystem::path write_file(std::string_view name, std::string_view contents,
                                    unsigned mode = 0600, Replace replace = Replace::kAllowed,
                                    Durability durability = Durability::kSynced) const;
