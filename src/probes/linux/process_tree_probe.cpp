@@ -164,17 +164,20 @@ void ProcessTreeProbe::read_pss(pid_t pid, Member& m, std::int64_t now_ms) {
     m.readings.pss = find_kb_field(*rollup, "Pss").value_or(-1);
   ++m.pss_reads;
   m.rss_at_pss = m.readings.rss;
+  m.tree_at_pss = tree_changes_;
   m.pss_read_ms = now_ms;
 }
 
-bool ProcessTreeProbe::pss_settled(const Member& m, std::int64_t now_ms) {
-  // PSS moves with the process's own memory (and, less, with who else maps its pages): a
-  // process whose RSS has stayed put keeps its last PSS for a while, so an idle kernel's
-  // page tables are not walked every few seconds for the same number.
+bool ProcessTreeProbe::pss_settled(const Member& m, std::int64_t now_ms) const {
+  // PSS moves with the process's own memory and with who else maps its pages. Within the
+  // tree that is a member forking or leaving; a process outside it sharing a file's pages is
+  // the rest, and rarely matters. So a member whose RSS has stayed put in an unchanged tree
+  // keeps its last PSS for minutes: the walk of its page tables costs about a millisecond
+  // for a bare Python (half of a node daemon's idle CPU with 200 kernels read every minute).
   constexpr std::int64_t kRssSlack = 256 * 1024;
-  constexpr std::int64_t kMaxAgeMs = 60'000;
+  constexpr std::int64_t kMaxAgeMs = 300'000;
   return m.pss_reads > 0 && m.readings.pss >= 0 && now_ms - m.pss_read_ms < kMaxAgeMs &&
-         std::abs(m.readings.rss - m.rss_at_pss) < kRssSlack;
+         m.tree_at_pss == tree_changes_ && std::abs(m.readings.rss - m.rss_at_pss) < kRssSlack;
 }
 
 void ProcessTreeProbe::rescan_if_needed(std::int64_t now_ms) {
@@ -268,6 +271,7 @@ void ProcessTreeProbe::remember_departed(pid_t pid, const Member& m) {
 }
 
 void ProcessTreeProbe::publish_members() {
+  ++tree_changes_;
   std::vector<pid_t> pids;
   pids.reserve(members_.size());
   for (const auto& [pid, m] : members_)

@@ -22,7 +22,8 @@ namespace kwd::probes::linux_proc {
 // - threads and state from /proc/PID/stat, swap from /proc/PID/status, at the slow rate;
 // - PSS from /proc/PID/smaps_rollup, which walks the page tables: every pss_interval (5 s)
 //   while that costs under 0.02% of a core, less often when it would cost more; a
-//   newcomer's at once and at its first slow rounds, while its memory is still settling.
+//   newcomer's at once and at its first slow rounds, while its memory is still settling;
+//   a member whose RSS stays put in an unchanged tree keeps its last PSS up to 5 minutes.
 // Descendants are found by a rescan, done only when /proc/loadavg says a process was
 // created since the last one, reading only the processes created since (by pid when few
 // were, through the RecentProcesses every kernel's probe shares, else by listing /proc). Members
@@ -76,6 +77,7 @@ class ProcessTreeProbe final : public Probe {
     int pss_reads = 0;
     std::int64_t rss_at_pss = -1;  // its RSS when PSS was last read, and when
     std::int64_t pss_read_ms = 0;
+    std::uint64_t tree_at_pss = 0;  // tree_changes_ then
   };
 
   void rescan_if_needed(std::int64_t now_ms);
@@ -84,7 +86,7 @@ class ProcessTreeProbe final : public Probe {
   bool read_statm(pid_t pid, Member& m);
   void read_swap(pid_t pid, Member& m);
   void read_pss(pid_t pid, Member& m, std::int64_t now_ms);
-  [[nodiscard]] static bool pss_settled(const Member& m, std::int64_t now_ms);
+  [[nodiscard]] bool pss_settled(const Member& m, std::int64_t now_ms) const;
   void remember_departed(pid_t pid, const Member& m);
   void publish_members();
 
@@ -105,6 +107,7 @@ class ProcessTreeProbe final : public Probe {
   static constexpr std::int64_t kSlowBudgetInverse = 5000;  // 1/5000 of a core: 0.02%
   static constexpr int kNewcomerPssReads = 3;               // at the slow rate, whatever the budget
   pid_t last_created_pid_ = -1;
+  std::uint64_t tree_changes_ = 0;  // members joined or left
   std::shared_ptr<RecentProcesses> recent_;
   std::unordered_map<pid_t, Member> members_;
   std::array<Departed, kDepartedKept> departed_{};
