@@ -1,20 +1,12 @@
 #include "kwd/fingerprint/framework_build.hpp"
 
-#include <fstream>
 #include <regex>
 #include <sstream>
 
 namespace kwd::fingerprint {
 namespace {
 
-std::optional<std::string> small_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string text(64 * 1024, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  return text;
-}
+constexpr std::size_t kSmallText = 64 * 1024;
 
 // The value of a ('key', value) pair of build_info.py, unquoted; "" when absent.
 std::string pair_value(const std::string& text, const std::string& key) {
@@ -72,24 +64,27 @@ std::optional<FrameworkBuild> parse_torch_version(std::string_view view) {
   return b;
 }
 
-std::optional<FrameworkBuild> read_framework_build(const std::string& name,
+std::optional<FrameworkBuild> read_framework_build(const platform::RootView& root,
+                                                   const std::string& name,
                                                    const std::filesystem::path& package_dir) {
   if (name == "tensorflow") {
-    if (auto text = small_text(package_dir / "python" / "platform" / "build_info.py"))
+    if (auto text =
+            root.read((package_dir / "python" / "platform" / "build_info.py").string(), kSmallText))
       return parse_tensorflow_build_info(*text);
   } else if (name == "torch") {
-    if (auto text = small_text(package_dir / "version.py")) return parse_torch_version(*text);
+    if (auto text = root.read((package_dir / "version.py").string(), kSmallText))
+      return parse_torch_version(*text);
   } else if (name == "jaxlib") {
     // jaxlib itself is the CPU build; CUDA comes as plugin packages installed beside it.
     const auto site = package_dir.parent_path();
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(site, error)) {
-      const std::string dir = entry.path().filename().string();
+    const auto there = root.stat(site.string());
+    if (!there || !there->directory) return std::nullopt;
+    for (const auto& dir : root.list(site.string())) {
       static const std::regex plugin(R"(^jax_cuda([0-9]+)_plugin$)");
       std::smatch m;
       if (std::regex_match(dir, m, plugin)) return FrameworkBuild{"cuda", m[1].str(), "", ""};
     }
-    if (!error) return FrameworkBuild{"cpu", "", "", ""};
+    return FrameworkBuild{"cpu", "", "", ""};
   }
   return std::nullopt;
 }

@@ -1,31 +1,25 @@
 #include "kwd/fingerprint/package_metadata.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <sstream>
 
-#include "kwd/platform/file_time.hpp"
-#include "kwd/platform/regular_file.hpp"
-
 namespace kwd::fingerprint {
 namespace fs = std::filesystem;
 namespace {
 
-// The kernel's environment is read while the kernel runs and as it dies: a FIFO or a device
-// put where a package's file should be must neither block nor be opened, and its size is
-// bounded. METADATA headers come first; the long description after them can be large. A
-// RECORD lists every file of a distribution (torch's: about 2 MB).
-std::string read_head(const fs::path& file, std::size_t limit = 16 * 1024) {
-  const auto opened = platform::open_regular_file(AT_FDCWD, file.c_str());
-  if (!opened.fd) return {};
-  return platform::read_up_to(opened.fd.get(), limit).value_or(std::string());
+// The kernel's environment is read while the kernel runs and as it dies: what is read is
+// bounded (RootView reads regular files only). METADATA headers come first; the long
+// description after them can be large. A RECORD lists every file of a distribution (torch's:
+// about 2 MB).
+std::string read_head(const platform::RootView& root, const fs::path& file,
+                      std::size_t limit = 16 * 1024) {
+  return root.read(file.string(), limit).value_or(std::string());
 }
 
-std::string read_all(const fs::path& file) {
-  return read_head(file, std::size_t{64} << 20);
+std::string read_all(const platform::RootView& root, const fs::path& file) {
+  return read_head(root, file, std::size_t{64} << 20);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -105,55 +99,61 @@ PackageIndex& PackageIndex::shared() {
   return index;
 }
 
-PackageIndex::Site& PackageIndex::site(const fs::path& dir) {
-  struct stat st {};
-  const std::int64_t mtime_ns =
-      ::stat(dir.c_str(), &st) == 0 ? platform::modified_ns(st) : std::int64_t{-1};
-  Site& s = sites_[dir];
-  if (s.mtime_ns == mtime_ns && mtime_ns >= 0) return s;
-  s = Site{mtime_ns, {}, {}};
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const auto parsed = parse_metadata_dir_name(entry.path().filename().string());
+PackageIndex::Site* PackageIndex::site(const platform::RootView& root, const fs::path& dir) {
+  const auto looked = root.stat(dir.string());
+  if (!looked || !looked->directory) return nullptr;
+  const auto key = std::make_pair(looked->dev, looked->ino);
+  if (!sites_.contains(key) && sites_.size() >= kSitesKept)
+    sites_.erase(std::min_element(sites_.begin(), sites_.end(), [](const auto& a, const auto& b) {
+      return a.second.used < b.second.used;
+    }));
+  Site& s = sites_[key];
+  s.used = ++use_count_;
+  if (s.modified_ns == looked->modified_ns && s.modified_ns >= 0) return &s;
+  s = Site{looked->modified_ns, use_count_, {}, {}};
+  for (const auto& name : root.list(dir.string())) {
+    const auto parsed = parse_metadata_dir_name(name);
     if (!parsed) continue;
-    s.entries.push_back({entry.path(), normalise(parsed->first), std::nullopt, false, {}});
+    s.entries.push_back({dir / name, normalise(parsed->first), std::nullopt, false, {}});
   }
-  return s;
+  return &s;
 }
 
-const std::optional<Distribution>& PackageIndex::details(Entry& e) {
+const std::optional<Distribution>& PackageIndex::details(const platform::RootView& root, Entry& e) {
   if (e.details) return e.details;
-  std::error_code ec;
-  const bool is_dir = fs::is_directory(e.dir, ec);
+  const auto what = root.stat(e.dir.string());
+  const bool is_dir = what && what->directory;
   const bool dist_info = e.dir.filename().string().ends_with(".dist-info");
   // An egg-info that is a file is the PKG-INFO itself.
   const fs::path metadata = is_dir ? e.dir / (dist_info ? "METADATA" : "PKG-INFO") : e.dir;
-  if (const auto header = parse_metadata_header(read_head(metadata))) {
+  if (const auto header = parse_metadata_header(read_head(root, metadata))) {
     Distribution d;
     d.name = header->first;
     d.version = header->second;
     d.metadata_dir = e.dir;
-    d.top_level = top_level(e);
+    d.top_level = top_level(root, e);
     e.details = std::move(d);
   }
   return e.details;
 }
 
-const std::vector<std::string>& PackageIndex::top_level(Entry& e) {
+const std::vector<std::string>& PackageIndex::top_level(const platform::RootView& root, Entry& e) {
   if (!e.top_level_read) {
     e.top_level_read = true;
-    std::error_code ec;
-    if (fs::is_directory(e.dir, ec)) e.top_level = lines_of(read_head(e.dir / "top_level.txt"));
+    // An egg-info that is a file has none: the read finds no regular file there.
+    e.top_level = lines_of(read_head(root, e.dir / "top_level.txt"));
   }
   return e.top_level;
 }
 
-std::optional<Distribution> PackageIndex::owner_of(const std::string& file) {
+std::optional<Distribution> PackageIndex::owner_of(const platform::RootView& root,
+                                                   const std::string& file) {
   const auto split = split_site(file);
   if (!split) return std::nullopt;
   const std::lock_guard lock(mutex_);
-  Site& where = site(split->first);
-  if (auto it = where.owners.find(file); it != where.owners.end()) return it->second;
+  Site* where = site(root, split->first);
+  if (where == nullptr) return std::nullopt;
+  if (auto it = where->owners.find(file); it != where->owners.end()) return it->second;
   std::optional<Distribution> owner;
   {
     const auto& relative = split->second;
@@ -161,7 +161,7 @@ std::optional<Distribution> PackageIndex::owner_of(const std::string& file) {
     std::string top_module = top;
     if (auto dot = top_module.find('.'); dot != std::string::npos)
       top_module = top_module.substr(0, dot);  // "_cffi_backend.cpython-311-....so"
-    auto& entries = where.entries;
+    auto& entries = where->entries;
     std::vector<Entry*> candidates;
     // Cheap first: a distribution named like the package ("numpy" installs numpy/).
     for (auto& e : entries)
@@ -170,34 +170,37 @@ std::optional<Distribution> PackageIndex::owner_of(const std::string& file) {
     // top_level.txt files, small and read once per distribution.
     if (candidates.empty())
       for (auto& e : entries) {
-        const auto& names = top_level(e);
+        const auto& names = top_level(root, e);
         if (std::find(names.begin(), names.end(), top_module) != names.end() &&
             std::find(candidates.begin(), candidates.end(), &e) == candidates.end())
           candidates.push_back(&e);
       }
     if (candidates.size() == 1) {
-      owner = details(*candidates.front());
+      owner = details(root, *candidates.front());
     } else if (candidates.size() > 1) {
       // A shared namespace: the one whose RECORD lists the file installed it.
       for (auto* e : candidates) {
-        const auto record = read_all(e->dir / "RECORD");
+        const auto record = read_all(root, e->dir / "RECORD");
         if (record.find(relative + ",") != std::string::npos) {
-          owner = details(*e);
+          owner = details(root, *e);
           break;
         }
       }
     }
   }
-  where.owners.emplace(file, owner);
+  where->owners.emplace(file, owner);
   return owner;
 }
 
-std::optional<Distribution> PackageIndex::find(const std::string& beside, const std::string& name) {
+std::optional<Distribution> PackageIndex::find(const platform::RootView& root,
+                                               const std::string& beside, const std::string& name) {
   const auto split = split_site(beside);
   if (!split) return std::nullopt;
   const std::lock_guard lock(mutex_);
-  for (auto& e : site(split->first).entries)
-    if (e.normalised_name == normalise(name)) return details(e);
+  Site* where = site(root, split->first);
+  if (where == nullptr) return std::nullopt;
+  for (auto& e : where->entries)
+    if (e.normalised_name == normalise(name)) return details(root, e);
   return std::nullopt;
 }
 

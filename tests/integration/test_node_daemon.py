@@ -33,6 +33,11 @@ from conftest import KWD_BINARY, validate_report
 MiB = 1 << 20
 LIMIT = 256 * MiB
 HERE = pathlib.Path(__file__).resolve().parent
+# A package installed in the container alone (on its private /tmp): its native module is a
+# copy of a small host library, which ctypes can load.
+POD_SITE = "/tmp/env/lib/python3/site-packages"
+POD_MODULE = f"{POD_SITE}/podpkg/_native.so"
+HOST_LIBZ = next(str(p) for p in sorted(pathlib.Path("/usr/lib").glob("*-linux-gnu/libz.so.1")))
 
 
 def own_memory_cgroup_dir():
@@ -192,6 +197,10 @@ class Container:
             umount -l /mnt
             mount -t tmpfs -o mode=1777 tmpfs /tmp
             mkdir /tmp/runtime
+            mkdir -p {POD_SITE}/podpkg {POD_SITE}/podpkg-7.7.7.dist-info
+            cp {HOST_LIBZ} {POD_MODULE}
+            printf 'Metadata-Version: 2.1\nName: podpkg\nVersion: 7.7.7\n' \
+              > {POD_SITE}/podpkg-7.7.7.dist-info/METADATA
             printf '%s' "$KWD_CONNECTION" > {self.connection_path}
             unset KWD_CONNECTION
             export HOME=/tmp JUPYTER_RUNTIME_DIR=/tmp/runtime
@@ -395,8 +404,11 @@ def test_segfault_in_a_pod_is_reported_under_its_pod(node, daemon):
     assert row["connection_file"] == c.connection_path
     assert not pathlib.Path(c.connection_path).exists()
 
-    # Half a second for IOPub to carry the cell out before the kernel dies mid-way.
-    reply = c.client("import ctypes, time\ntime.sleep(0.5)\nctypes.string_at(0)")
+    # A package of the container's own is loaded, then, after more than a sample interval
+    # (the fingerprint reads the kernel's maps at a sample, and IOPub carries the cell out
+    # meanwhile), the kernel dies mid-way.
+    reply = c.client(f"import ctypes, time\nctypes.CDLL({POD_MODULE!r})\ntime.sleep(1.5)\n"
+                     "ctypes.string_at(0)")
     assert "died" in reply
     [report] = wait_for(c.reports)
     assert report["termination"]["signal_name"] == "SIGSEGV"
@@ -404,6 +416,10 @@ def test_segfault_in_a_pod_is_reported_under_its_pod(node, daemon):
     # Heard through the pod's own loopback: the cell that died is known.
     assert "ctypes.string_at(0)" in json.dumps(report.get("execution"))
     assert report["kernel"]["notebook"] == "/home/jovyan/jupyter-alice.ipynb"
+    # Its versions come from the container's file system, which the node does not see.
+    assert not pathlib.Path(POD_MODULE).exists()
+    assert {"name": "podpkg", "version": "7.7.7"} in report["fingerprint"]["other_packages"], \
+        report["fingerprint"]
     k8s = report["kubernetes"]
     assert (k8s["namespace"], k8s["pod"], k8s["container"]) == ("jhub", "jupyter-alice", "notebook")
     assert k8s["memory"]["processes_left"] >= 1 and not k8s["memory"]["container_emptied"]

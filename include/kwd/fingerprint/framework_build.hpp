@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "kwd/platform/root_view.hpp"
+
 namespace kwd::fingerprint {
 
 // What a framework was built for, read from the files its package installs, never by
@@ -24,9 +26,11 @@ std::optional<FrameworkBuild> parse_tensorflow_build_info(std::string_view text)
 // torch/version.py: cuda = '12.1' or None, hip = '6.0...' or None.
 std::optional<FrameworkBuild> parse_torch_version(std::string_view text);
 
-// The build of framework `name` installed in `package_dir` (its import directory), from the
-// file above; nullopt for a framework whose build it cannot read.
-std::optional<FrameworkBuild> read_framework_build(const std::string& name,
+// The build of framework `name` installed in `package_dir` (its import directory, as the
+// kernel names it, read through the kernel's `root`), from the file above; nullopt for a
+// framework whose build it cannot read.
+std::optional<FrameworkBuild> read_framework_build(const platform::RootView& root,
+                                                   const std::string& name,
                                                    const std::filesystem::path& package_dir);
 
 }  // namespace kwd::fingerprint

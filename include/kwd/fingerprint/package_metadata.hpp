@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kwd/platform/root_view.hpp"
+
 namespace kwd::fingerprint {
 
 // An installed Python distribution, from its *.dist-info/METADATA or *.egg-info/PKG-INFO.
@@ -27,6 +29,11 @@ std::optional<std::pair<std::string, std::string>> parse_metadata_dir_name(const
 // files are read only when its directory name (or, failing that, its top_level.txt) makes it
 // a candidate, and every answer is cached until the site directory changes (a distribution
 // installed, upgraded or removed changes its mtime).
+//
+// Files are named as the kernel names them and read through its root (`root`): a kernel in
+// a container has its own site directories. A site is known by its directory's device and
+// inode, so the kernels of one container (or of one host) share what was read, and kernels of
+// two containers at the same path do not.
 class PackageIndex {
  public:
   // The process's one index: the kernels a daemon watches mostly share their environments,
@@ -36,35 +43,49 @@ class PackageIndex {
 
   // The distribution that installed `file`, if `file` lies in a site directory and one of
   // the distributions there claims it.
-  std::optional<Distribution> owner_of(const std::string& file);
+  std::optional<Distribution> owner_of(const platform::RootView& root, const std::string& file);
+  std::optional<Distribution> owner_of(const std::string& file) {
+    return owner_of(platform::RootView::host(), file);
+  }
   // A distribution by name (normalised as pip does: case, '-', '_' and '.' are equal) in the
   // site directory of `beside` (a file in it).
-  std::optional<Distribution> find(const std::string& beside, const std::string& name);
+  std::optional<Distribution> find(const platform::RootView& root, const std::string& beside,
+                                   const std::string& name);
+  std::optional<Distribution> find(const std::string& beside, const std::string& name) {
+    return find(platform::RootView::host(), beside, name);
+  }
 
   // "/x/site-packages/torch/lib/libc10.so" -> {"/x/site-packages", "torch/lib/libc10.so"}.
   static std::optional<std::pair<std::filesystem::path, std::string>> split_site(
       const std::string& file);
   static std::string normalise(std::string name);
 
+  // Sites kept at most: those of containers long gone are forgotten, least recently used
+  // first.
+  static constexpr std::size_t kSitesKept = 64;
+
  private:
   struct Entry {
-    std::filesystem::path dir;
+    std::filesystem::path dir;            // as the kernel names it
     std::string normalised_name;          // from the directory name
     std::optional<Distribution> details;  // read when first needed
     bool top_level_read = false;
     std::vector<std::string> top_level;
   };
   struct Site {
-    std::int64_t mtime_ns = -1;  // of the directory when it was listed
+    std::int64_t modified_ns = -1;  // of the directory when it was listed
+    std::uint64_t used = 0;         // use_count_ at its last use
     std::vector<Entry> entries;
     std::map<std::string, std::optional<Distribution>> owners;  // file -> its distribution
   };
-  // The site's record, listed again when the directory changed since. Called with mutex_ held.
-  Site& site(const std::filesystem::path& dir);
-  static const std::optional<Distribution>& details(Entry& e);
-  static const std::vector<std::string>& top_level(Entry& e);
+  // The site's record, listed again when the directory changed since; nullptr when the
+  // directory is not there. Called with mutex_ held.
+  Site* site(const platform::RootView& root, const std::filesystem::path& dir);
+  static const std::optional<Distribution>& details(const platform::RootView& root, Entry& e);
+  static const std::vector<std::string>& top_level(const platform::RootView& root, Entry& e);
   std::mutex mutex_;
-  std::map<std::filesystem::path, Site> sites_;
+  std::map<std::pair<dev_t, ino_t>, Site> sites_;
+  std::uint64_t use_count_ = 0;
 };
 
 // Name and Version from the header of a METADATA / PKG-INFO text.

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kwd/util/unique_fd.hpp"
 
@@ -30,5 +31,8 @@ RegularFile open_regular_file(int dir_fd, const char* path, int flags = 0);
 
 // The first `max_bytes` of what `fd` reads from here (EINTR retried); nullopt on a read error.
 std::optional<std::string> read_up_to(int fd, std::size_t max_bytes);
+
+// The names in the directory open as `dir` ("." and ".." left out), which it takes over.
+std::vector<std::string> names_in_directory(util::UniqueFd dir);
 
 }  // namespace kwd::platform

@@ -111,6 +111,9 @@ void FingerprintProbe::read_once_facts() {
   const auto exe = fs::read_symlink(base + "/exe", exe_error);
   before_exec_ = !exe_error && is_own_executable(exe);
   if (before_exec_) return;  // nothing here is the kernel's yet
+  // Held from now on: the files of a kernel that has died stay readable through it, so the
+  // lookups at its death still find them.
+  if (!root_) root_ = platform::RootView::of_process(proc_, pid_);
   if (!environment_read_) {
     // The environment the kernel was started with; reading it is allowed for our own child.
     if (auto text = platform::linux_proc::read_small_file(base + "/environ")) {
@@ -124,8 +127,8 @@ void FingerprintProbe::read_once_facts() {
     if (!exe_error) {
       python_ = {{"executable", exe.string()}};
       // A virtual environment records the exact version beside its interpreter.
-      if (auto cfg = platform::linux_proc::read_small_file(
-              (exe.parent_path().parent_path() / "pyvenv.cfg").string())) {
+      if (auto cfg = kernel_root().read((exe.parent_path().parent_path() / "pyvenv.cfg").string(),
+                                        64 * 1024)) {
         static const std::regex version(R"((^|\n)version(_info)?\s*=\s*([0-9][0-9.]*))");
         std::smatch m;
         if (std::regex_search(*cfg, m, version)) python_["version"] = m[3].str();
@@ -176,7 +179,7 @@ void FingerprintProbe::read_maps() {
   std::set_difference(now_mapped.begin(), now_mapped.end(), seen_files_.begin(), seen_files_.end(),
                       std::back_inserter(added));
   for (const auto& file : added)
-    packages_.owner_of(file);
+    packages_.owner_of(kernel_root(), file);
   seen_files_ = files;
   pending_files_ = std::move(files);
 }
@@ -193,23 +196,23 @@ void FingerprintProbe::rebuild(const std::vector<std::string>& files) {
   for (const auto& file : files) {
     const auto split = PackageIndex::split_site(file);
     std::optional<Distribution> owner;
-    if (split) owner = packages_.owner_of(file);
+    if (split) owner = packages_.owner_of(kernel_root(), file);
     if (owner) versions[owner->name] = owner->version;
 
     if (split) {
       const std::string top = split->second.substr(0, split->second.find('/'));
       if (auto fw = classify_framework(top); fw && !frameworks.contains(fw->name)) {
-        if (!owner) owner = packages_.find(file, fw->name);
+        if (!owner) owner = packages_.find(kernel_root(), file, fw->name);
         json entry = {{"name", fw->name}, {"path", (split->first / top).string()}};
         entry["distribution"] = owner ? json(owner->name) : json(nullptr);
         entry["version"] = owner ? json(owner->version) : json(nullptr);
         if (owner) versions[owner->name] = owner->version;
-        if (auto build = read_framework_build(fw->name, split->first / top))
+        if (auto build = read_framework_build(kernel_root(), fw->name, split->first / top))
           entry["build"] = build->to_json();
         frameworks[fw->name] = std::move(entry);
         // jax is pure Python: only jaxlib shows in the maps, but both versions matter.
         if (fw->name == "jaxlib" && !frameworks.contains("jax"))
-          if (auto jax = packages_.find(file, "jax")) {
+          if (auto jax = packages_.find(kernel_root(), file, "jax")) {
             frameworks["jax"] = {{"name", "jax"},
                                  {"distribution", jax->name},
                                  {"version", jax->version},

@@ -51,6 +51,11 @@ class FingerprintProbe final : public probes::Probe {
   // Reads the maps; a new set of files waits in pending_files_ for its lookups.
   void read_maps();
   void rebuild(const std::vector<std::string>& files);
+  // The kernel's own file system, where the paths in its maps lead (a container's, for a
+  // kernel in one); the host's until the kernel's root could be opened.
+  [[nodiscard]] const platform::RootView& kernel_root() const {
+    return root_ ? *root_ : platform::RootView::host();
+  }
 
   pid_t pid_;
   std::string proc_;
@@ -68,6 +73,7 @@ class FingerprintProbe final : public probes::Probe {
   bool before_exec_ = false;  // /proc still showed our own binary (see is_own_executable)
   std::string reason_;
   PackageIndex& packages_ = PackageIndex::shared();
+  std::optional<platform::RootView> root_;  // opened after the exec, then held to the end
   nlohmann::json python_;
   nlohmann::json environment_ = nlohmann::json::object();
   nlohmann::json fingerprint_;

@@ -1,0 +1,77 @@
+#include "kwd/platform/root_view.hpp"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "kwd/platform/file_time.hpp"
+#include "kwd/platform/regular_file.hpp"
+
+namespace kwd::platform {
+namespace {
+
+// `path` opened with `flags` below `root`, resolved as if `root` were "/". Kernels before 5.6
+// have no openat2: the host's own root then resolves as any open does; another process's
+// root cannot be walked safely and is refused.
+util::UniqueFd open_in_root(const util::UniqueFd* root, const std::string& path, int flags) {
+  if (root == nullptr) return util::UniqueFd(::open(path.c_str(), flags | O_CLOEXEC));
+  open_how how{};
+  how.flags = static_cast<std::uint64_t>(flags | O_CLOEXEC);
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  return util::UniqueFd(
+      static_cast<int>(::syscall(SYS_openat2, root->get(), path.c_str(), &how, sizeof how)));
+}
+
+}  // namespace
+
+const RootView& RootView::host() {
+  static const RootView view = [] {
+    auto fd = std::make_shared<util::UniqueFd>(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    // Without openat2 the host's paths are used as they are.
+    open_how probe{};
+    probe.flags = O_PATH | O_CLOEXEC;
+    const util::UniqueFd works(
+        static_cast<int>(::syscall(SYS_openat2, fd->get(), ".", &probe, sizeof probe)));
+    return RootView(works ? std::shared_ptr<const util::UniqueFd>(std::move(fd)) : nullptr);
+  }();
+  return view;
+}
+
+std::optional<RootView> RootView::of_process(const std::string& proc_root, pid_t pid) {
+  const std::string link = proc_root + "/" + std::to_string(pid) + "/root";
+  auto fd =
+      std::make_shared<util::UniqueFd>(::open(link.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!*fd) return std::nullopt;
+  return RootView(std::move(fd));
+}
+
+std::optional<RootView::Entry> RootView::stat(const std::string& path) const {
+  const util::UniqueFd handle = open_in_root(root_.get(), path, O_PATH);
+  struct stat st {};
+  if (!handle || ::fstat(handle.get(), &st) != 0) return std::nullopt;
+  return Entry{st.st_dev, st.st_ino, modified_ns(st), S_ISDIR(st.st_mode)};
+}
+
+std::optional<std::string> RootView::read(const std::string& path, std::size_t max_bytes) const {
+  const util::UniqueFd handle = open_in_root(root_.get(), path, O_PATH);
+  struct stat looked {};
+  if (!handle || ::fstat(handle.get(), &looked) != 0 || !S_ISREG(looked.st_mode))
+    return std::nullopt;
+  // Opened for reading only once known to be a regular file, and only if it is still the
+  // file looked at (not something renamed into place between the two opens).
+  const util::UniqueFd fd = open_in_root(root_.get(), path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  struct stat opened {};
+  if (!fd || ::fstat(fd.get(), &opened) != 0 || opened.st_dev != looked.st_dev ||
+      opened.st_ino != looked.st_ino)
+    return std::nullopt;
+  return read_up_to(fd.get(), max_bytes);
+}
+
+std::vector<std::string> RootView::list(const std::string& path) const {
+  return names_in_directory(open_in_root(root_.get(), path, O_RDONLY | O_DIRECTORY | O_NONBLOCK));
+}
+
+}  // namespace kwd::platform
