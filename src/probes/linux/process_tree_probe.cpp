@@ -223,6 +223,10 @@ void ProcessTreeProbe::rescan(pid_t created_after, pid_t newest) {
     for (pid_t pid = created_after + 1; pid <= newest; ++pid) {
       if (members_.contains(pid)) continue;
       const auto ppid = recent_->parent_of(pid);
+      if (!ppid && !recent_->settled(pid) && last_created_pid_ >= pid) {
+        // Not in /proc yet, perhaps still being forked: looked at again by the next scan.
+        last_created_pid_ = pid - 1;
+      }
       if (!ppid || (!members_.contains(*ppid) && !fresh.contains(*ppid))) continue;
       if (!recent_->is_process(pid)) continue;
       children[*ppid].push_back(pid);

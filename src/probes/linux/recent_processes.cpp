@@ -32,6 +32,7 @@ pid_t RecentProcesses::newest(std::int64_t min_age_ms) {
   // The previous reading's pids have had time to appear in /proc (see lookup()).
   if (newest_read_ms_ >= 0 && now - newest_read_ms_ >= kSettleMs) settled_newest_ = before;
   newest_read_ms_ = now;
+  ++readings_;
   newest_ = read_newest();
   // No process created since: the listing still has every live one (and perhaps some that
   // have exited since, which a reader finds gone).
@@ -89,10 +90,12 @@ RecentProcesses::Known& RecentProcesses::lookup(pid_t pid) {
   forget_old(now);
   auto [it, added] = known_.try_emplace(pid);
   Known& k = it->second;
-  if (!added && now - k.read_ms < kKeepMs) return k;
+  const bool unsettled_still_good = k.unsettled && k.reading == readings_ && !settled(pid);
+  if (!added && now - k.read_ms < kKeepMs && (!k.unsettled || unsettled_still_good)) return k;
   k = Known{};
   k.read_ms = now;
   errno = 0;
+  ++stat_reads_;
   const auto text = read_small_file(proc_ + "/" + std::to_string(pid) + "/stat");
   if (text) {
     if (const auto st = parse_proc_stat(*text)) k.ppid = st->ppid;
@@ -103,11 +106,17 @@ RecentProcesses::Known& RecentProcesses::lookup(pid_t pid) {
   // raised a moment before the new process shows there). Otherwise the next kernel to ask
   // reads it again, rather than lose a child for good.
   const bool gone = errno == ENOENT || errno == ESRCH;
-  if (!gone || pid > settled_newest_) {
+  if (!gone) {
     known_.erase(it);
     unsure_ = Known{};
     unsure_.read_ms = now;
     return unsure_;
+  }
+  if (!settled(pid)) {
+    // Shared with the other probes until the newest pid is read again (they share that
+    // reading): each of them asks again at its next look, once the pid has settled.
+    k.unsettled = true;
+    k.reading = readings_;
   }
   return k;
 }

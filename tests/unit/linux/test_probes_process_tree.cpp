@@ -265,8 +265,19 @@ TEST_CASE("new processes are looked at once for every kernel, and threads are no
   CHECK(recent.is_process(child));
   CHECK(recent.parent_of(tid) == ::getppid());  // a thread's stat names its process's parent
   CHECK_FALSE(recent.is_process(tid));
-  // Above pid_max: never a process, and not remembered as gone (no reading has named it).
+  // Above pid_max: never a process, and not remembered as gone for good (no reading has
+  // named it, so it could be a process still being forked)...
   CHECK_FALSE(recent.parent_of(0x3ffffff));
+  CHECK_FALSE(recent.settled(0x3ffffff));
+  CHECK(recent.remembered() == 2);
+  // ...but the other kernels' probes asking before the newest pid is read again (those of one
+  // timer tick) share the answer, and the first ask after that reads the pid again.
+  const auto reads = recent.stat_reads();
+  CHECK_FALSE(recent.parent_of(0x3ffffff));
+  CHECK(recent.stat_reads() == reads);
+  CHECK(recent.newest(0) > 0);
+  CHECK_FALSE(recent.parent_of(0x3ffffff));
+  CHECK(recent.stat_reads() == reads + 1);
   CHECK(recent.remembered() == 2);
   // The listing of the table: taken after the newest pid was read, so the child is in it,
   // with its parent; threads are not.
@@ -296,6 +307,10 @@ TEST_CASE("new processes are looked at once for every kernel, and threads are no
   const auto known_before = recent.remembered();
   CHECK_FALSE(recent.parent_of(gone));
   CHECK(recent.remembered() == known_before + 1);
+  const auto reads_gone = recent.stat_reads();
+  (void)recent.newest(0);
+  CHECK_FALSE(recent.parent_of(gone));  // final: not read again, whatever the readings
+  CHECK(recent.stat_reads() == reads_gone);
   // Answered from memory: the pid is not read again for another kernel.
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
