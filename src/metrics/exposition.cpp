@@ -87,19 +87,20 @@ std::string render(const DaemonFigures& f, bool process_metrics) {
          "Kernels found under `kernel-watchdog run` or `smoke`, which watch them themselves.");
   out += fmt::format("kernel_watchdog_kernels_under_launcher {}\n", f.kernels_under_launcher);
 
-  family(out, "kernel_watchdog_kernel_resident_memory_bytes", "gauge",
-         "Resident memory of a watched kernel's whole process tree.");
-  for (const auto& k : f.kernels)
-    if (k.rss_bytes >= 0)
-      out += fmt::format("kernel_watchdog_kernel_resident_memory_bytes{{{}}} {}\n",
-                         kernel_labels(k, f.kubernetes), k.rss_bytes);
-
-  family(out, "kernel_watchdog_kernel_gpu_memory_bytes", "gauge",
-         "GPU memory held by a watched kernel's processes (NVML); absent without a GPU.");
-  for (const auto& k : f.kernels)
-    if (k.gpu_bytes >= 0)
-      out += fmt::format("kernel_watchdog_kernel_gpu_memory_bytes{{{}}} {}\n",
-                         kernel_labels(k, f.kubernetes), k.gpu_bytes);
+  // One gauge per kernel; a kernel whose figure is unknown (-1) is left out of it.
+  const auto per_kernel = [&](const char* name, const char* help,
+                              std::int64_t KernelFigures::*figure) {
+    family(out, name, "gauge", help);
+    for (const auto& k : f.kernels)
+      if (k.*figure >= 0)
+        out += fmt::format("{}{{{}}} {}\n", name, kernel_labels(k, f.kubernetes), k.*figure);
+  };
+  per_kernel("kernel_watchdog_kernel_resident_memory_bytes",
+             "Resident memory of a watched kernel's whole process tree.",
+             &KernelFigures::rss_bytes);
+  per_kernel("kernel_watchdog_kernel_gpu_memory_bytes",
+             "GPU memory held by a watched kernel's processes (NVML); absent without a GPU.",
+             &KernelFigures::gpu_bytes);
 
   family(out, "kernel_watchdog_kernel_deaths_total", "counter",
          "Kernel deaths nobody asked for since the daemon started, by diagnosed cause (and, "

@@ -23,6 +23,9 @@ enum class PortState { listening, not_yet, held_by_another, cannot_tell };
 PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, std::string_view connection_file,
                      int port, std::chrono::milliseconds max_age = {});
 
+// An ipc "port" is a socket file (IP-PORT), on every platform: listening once it is there.
+PortState ipc_port_state(const ConnectionInfo& info, int port);
+
 // Whether to connect now: the kernel listens there, or nothing better can be known.
 inline bool may_connect(PortState state) {
   return state == PortState::listening || state == PortState::cannot_tell;

@@ -1,9 +1,5 @@
 #include "kwd/protocol/port_readiness.hpp"
 
-#include <sys/stat.h>
-
-#include <string>
-
 namespace kwd::protocol {
 
 // No procfs: TCP listeners cannot be listed cheaply without privileges, so the caller
@@ -12,12 +8,7 @@ PortState port_state(pid_t /*kernel_pid*/, const ConnectionInfo& info,
                      std::string_view /*connection_file*/, int port,
                      std::chrono::milliseconds /*max_age*/) {
   if (port <= 0) return PortState::not_yet;
-  if (info.transport == Transport::ipc) {
-    struct stat st {};
-    const std::string path = info.ip + "-" + std::to_string(port);
-    return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? PortState::listening
-                                                                  : PortState::not_yet;
-  }
+  if (info.transport == Transport::ipc) return ipc_port_state(info, port);
   return PortState::cannot_tell;
 }
 

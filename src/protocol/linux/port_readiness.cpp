@@ -1,7 +1,6 @@
 #include "kwd/protocol/port_readiness.hpp"
 
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
@@ -101,12 +100,7 @@ PortState whose(pid_t kernel_pid, const ConnectionInfo& info, std::string_view c
 PortState port_state(pid_t kernel_pid, const ConnectionInfo& info, std::string_view connection_file,
                      int port, std::chrono::milliseconds max_age) {
   if (port <= 0) return PortState::not_yet;
-  if (info.transport == Transport::ipc) {
-    struct stat st {};
-    const std::string path = info.ip + "-" + std::to_string(port);
-    return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? PortState::listening
-                                                                  : PortState::not_yet;
-  }
+  if (info.transport == Transport::ipc) return ipc_port_state(info, port);
   // sock_diag answers in the kernel's network namespace: ours, or a pod's (the node daemon,
   // root, makes its netlink socket there). A host without IPv6 cannot answer for it, and has
   // nothing listening there either.
