@@ -102,7 +102,7 @@ PackageIndex& PackageIndex::shared() {
 PackageIndex::Site* PackageIndex::site(const platform::RootView& root, const fs::path& dir) {
   const auto looked = root.stat(dir.string());
   if (!looked || !looked->directory) return nullptr;
-  const auto key = std::make_pair(looked->dev, looked->ino);
+  const SiteKey key{looked->dev, looked->ino, dir.string()};
   if (!sites_.contains(key) && sites_.size() >= kSitesKept)
     sites_.erase(std::min_element(sites_.begin(), sites_.end(), [](const auto& a, const auto& b) {
       return a.second.used < b.second.used;

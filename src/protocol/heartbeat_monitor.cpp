@@ -66,7 +66,10 @@ void HeartbeatMonitor::ping() {
   }
   timer_ = loop_.after(options_.timeout, [this] {
     timer_.reset();
-    on_deadline();
+    // A reply whose wake-up was lost (the loop's sweep of sockets may be seconds apart) is
+    // no miss: look before calling it one.
+    on_readable();
+    if (outstanding_) on_deadline();
   });
 }
 

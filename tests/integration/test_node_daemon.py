@@ -37,7 +37,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 # copy of a small host library, which ctypes can load.
 POD_SITE = "/tmp/env/lib/python3/site-packages"
 POD_MODULE = f"{POD_SITE}/podpkg/_native.so"
-HOST_LIBZ = next(str(p) for p in sorted(pathlib.Path("/usr/lib").glob("*-linux-gnu/libz.so.1")))
+HOST_LIBZ = next((str(p) for pattern in ("/usr/lib/*-linux-gnu/libz.so.1", "/lib/*-linux-gnu/libz.so.1",
+                                           "/usr/lib64/libz.so.1", "/lib64/libz.so.1")
+                  for p in sorted(pathlib.Path("/").glob(pattern.lstrip("/")))), None)
 
 
 def own_memory_cgroup_dir():
@@ -49,6 +51,8 @@ def own_memory_cgroup_dir():
 
 
 def can_make_containers():
+    if HOST_LIBZ is None:
+        return "needs a libz.so.1 to stand for a package's native module"
     base = own_memory_cgroup_dir()
     if os.geteuid() != 0 or base is None or not base.is_dir():
         return "needs root and a cgroup v1 memory hierarchy"

@@ -31,9 +31,9 @@ std::optional<std::pair<std::string, std::string>> parse_metadata_dir_name(const
 // installed, upgraded or removed changes its mtime).
 //
 // Files are named as the kernel names them and read through its root (`root`): a kernel in
-// a container has its own site directories. A site is known by its directory's device and
-// inode, so the kernels of one container (or of one host) share what was read, and kernels of
-// two containers at the same path do not.
+// a container has its own site directories. A site is known by its path and its directory's
+// device and inode, so the kernels of one container (or of one host) share what was read, and
+// kernels of two containers at the same path do not.
 class PackageIndex {
  public:
   // The process's one index: the kernels a daemon watches mostly share their environments,
@@ -61,7 +61,8 @@ class PackageIndex {
   static std::string normalise(std::string name);
 
   // Sites kept at most: those of containers long gone are forgotten, least recently used
-  // first.
+  // first. A kernel keeps the answers about its own files (FingerprintProbe), so a site
+  // forgotten while its kernels live costs a listing at their next import, not at a death.
   static constexpr std::size_t kSitesKept = 64;
 
  private:
@@ -84,7 +85,13 @@ class PackageIndex {
   static const std::optional<Distribution>& details(const platform::RootView& root, Entry& e);
   static const std::vector<std::string>& top_level(const platform::RootView& root, Entry& e);
   std::mutex mutex_;
-  std::map<std::pair<dev_t, ino_t>, Site> sites_;
+  struct SiteKey {
+    dev_t dev;
+    ino_t ino;
+    std::string path;
+    auto operator<=>(const SiteKey&) const = default;
+  };
+  std::map<SiteKey, Site> sites_;
   std::uint64_t use_count_ = 0;
 };
 

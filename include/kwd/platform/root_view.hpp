@@ -22,14 +22,16 @@ namespace kwd::platform {
 // container pointing at "/etc/shadow" names the container's file, never the host's. The root
 // stays readable after the process has died: the view holds it, as a lazily unmounted file
 // system stays readable through an open directory. Only regular files are read (a FIFO
-// cannot block, a device's driver never sees an open), each up to a limit. Copies share the
-// one descriptor.
+// cannot block, a device's driver never sees an open: a file is opened for reading only
+// through the descriptor whose type was checked), each up to a limit. Copies share the one
+// descriptor.
 class RootView {
  public:
   // This process's own root ("/"): paths resolve as they do for any call of ours.
   static const RootView& host();
   // The root of process `pid` as `proc_root` (/proc) shows it; nullopt when it cannot be
-  // opened (gone, or not ours to look into: ptrace access rules). On macOS only the host's.
+  // opened (gone, or not ours to look into: ptrace access rules), or when it is not ours and
+  // this system has no openat2 to walk it safely. On macOS only the host's.
   static std::optional<RootView> of_process(const std::string& proc_root, pid_t pid);
 
   struct Entry {

@@ -179,9 +179,15 @@ void FingerprintProbe::read_maps() {
   std::set_difference(now_mapped.begin(), now_mapped.end(), seen_files_.begin(), seen_files_.end(),
                       std::back_inserter(added));
   for (const auto& file : added)
-    packages_.owner_of(kernel_root(), file);
+    if (PackageIndex::split_site(file)) owner_of(file);
   seen_files_ = files;
   pending_files_ = std::move(files);
+}
+
+const std::optional<Distribution>& FingerprintProbe::owner_of(const std::string& file) {
+  const auto known = owners_.find(file);
+  if (known != owners_.end()) return known->second;
+  return owners_.emplace(file, packages_.owner_of(kernel_root(), file)).first->second;
 }
 
 void FingerprintProbe::rebuild(const std::vector<std::string>& files) {
@@ -196,7 +202,7 @@ void FingerprintProbe::rebuild(const std::vector<std::string>& files) {
   for (const auto& file : files) {
     const auto split = PackageIndex::split_site(file);
     std::optional<Distribution> owner;
-    if (split) owner = packages_.owner_of(kernel_root(), file);
+    if (split) owner = owner_of(file);
     if (owner) versions[owner->name] = owner->version;
 
     if (split) {

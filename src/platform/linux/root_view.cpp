@@ -45,7 +45,15 @@ std::optional<RootView> RootView::of_process(const std::string& proc_root, pid_t
   auto fd =
       std::make_shared<util::UniqueFd>(::open(link.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!*fd) return std::nullopt;
-  return RootView(std::move(fd));
+  if (host().root_) return RootView(std::move(fd));
+  // No openat2 (Linux before 5.6, or a seccomp profile that refuses it): another root cannot
+  // be walked safely; a process whose root is ours is read as ours.
+  struct stat theirs {
+  }, ours{};
+  if (::fstat(fd->get(), &theirs) == 0 && ::stat("/", &ours) == 0 && theirs.st_dev == ours.st_dev &&
+      theirs.st_ino == ours.st_ino)
+    return host();
+  return std::nullopt;
 }
 
 std::optional<RootView::Entry> RootView::stat(const std::string& path) const {
@@ -56,17 +64,21 @@ std::optional<RootView::Entry> RootView::stat(const std::string& path) const {
 }
 
 std::optional<std::string> RootView::read(const std::string& path, std::size_t max_bytes) const {
+  if (root_ == host().root_) {
+    // Ours: as every file named from outside is read (which copes without /proc too).
+    const RegularFile file = open_regular_file(AT_FDCWD, path.c_str());
+    if (!file.fd) return std::nullopt;
+    return read_up_to(file.fd.get(), max_bytes);
+  }
   const util::UniqueFd handle = open_in_root(root_.get(), path, O_PATH);
   struct stat looked {};
   if (!handle || ::fstat(handle.get(), &looked) != 0 || !S_ISREG(looked.st_mode))
     return std::nullopt;
-  // Opened for reading only once known to be a regular file, and only if it is still the
-  // file looked at (not something renamed into place between the two opens).
-  const util::UniqueFd fd = open_in_root(root_.get(), path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-  struct stat opened {};
-  if (!fd || ::fstat(fd.get(), &opened) != 0 || opened.st_dev != looked.st_dev ||
-      opened.st_ino != looked.st_ino)
-    return std::nullopt;
+  // Opened for reading through the descriptor that was checked, never by name again: what a
+  // container renames into place meanwhile (a FIFO, a device) is never opened.
+  const std::string self = "/proc/self/fd/" + std::to_string(handle.get());
+  const util::UniqueFd fd(::open(self.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
   return read_up_to(fd.get(), max_bytes);
 }
 

@@ -170,13 +170,15 @@ void ProcessTreeProbe::read_pss(pid_t pid, Member& m, std::int64_t now_ms) {
 
 bool ProcessTreeProbe::pss_settled(const Member& m, std::int64_t now_ms) const {
   // PSS moves with the process's own memory and with who else maps its pages. Within the
-  // tree that is a member forking or leaving; a process outside it sharing a file's pages is
-  // the rest, and rarely matters. So a member whose RSS has stayed put in an unchanged tree
-  // keeps its last PSS for minutes: the walk of its page tables costs about a millisecond
-  // for a bare Python (half of a node daemon's idle CPU with 200 kernels read every minute).
+  // tree that is a member forking or leaving, and then, with RSS unchanged, the pages a fork
+  // shares being written and copied; a process outside it sharing a file's pages is the rest,
+  // and rarely matters. So a lone process whose RSS has stayed put keeps its last PSS for
+  // minutes: the walk of its page tables costs about a millisecond for a bare Python (half of
+  // a node daemon's idle CPU with 200 kernels read every minute). A tree of several keeps it a
+  // minute.
   constexpr std::int64_t kRssSlack = 256 * 1024;
-  constexpr std::int64_t kMaxAgeMs = 300'000;
-  return m.pss_reads > 0 && m.readings.pss >= 0 && now_ms - m.pss_read_ms < kMaxAgeMs &&
+  const std::int64_t max_age_ms = members_.size() > 1 ? 60'000 : 300'000;
+  return m.pss_reads > 0 && m.readings.pss >= 0 && now_ms - m.pss_read_ms < max_age_ms &&
          m.tree_at_pss == tree_changes_ && std::abs(m.readings.rss - m.rss_at_pss) < kRssSlack;
 }
 

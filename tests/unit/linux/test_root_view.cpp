@@ -27,31 +27,38 @@ void write(const fs::path& p, const std::string& text) {
 // A process whose root directory is `dir` (a container's, as far as /proc/PID/root goes),
 // killed and reaped at the end. pid 0 when this machine will not let us chroot.
 struct ChrootedProcess {
-  pid_t pid = 0;
+  pid_t pid = 0;    // once its root is `dir`
+  pid_t child = 0;  // killed and reaped at the end, whatever came of it
   explicit ChrootedProcess(const fs::path& dir) {
-    const pid_t child = ::fork();
+    child = ::fork();
+    REQUIRE(child >= 0);
     if (child == 0) {
       if (::chroot(dir.c_str()) != 0 || ::chdir("/") != 0) ::_exit(3);
       for (;;)
         ::pause();
     }
     std::error_code ec;
+    const fs::path want = fs::canonical(dir);
     const fs::path root = "/proc/" + std::to_string(child) + "/root";
     for (int i = 0; i < 500; ++i) {
-      if (fs::read_symlink(root, ec) == dir) {
+      if (fs::read_symlink(root, ec) == want) {
         pid = child;
         return;
       }
       int status = 0;
-      if (::waitpid(child, &status, WNOHANG) == child) return;  // could not chroot
+      if (::waitpid(child, &status, WNOHANG) == child) {  // could not chroot
+        child = 0;
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    end();
   }
   void end() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
+    if (child > 0) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+    }
+    child = 0;
     pid = -1;
   }
   ~ChrootedProcess() { end(); }
@@ -114,13 +121,38 @@ TEST_CASE("PackageIndex reads each kernel's own site directory, through its root
   REQUIRE(in_first);
   REQUIRE(in_second);
   kwd::fingerprint::PackageIndex index;
-  CHECK(index.owner_of(*in_first, module)->version == "1.0");
-  CHECK(index.owner_of(*in_second, module)->version == "2.5");
+  const auto first_owner = index.owner_of(*in_first, module);
+  const auto second_owner = index.owner_of(*in_second, module);
+  REQUIRE(first_owner);
+  REQUIRE(second_owner);
+  CHECK(first_owner->version == "1.0");
+  CHECK(second_owner->version == "2.5");
   // The host has no such directory: the node's file system is not where a kernel's are.
   CHECK_FALSE(index.owner_of(module));
   // The answer stays after the process is gone (the daemon's rebuild at a death).
   first.end();
-  CHECK(index.owner_of(*in_first, module)->version == "1.0");
-  CHECK(index.find(*in_first, module, "PodPkg")->metadata_dir ==
-        fs::path(site) / "podpkg-1.0.dist-info");
+  const auto after = index.owner_of(*in_first, module);
+  REQUIRE(after);
+  CHECK(after->version == "1.0");
+  const auto found = index.find(*in_first, module, "PodPkg");
+  REQUIRE(found);
+  CHECK(found->metadata_dir == fs::path(site) / "podpkg-1.0.dist-info");
+}
+
+TEST_CASE("one site directory reached by two paths answers with each path's own names",
+          "[fingerprint]") {
+  // A volume mounted at two places (two pods' images), here a link: same device and inode.
+  kwd::test::TempDir dir("kwd-two-paths");
+  const fs::path site = dir.path / "a/lib/python3/site-packages";
+  write(site / "twopath/_native.so", "");
+  write(site / "twopath-3.1.dist-info/METADATA", "Name: twopath\nVersion: 3.1\n");
+  fs::create_directory_symlink(dir.path / "a", dir.path / "b");
+  kwd::fingerprint::PackageIndex index;
+  for (const char* top : {"a", "b"}) {
+    const fs::path through = dir.path / top / "lib/python3/site-packages";
+    const auto owner = index.owner_of((through / "twopath/_native.so").string());
+    REQUIRE(owner);
+    CHECK(owner->version == "3.1");
+    CHECK(owner->metadata_dir == through / "twopath-3.1.dist-info");
+  }
 }

@@ -74,6 +74,10 @@ class FingerprintProbe final : public probes::Probe {
   std::string reason_;
   PackageIndex& packages_ = PackageIndex::shared();
   std::optional<platform::RootView> root_;  // opened after the exec, then held to the end
+  // The distribution of each mapped file in a site directory, looked up while the kernel
+  // lives: the rebuild at its death only assembles, whatever the shared index forgot since.
+  std::map<std::string, std::optional<Distribution>> owners_;
+  const std::optional<Distribution>& owner_of(const std::string& file);
   nlohmann::json python_;
   nlohmann::json environment_ = nlohmann::json::object();
   nlohmann::json fingerprint_;

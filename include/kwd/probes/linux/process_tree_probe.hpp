@@ -23,7 +23,8 @@ namespace kwd::probes::linux_proc {
 // - PSS from /proc/PID/smaps_rollup, which walks the page tables: every pss_interval (5 s)
 //   while that costs under 0.02% of a core, less often when it would cost more; a
 //   newcomer's at once and at its first slow rounds, while its memory is still settling;
-//   a member whose RSS stays put in an unchanged tree keeps its last PSS up to 5 minutes.
+//   a member whose RSS stays put in an unchanged tree keeps its last PSS up to a minute, up
+//   to 5 minutes when it is the tree's only process.
 // Descendants are found by a rescan, done only when /proc/loadavg says a process was
 // created since the last one, reading only the processes created since (by pid when few
 // were, through the RecentProcesses every kernel's probe shares, else by listing /proc). Members

@@ -75,8 +75,8 @@ class RecentProcesses {
   util::UniqueFd loadavg_fd_;
   pid_t newest_ = -1;
   std::int64_t newest_read_ms_ = -1;
-  std::uint64_t readings_ = 0;
-  std::uint64_t stat_reads_ = 0;  // of the newest pid (an unsettled answer is good for one)
+  std::uint64_t readings_ = 0;    // of the newest pid (an unsettled answer is good for one)
+  std::uint64_t stat_reads_ = 0;  // of any pid's stat, by lookup()
   std::unordered_map<pid_t, Known> known_;
   Known unsure_;               // an answer not kept (see lookup())
   pid_t settled_newest_ = -1;  // the newest pid of a reading kSettleMs old or more
