@@ -586,10 +586,14 @@ def test_jupyter_server_rest_api_with_the_provisioner_as_default(env, tmp_path):
         try:
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            server.kill()  # a server stuck in its shutdown fails the test, never outlives it
+            # A server stuck in its shutdown fails the test, never outlives it, and says where
+            # it was: its log, and the processes left below it.
+            left = [" ".join(p.cmdline()) for p in psutil.Process(server.pid).children(recursive=True)]
+            server.kill()
             server.wait()
             leave_no_kernel_of(tmp_path)
-            raise
+            raise AssertionError("the server did not end within 60 s of SIGTERM; left below it: "
+                                 f"{left}\n{(tmp_path / 'server.log').read_text()[-6000:]}")
     said = (tmp_path / "server.log").read_text()
     assert outcomes == {"passes": "ok", "segfault": "died", "oom": "died"}, said
     reports = load_reports(env["KERNEL_WATCHDOG_REPORT_DIR"])
