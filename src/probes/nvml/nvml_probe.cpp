@@ -145,7 +145,7 @@ void NvmlProbe::on_kernel_exit(const KernelExit& /*how*/) {
   // The processes' last readings stay as they were; only late Xid events are collected. The
   // worker looks for them every 250 ms: asked now, an Xid of the fault that killed the
   // kernel a moment ago (an illegal address, then exit) is in the report.
-  if (state_.phase == GpuState::Phase::running) worker_->sample_and_wait(kEdgeWait);
+  if (state_.phase == GpuState::Phase::running) worker_->sample_and_wait(kDeathWait);
   xids_dropped_ += worker_->follow_xid_events(xid_cursor_, incoming_);
   for (const auto& e : incoming_)
     attribute(e);

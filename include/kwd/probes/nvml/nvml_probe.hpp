@@ -43,6 +43,10 @@ class NvmlProbe final : public Probe {
   // How long the loop waits at a cell's end for the worker's reading (one NVML sample takes
   // about 0.2 ms on an H100/H200); a worker caught in a slow driver call is not waited for.
   static constexpr std::chrono::microseconds kEdgeWait{2000};
+  // At the death the worker's look is what catches the Xid of the fault that killed the
+  // kernel: waited for longer, since it usually answers at once and a busy machine (or a
+  // driver slow to answer) must not lose the cause. Only a kernel on a GPU waits at all.
+  static constexpr std::chrono::microseconds kDeathWait{50'000};
 
  private:
   struct TrackedProcess {
