@@ -581,6 +581,19 @@ def test_jupyter_server_rest_api_with_the_provisioner_as_default(env, tmp_path):
                         json.dumps(NOTEBOOKS[name][0])], env, tmp_path)
             assert proc.returncode == 0, proc.stdout + proc.stderr
             outcomes[name] = json.loads(proc.stdout)["outcome"]
+        # The server restarts the kernels that died. Stopped during such a restart,
+        # jupyter_client 8.10's shutdown_all reads the unfinished start's exception
+        # (multikernelmanager.py: `km.ready.exception()`), raises InvalidStateError, and the
+        # server never exits: seen here 3 times in about 70 runs. Not ours to test: the server
+        # is stopped once no kernel says starting or restarting (a restarted kernel that no
+        # client has joined may say "starting" for good: then after 30 s, long after its start).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=5) as r:
+                states = [k["execution_state"] for k in json.loads(r.read())]
+            if all(s not in ("starting", "restarting") for s in states):
+                break
+            time.sleep(0.2)
     finally:
         server.terminate()
         try:
