@@ -43,6 +43,7 @@ void KernelActivity::on_message(const Message& m, std::int64_t now_ms) {
   if (type == "status") {
     const auto state = text_field(m.content, "execution_state", {}, 64);
     if (!state.empty()) state_ = state;
+    if (!ready_at_ms_ && !state.empty() && state != "starting") ready_at_ms_ = now_ms;
     if (state == "busy" && m.parent_msg_type == "execute_request")
       cells_.request_started(m.parent_msg_id, at_ms);
     // Idle after an execute_request ends that cell; idle after anything else says nothing

@@ -54,6 +54,10 @@ std::map<std::string, SeriesTrend> compute_trends(const Timeline& timeline) {
 
 namespace {
 
+// The machine's memory is a limit the kernel approaches when at least this share of its fall
+// is the kernel's own growth.
+constexpr double kKernelShareOfMachineFall = 0.25;
+
 // The slope of "MemTotal - MemAvailable" is minus that of MemAvailable.
 std::optional<double> negated(std::optional<double> v) {
   if (v) return -*v;
@@ -83,15 +87,15 @@ Limits compute_limits(const std::vector<MemorySample>& recent) {
   }
   if (last.mem_total > 0 && last.mem_available >= 0) {
     // The machine's memory falls with every process on it; it counts as approaching only
-    // while the kernel grows too, or a build next door would make it the tightest limit.
+    // while the kernel's own growth is a fair share of that fall, or a browser loading next
+    // door while the kernel grows a little would make it the tightest limit.
     const auto kernel_slope = least_squares_slope(recent, &MemorySample::rss, kShortWindowMs);
-    const bool kernel_grows = kernel_slope && *kernel_slope > 0;
-    out.all.push_back(
-        {"mem_total", last.mem_total, last.mem_total - last.mem_available, "mem_available",
-         kernel_grows
-             ? negated(least_squares_slope(recent, &MemorySample::mem_available, kShortWindowMs))
-             : std::nullopt,
-         std::nullopt});
+    const auto machine_fall =
+        negated(least_squares_slope(recent, &MemorySample::mem_available, kShortWindowMs));
+    const bool kernel_drives = kernel_slope && machine_fall && *kernel_slope > 0 &&
+                               *kernel_slope >= kKernelShareOfMachineFall * *machine_fall;
+    out.all.push_back({"mem_total", last.mem_total, last.mem_total - last.mem_available,
+                       "mem_available", kernel_drives ? machine_fall : std::nullopt, std::nullopt});
   }
   if (last.gpu_total > 0 && last.gpu_device_used >= 0) {
     out.all.push_back({"gpu_total", last.gpu_total, last.gpu_device_used, "gpu_device_used",

@@ -568,3 +568,18 @@ TEST_CASE("a cell the kernel announced is the cell in flight, and IOPub's messag
   CHECK(j["cell_in_flight"]["execution_count"] == 3);
   CHECK(j["cell_in_flight"]["code"] == "train()");
 }
+
+TEST_CASE("the kernel is ready at its first status other than starting, by the watchdog's clock") {
+  KernelActivity a(5);
+  CHECK_FALSE(a.ready_at_ms());
+  a.on_message(msg("status", "", {{"execution_state", "starting"}}), 1000);
+  CHECK(a.execution_state() == "starting");
+  CHECK_FALSE(a.ready_at_ms());
+  auto kernel_info = msg("status", "k1", {{"execution_state", "busy"}});
+  kernel_info.parent_msg_type = "kernel_info_request";
+  a.on_message(kernel_info, 1500);
+  REQUIRE(a.ready_at_ms());
+  CHECK(*a.ready_at_ms() == 1500);
+  run_cell(a, "r1", 1, "x = 1", 2000, 2100);
+  CHECK(*a.ready_at_ms() == 1500);  // the first, not the last
+}

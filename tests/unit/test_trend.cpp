@@ -152,3 +152,33 @@ TEST_CASE("limits: machine memory falling while the kernel stays flat does not m
     x.mem_available = 16'000'000'000;
   CHECK(compute_limits(s).all[*compute_limits(s).tightest].name == "cgroup");
 }
+
+TEST_CASE("limits: the machine's memory falling far faster than the kernel grows is not tightest") {
+  // What CI's JupyterLab test saw: a browser loading beside a kernel that grows a little
+  // (1 MB/s) while the machine loses 200 MB/s; the kernel's 400 MB cgroup stays the limit
+  // in question, its time from the kernel's own rate.
+  auto s = series(20, [](std::int64_t t) { return 50'000'000 + t * 1000; });
+  for (auto& x : s) {
+    x.cgroup_limit = 400'000'000;
+    x.cgroup_usage = x.rss;
+    x.mem_total = 24'000'000'000;
+    x.mem_available = 20'000'000'000 - (x.t_ms - s.front().t_ms) * 200'000;
+  }
+  auto limits = compute_limits(s);
+  REQUIRE(limits.tightest);
+  CHECK(limits.all[*limits.tightest].name == "cgroup");
+  CHECK_FALSE(limits.all[1].time_to_limit_s);
+  // The same machine fall with the kernel growing at more than a quarter of it (60 MB/s, in
+  // a 2 GB cgroup): the machine's memory is approaching too, 16 GB left at 200 MB/s, and the
+  // cgroup (750 MB left at 60 MB/s) is still reached first.
+  for (auto& x : s) {
+    x.rss = x.cgroup_usage = 50'000'000 + (x.t_ms - s.front().t_ms) * 60'000;
+    x.cgroup_limit = 2'000'000'000;
+  }
+  limits = compute_limits(s);
+  REQUIRE(limits.all[1].time_to_limit_s);
+  CHECK(*limits.all[1].time_to_limit_s == Approx(80.0).epsilon(1e-6));
+  REQUIRE(limits.tightest);
+  CHECK(limits.all[*limits.tightest].name == "cgroup");
+  CHECK(*limits.all[0].time_to_limit_s == Approx(12.5).epsilon(1e-6));
+}

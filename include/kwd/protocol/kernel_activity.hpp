@@ -39,6 +39,9 @@ class KernelActivity {
 
   // "busy", "idle", "starting"; nullopt before the first status message.
   [[nodiscard]] const std::optional<std::string>& execution_state() const { return state_; }
+  // When the first status other than "starting" arrived (watchdog clock): the kernel's own
+  // start-up (imports, its first allocations) is over by then.
+  [[nodiscard]] std::optional<std::int64_t> ready_at_ms() const { return ready_at_ms_; }
   // A shutdown_reply was published: the manager asked the kernel to stop.
   [[nodiscard]] bool shutdown_requested() const { return shutdown_requested_; }
   [[nodiscard]] const CellTimeline& cells() const { return cells_; }
@@ -52,6 +55,7 @@ class KernelActivity {
   void on_error(const Message& message);
 
   std::optional<std::string> state_;
+  std::optional<std::int64_t> ready_at_ms_;
   bool shutdown_requested_ = false;
   CellTimeline cells_;
   std::optional<ShownError> last_error_;
