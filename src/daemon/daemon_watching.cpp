@@ -13,8 +13,8 @@
 #include "kwd/daemon/report_line.hpp"
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/logging/log_fields.hpp"
-#include "kwd/platform/file_in_root.hpp"
 #include "kwd/platform/namespaces.hpp"
+#include "kwd/platform/root_view.hpp"
 #include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
@@ -35,6 +35,19 @@ constexpr std::chrono::milliseconds kDaemonIdleSampleInterval{5000};
 constexpr std::chrono::milliseconds kDaemonIdlePingInterval{10'000};
 // A connection file is a few hundred bytes; what is longer is not read further.
 constexpr std::size_t kMaxConnectionFileBytes = 1 << 20;
+
+// A kernel's connection file as the kernel names it, read inside its own root (a container's
+// file system, links resolved there).
+platform::RootView::FileRead connection_file_in_root(const std::string& proc_root, pid_t pid,
+                                                     const std::string& path) {
+  if (const auto root = platform::RootView::of_process(proc_root, pid))
+    return root->read_file(path, kMaxConnectionFileBytes);
+  platform::RootView::FileRead none;
+  none.problem = "cannot look into its root directory (" + proc_root + "/" + std::to_string(pid) +
+                 "/root): it is gone, not ours to look into, or this system has no openat2 to "
+                 "walk another root safely";
+  return none;
+}
 
 // The report's one line on stdout, for a node's log shipper (all_users).
 void print_report_line(const nlohmann::json& report,
@@ -57,9 +70,8 @@ void Daemon::start_watching(const KernelProcess& process) {
   if (options_.all_users) {
     // Every user's and container's kernel: its file is read as the kernel sees it, through
     // its own root, and must be its owner's.
-    const auto file = platform::read_file_in_root(
-        options_.node.proc_root + "/" + std::to_string(process.pid) + "/root",
-        process.connection_file, kMaxConnectionFileBytes);
+    const auto file =
+        connection_file_in_root(options_.node.proc_root, process.pid, process.connection_file);
     if (file.missing) {
       // Not written yet (the kernel writes it once its ports are bound): looked for again by
       // quick scans while it is new, by the regular ones after.
@@ -149,9 +161,9 @@ void Daemon::start_watching(const KernelProcess& process) {
   wo.listener.heartbeat.idle_interval =
       std::max(wo.listener.heartbeat.interval, kDaemonIdlePingInterval);
   if (options_.all_users) {
-    const std::string root = options_.node.proc_root + "/" + std::to_string(process.pid) + "/root";
-    wo.listener.read_connection_file = [root](const std::string& path) {
-      auto file = platform::read_file_in_root(root, path, kMaxConnectionFileBytes);
+    wo.listener.read_connection_file = [proc_root = options_.node.proc_root,
+                                        pid = process.pid](const std::string& path) {
+      auto file = connection_file_in_root(proc_root, pid, path);
       if (file.missing) return std::optional<std::string>();
       if (!file.text) throw protocol::ConnectionFileError(file.problem);
       return file.text;

@@ -29,6 +29,13 @@ struct RegularFile {
 // O_NOFOLLOW: the last component must not be a symbolic link.
 RegularFile open_regular_file(int dir_fd, const char* path, int flags = 0);
 
+#ifdef __linux__
+// The file that O_PATH descriptor `handle` names, opened for reading through that descriptor
+// (/proc/self/fd) if it is a regular file: whatever is renamed into its place meanwhile is
+// never opened. Without /proc, `error` is ENOENT.
+RegularFile reopen_regular_file(const util::UniqueFd& handle);
+#endif
+
 // The first `max_bytes` of what `fd` reads from here (EINTR retried); nullopt on a read error.
 std::optional<std::string> read_up_to(int fd, std::size_t max_bytes);
 

@@ -14,6 +14,8 @@
 
 namespace kwd::platform {
 
+struct RegularFile;
+
 // A process's file system, with paths named as that process names them: a kernel in a
 // container maps "/opt/conda/lib/python3.11/site-packages/torch/lib/libc10.so", which is its
 // container's file, not the node's. On Linux every path is resolved inside the process's root
@@ -42,15 +44,28 @@ class RootView {
   };
   // What `path` is (symbolic links followed, inside the root); nullopt when it is not there.
   [[nodiscard]] std::optional<Entry> stat(const std::string& path) const;
-  // The first `max_bytes` of regular file `path`; nullopt when it is missing, not a regular
-  // file, or unreadable.
+  // A file read, or why not.
+  struct FileRead {
+    std::optional<std::string> text;       // nullopt: not read (see missing, problem)
+    bool missing = false;                  // it does not exist (yet)
+    std::string problem;                   // why not, in words, when it exists but was not read
+    uid_t owner = static_cast<uid_t>(-1);  // the file's, when it was read
+  };
+  // The first `max_bytes` of regular file `path`.
+  [[nodiscard]] FileRead read_file(const std::string& path, std::size_t max_bytes) const;
+  // The same, nullopt whatever the reason.
   [[nodiscard]] std::optional<std::string> read(const std::string& path,
-                                                std::size_t max_bytes) const;
+                                                std::size_t max_bytes) const {
+    return read_file(path, max_bytes).text;
+  }
   // The names in directory `path` ("." and ".." left out); empty when it cannot be listed.
   [[nodiscard]] std::vector<std::string> list(const std::string& path) const;
 
  private:
   explicit RootView(std::shared_ptr<const util::UniqueFd> root) : root_(std::move(root)) {}
+  // What was opened as `path`, read or said why not (both platforms).
+  static FileRead read_opened(const std::string& path, const RegularFile& file,
+                              std::size_t max_bytes);
   // An O_PATH descriptor of the root; null for the host's on a platform without openat2
   // (paths are then used as they are).
   std::shared_ptr<const util::UniqueFd> root_;

@@ -36,7 +36,7 @@ struct ListenerOptions {
   // How the connection file is read: its text, or nullopt while it does not exist; throws
   // ConnectionFileError for one that exists and cannot be read. Unset: from this process's
   // file system. The daemon on a node reads a containerised kernel's file through the
-  // kernel's own root (platform::linux_proc::read_file_in_root).
+  // kernel's own root (platform::RootView::read_file).
   std::function<std::optional<std::string>(const std::string& path)> read_connection_file;
   // Set when a client of the kernel's own (smoke's) receives IOPub already: the listener then
   // subscribes to nothing itself, so that each message is received, checked and parsed once,

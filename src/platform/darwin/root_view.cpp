@@ -26,10 +26,8 @@ std::optional<RootView::Entry> RootView::stat(const std::string& path) const {
   return Entry{st.st_dev, st.st_ino, modified_ns(st), S_ISDIR(st.st_mode)};
 }
 
-std::optional<std::string> RootView::read(const std::string& path, std::size_t max_bytes) const {
-  const RegularFile file = open_regular_file(AT_FDCWD, path.c_str());
-  if (!file.fd) return std::nullopt;
-  return read_up_to(file.fd.get(), max_bytes);
+RootView::FileRead RootView::read_file(const std::string& path, std::size_t max_bytes) const {
+  return read_opened(path, open_regular_file(AT_FDCWD, path.c_str()), max_bytes);
 }
 
 std::vector<std::string> RootView::list(const std::string& path) const {

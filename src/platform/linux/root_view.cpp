@@ -63,23 +63,21 @@ std::optional<RootView::Entry> RootView::stat(const std::string& path) const {
   return Entry{st.st_dev, st.st_ino, modified_ns(st), S_ISDIR(st.st_mode)};
 }
 
-std::optional<std::string> RootView::read(const std::string& path, std::size_t max_bytes) const {
-  if (root_ == host().root_) {
-    // Ours: as every file named from outside is read (which copes without /proc too).
-    const RegularFile file = open_regular_file(AT_FDCWD, path.c_str());
-    if (!file.fd) return std::nullopt;
-    return read_up_to(file.fd.get(), max_bytes);
-  }
-  const util::UniqueFd handle = open_in_root(root_.get(), path, O_PATH);
-  struct stat looked {};
-  if (!handle || ::fstat(handle.get(), &looked) != 0 || !S_ISREG(looked.st_mode))
-    return std::nullopt;
-  // Opened for reading through the descriptor that was checked, never by name again: what a
+RootView::FileRead RootView::read_file(const std::string& path, std::size_t max_bytes) const {
+  // Ours: as every file named from outside is read (which copes without /proc too). Another
+  // root's: through the descriptor whose type was checked, never by name again, so what a
   // container renames into place meanwhile (a FIFO, a device) is never opened.
-  const std::string self = "/proc/self/fd/" + std::to_string(handle.get());
-  const util::UniqueFd fd(::open(self.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  return read_up_to(fd.get(), max_bytes);
+  RegularFile file;
+  if (root_ == host().root_) {
+    file = open_regular_file(AT_FDCWD, path.c_str());
+  } else {
+    const util::UniqueFd handle = open_in_root(root_.get(), path, O_PATH);
+    if (!handle)
+      file.error = errno;
+    else
+      file = reopen_regular_file(handle);
+  }
+  return read_opened(path, file, max_bytes);
 }
 
 std::vector<std::string> RootView::list(const std::string& path) const {

@@ -88,6 +88,18 @@ TEST_CASE("a process's root view resolves every path inside that root, and outli
   REQUIRE(RootView::host().read("/etc/os-release", 100));
   // A FIFO is not opened (a read would block until a writer came).
   CHECK_FALSE(view->read("/fifo", 100));
+  // read_file says why: missing (the daemon waits for a connection file not written yet),
+  // not a regular file, and whose a file that was read is.
+  const auto fifo = view->read_file("/fifo", 100);
+  CHECK_FALSE(fifo.missing);
+  CHECK(fifo.problem == "/fifo: not a regular file");
+  const auto missing = view->read_file("/etc/not-yet.json", 100);
+  CHECK(missing.missing);
+  CHECK(missing.problem.empty());
+  CHECK_FALSE(missing.text);
+  const auto read = view->read_file("/etc/marker", 8);
+  CHECK(read.text == "the cont");  // up to the limit
+  CHECK(read.owner == ::geteuid());
   const auto marker = view->stat("/etc");
   REQUIRE(marker);
   CHECK(marker->directory);
