@@ -70,8 +70,15 @@ void Daemon::start_watching(const KernelProcess& process) {
   if (options_.all_users) {
     // Every user's and container's kernel: its file is read as the kernel sees it, through
     // its own root, and must be its owner's.
-    const auto file =
+    auto file =
         connection_file_in_root(options_.node.proc_root, process.pid, process.connection_file);
+    // The key in it, or what a link made us read before the owner check refused it.
+    struct WipedAtExit {
+      std::optional<std::string>& text;
+      ~WipedAtExit() {
+        if (text) util::wipe(text->data(), text->size());
+      }
+    } wiped{file.text};
     if (file.missing) {
       // Not written yet (the kernel writes it once its ports are bound): looked for again by
       // quick scans while it is new, by the regular ones after.
@@ -83,16 +90,13 @@ void Daemon::start_watching(const KernelProcess& process) {
     waiting_for_file_.erase({process.pid, process.start_time});
     if (!file.text) return skip(file.problem);
     if (file.owner != process.uid) return skip("its connection file belongs to another user");
-    std::string text = *file.text;
     try {
-      const auto info = protocol::parse_connection_info(text);
+      const auto info = protocol::parse_connection_info(*file.text);
       notebook = {info.jupyter_session, "connection_file"};
       named_kernel = info.kernel_name;
     } catch (const std::exception& e) {
-      util::wipe(text.data(), text.size());
       return skip(process.connection_file + ": " + e.what());
     }
-    util::wipe(text.data(), text.size());
     if (notebook.path.empty()) notebook = probes::notebook_of_kernel("", process.pid);
     container = container_of_process(process.pid, options_.node);
   } else {
@@ -155,6 +159,8 @@ void Daemon::start_watching(const KernelProcess& process) {
                            : 0;
   last_watch_started_ms_ = now_ms;
   wo.first_sample_after = options_.sample_interval * first_sample_step_ / 16;
+  // A kernel found long after its start is past its start-up: its rates count at once.
+  if (process.started_at_ms > 0) wo.kernel_started_at_ms = process.started_at_ms;
   wo.listener = options_.listener;
   // Every 10 s at rest, every second as soon as it is not: 200 idle kernels pinged every
   // second cost the daemon 2 % of a core in wake-ups, every 5 s still a tenth of its 1.1 %.

@@ -38,6 +38,7 @@ std::optional<KernelProcess> examine_process(pid_t pid, uid_t me, bool all_users
   // kernel OOM-killed): not a kernel of its own.
   if (!lineage || lineage->forked_without_exec) return std::nullopt;
   k.start_time = lineage->start_time;
+  k.started_at_ms = lineage->started_at_ms;
   // The launcher itself names the file too (it is in the kernel's argv it carries).
   k.under_launcher = protocol::is_watchdog_launcher(argv);
   if (const auto parent =

@@ -55,8 +55,10 @@ std::map<std::string, SeriesTrend> compute_trends(const Timeline& timeline) {
 namespace {
 
 // The machine's memory is a limit the kernel approaches when at least this share of its fall
-// is the kernel's own growth.
+// is the kernel's own growth...
 constexpr double kKernelShareOfMachineFall = 0.25;
+// ... or, whoever drives the fall, when the machine runs out within this many seconds.
+constexpr double kMachineSoonS = 30.0;
 
 // The slope of "MemTotal - MemAvailable" is minus that of MemAvailable.
 std::optional<double> negated(std::optional<double> v) {
@@ -74,6 +76,21 @@ std::string limit_in_words(std::string_view name) {
   return std::string(name);
 }
 
+std::vector<MemorySample> after_startup(std::vector<MemorySample> recent,
+                                        std::optional<std::int64_t> ready_at_ms,
+                                        std::int64_t kernel_started_at_ms) {
+  if (recent.empty()) return recent;
+  const std::int64_t from =
+      std::min(ready_at_ms.value_or(INT64_MAX), kernel_started_at_ms + kStartupAtMostMs);
+  const std::int64_t newest = recent.back().t_ms;
+  // The wall clock set back by more than a start-up lasts: the times no longer compare.
+  constexpr std::int64_t kClockStepMs = 2 * kStartupAtMostMs;
+  if (from - newest > kClockStepMs) return recent;
+  if (from > newest) return {recent.back()};
+  std::erase_if(recent, [&](const MemorySample& x) { return x.t_ms < from; });
+  return recent;
+}
+
 Limits compute_limits(const std::vector<MemorySample>& recent) {
   Limits out;
   if (recent.empty()) return out;
@@ -86,16 +103,20 @@ Limits compute_limits(const std::vector<MemorySample>& recent) {
                        least_squares_slope(recent, field, kShortWindowMs), std::nullopt});
   }
   if (last.mem_total > 0 && last.mem_available >= 0) {
-    // The machine's memory falls with every process on it; it counts as approaching only
-    // while the kernel's own growth is a fair share of that fall, or a browser loading next
-    // door while the kernel grows a little would make it the tightest limit.
+    // The machine's memory falls with every process on it; it counts as approaching while
+    // the kernel's own growth is a fair share of that fall: a browser loading next door while
+    // the kernel grows a little must not make it the tightest limit. Or, while the kernel
+    // grows at all, when the machine runs out soon whoever drives it: five kernels growing
+    // together each drive less than a quarter, and so does one whose children left its tree.
     const auto kernel_slope = least_squares_slope(recent, &MemorySample::rss, kShortWindowMs);
     const auto machine_fall =
         negated(least_squares_slope(recent, &MemorySample::mem_available, kShortWindowMs));
-    const bool kernel_drives = kernel_slope && machine_fall && *kernel_slope > 0 &&
-                               *kernel_slope >= kKernelShareOfMachineFall * *machine_fall;
+    const bool grows = kernel_slope && *kernel_slope > 0 && machine_fall && *machine_fall > 0;
+    const bool approaching =
+        grows && (*kernel_slope >= kKernelShareOfMachineFall * *machine_fall ||
+                  static_cast<double>(last.mem_available) / *machine_fall < kMachineSoonS);
     out.all.push_back({"mem_total", last.mem_total, last.mem_total - last.mem_available,
-                       "mem_available", kernel_drives ? machine_fall : std::nullopt, std::nullopt});
+                       "mem_available", approaching ? machine_fall : std::nullopt, std::nullopt});
   }
   if (last.gpu_total > 0 && last.gpu_device_used >= 0) {
     out.all.push_back({"gpu_total", last.gpu_total, last.gpu_device_used, "gpu_device_used",

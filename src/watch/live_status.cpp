@@ -15,27 +15,6 @@ std::string execution_state(const Watch& watch) {
   return state ? *state : "starting";
 }
 
-namespace {
-
-// Without word from the kernel, its start-up is taken to last this long under watch.
-constexpr std::int64_t kStartupWithoutWordMs = 30'000;
-
-// The samples a rate toward a limit may be drawn from: those since the kernel said it was
-// ready. Its start-up (imports: tens of MiB in a second, then flat) would otherwise be
-// extrapolated into a warning that the limit is seconds away, at every kernel start.
-std::vector<timeline::MemorySample> since_ready(const Watch& watch,
-                                                std::vector<timeline::MemorySample> recent) {
-  const auto* listener = watch.listener();
-  if (listener == nullptr || recent.empty()) return recent;
-  const std::int64_t from =
-      listener->activity().ready_at_ms().value_or(watch.started_at_ms() + kStartupWithoutWordMs);
-  if (from > recent.back().t_ms) return {recent.back()};  // still starting: no rate yet
-  std::erase_if(recent, [&](const timeline::MemorySample& x) { return x.t_ms < from; });
-  return recent;
-}
-
-}  // namespace
-
 nlohmann::json live_memory(const Watch& watch) {
   nlohmann::json out = nlohmann::json::object();
   const auto* s = watch.timeline().latest();
@@ -48,7 +27,9 @@ nlohmann::json live_memory(const Watch& watch) {
       out["rss_change_60s_bytes"] = s->rss - old.rss;
       break;
     }
-  out["limits"] = timeline::limits_to_json(timeline::compute_limits(since_ready(watch, recent)));
+  out["limits"] = timeline::limits_to_json(timeline::compute_limits(timeline::after_startup(
+      recent, watch.listener() ? watch.listener()->activity().ready_at_ms() : std::nullopt,
+      watch.kernel_started_at_ms())));
   out["sampled_at_ms"] = s->t_ms;
   return out;
 }

@@ -106,6 +106,14 @@ TEST_CASE("a process record reads another process's argv, environment, parent an
   REQUIRE(lineage);
   CHECK(lineage->ppid == ::getpid());
   CHECK(lineage->start_time > 0);
+  // Its start on the wall clock (the daemon's start-up rule compares it with samples): this
+  // test forked it seconds ago (the boot time is in whole seconds; the wait above is at most
+  // 2 s).
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  CHECK(lineage->started_at_ms > now_ms - 10'000);
+  CHECK(lineage->started_at_ms <= now_ms + 1'000);
   CHECK(record->cwd() == "/");
   const auto listed = kwd::probes::list_processes();
   CHECK(std::find(listed.begin(), listed.end(), child) != listed.end());

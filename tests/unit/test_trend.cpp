@@ -182,3 +182,60 @@ TEST_CASE("limits: the machine's memory falling far faster than the kernel grows
   CHECK(limits.all[*limits.tightest].name == "cgroup");
   CHECK(*limits.all[0].time_to_limit_s == Approx(12.5).epsilon(1e-6));
 }
+
+TEST_CASE("limits: a quarter of the machine's fall is where the kernel drives it") {
+  // The machine loses 100 MB/s with 18 GB left (180 s: not soon); the kernel grows 22 or
+  // 28 MB/s, in no cgroup.
+  const auto with_kernel_rate = [](std::int64_t bytes_per_ms) {
+    auto s = series(20, [&](std::int64_t t) { return 50'000'000 + t * bytes_per_ms; });
+    for (auto& x : s) {
+      x.mem_total = 24'000'000'000;
+      x.mem_available = 20'000'000'000 - (x.t_ms - s.front().t_ms) * 100'000;
+    }
+    return compute_limits(s).all.at(0);
+  };
+  CHECK_FALSE(with_kernel_rate(22'000).time_to_limit_s);
+  const auto driven = with_kernel_rate(28'000);
+  REQUIRE(driven.time_to_limit_s);
+  CHECK(*driven.time_to_limit_s == Approx(180.0).epsilon(1e-6));
+}
+
+TEST_CASE("limits: the machine running out within 30 s counts whoever drives it") {
+  // Five kernels growing together: each drives a fifth of the machine's 100 MB/s fall, and
+  // 2.5 GB are left (25 s). A kernel that does not grow still does not see it.
+  auto s = series(20, [](std::int64_t t) { return 50'000'000 + t * 20'000; });
+  for (auto& x : s) {
+    x.mem_total = 24'000'000'000;
+    x.mem_available = 4'500'000'000 - (x.t_ms - s.front().t_ms) * 100'000;
+  }
+  auto limit = compute_limits(s).all.at(0);
+  REQUIRE(limit.time_to_limit_s);
+  CHECK(*limit.time_to_limit_s == Approx(25.0).epsilon(1e-6));
+  for (auto& x : s)
+    x.rss = 50'000'000;
+  CHECK_FALSE(compute_limits(s).all.at(0).time_to_limit_s);
+}
+
+TEST_CASE("a live rate is drawn from the samples after the kernel's start-up") {
+  // 10 Hz from t0 for 40 s; the kernel started at t0.
+  const auto s = series(40, [](std::int64_t t) { return 50'000'000 + t; });
+  const std::int64_t t0 = s.front().t_ms;
+  // Ready 1.5 s in: from then on.
+  auto kept = after_startup(s, t0 + 1'500, t0);
+  REQUIRE_FALSE(kept.empty());
+  CHECK(kept.front().t_ms == t0 + 1'500);
+  CHECK(kept.back().t_ms == s.back().t_ms);
+  // It never said so: 30 s after its start, at the latest; and a readiness said late (IOPub
+  // joined a minute in) does not push that further.
+  CHECK(after_startup(s, std::nullopt, t0).front().t_ms == t0 + kStartupAtMostMs);
+  CHECK(after_startup(s, t0 + 60'000, t0).front().t_ms == t0 + kStartupAtMostMs);
+  // Still starting at the newest sample: that one alone (its memory, no rate).
+  const auto starting = after_startup(s, std::nullopt, s.back().t_ms - 5'000);
+  REQUIRE(starting.size() == 1);
+  CHECK(starting[0].t_ms == s.back().t_ms);
+  // A kernel found by the daemon long after its start: every sample counts.
+  CHECK(after_startup(s, std::nullopt, t0 - 3'600'000).size() == s.size());
+  // The wall clock stepped back an hour after the kernel said it was ready: every sample.
+  CHECK(after_startup(s, s.back().t_ms + 3'600'000, t0 + 3'600'000).size() == s.size());
+  CHECK(after_startup({}, t0, t0).empty());
+}

@@ -13,8 +13,9 @@ namespace kwd::daemon {
 // (`-f FILE` and the other spellings of protocol::find_connection_file).
 struct KernelProcess {
   pid_t pid = -1;
-  std::string connection_file;   // absolute (a relative one is resolved against its cwd)
-  std::uint64_t start_time = 0;  // distinguishes a reused pid
+  std::string connection_file;      // absolute (a relative one is resolved against its cwd)
+  std::uint64_t start_time = 0;     // distinguishes a reused pid
+  std::int64_t started_at_ms = -1;  // on the wall clock; -1 when not known
   // Started by `kernel-watchdog run` or `smoke` (its parent), or that launcher itself: it
   // is watched already.
   bool under_launcher = false;

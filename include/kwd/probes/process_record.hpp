@@ -33,6 +33,7 @@ class ProcessRecord {
     // subprocess on its way to exec): it runs its parent's program, not one of its own.
     // Linux knows it (PF_FORKNOEXEC); macOS reads false.
     bool forked_without_exec = false;
+    std::int64_t started_at_ms = -1;  // its start on the wall clock; -1 when not known
   };
   [[nodiscard]] std::optional<Lineage> lineage() const;
   [[nodiscard]] std::filesystem::path cwd() const;  // empty when not known

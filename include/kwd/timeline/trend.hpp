@@ -30,6 +30,18 @@ struct SeriesTrend {
 // Every measured series but the ceilings themselves (cgroup_limit, gpu_total).
 std::map<std::string, SeriesTrend> compute_trends(const Timeline& timeline);
 
+// A kernel's start-up (its imports: tens of MiB in a second, then flat) is no rate toward a
+// limit; the samples a live rate may be drawn from begin when it is over: at the kernel's
+// first status other than "starting" (`ready_at_ms`), and at the latest this long after the
+// kernel started (it may say nothing, or say it long after: a late IOPub connection).
+inline constexpr std::int64_t kStartupAtMostMs = 30'000;
+// `recent` without the samples of the kernel's start-up (started at `kernel_started_at_ms`);
+// only the newest while the start-up lasts (its memory and limits, no rate). All of them when
+// the clock has stepped back far behind those times.
+std::vector<MemorySample> after_startup(std::vector<MemorySample> recent,
+                                        std::optional<std::int64_t> ready_at_ms,
+                                        std::int64_t kernel_started_at_ms);
+
 // A ceiling in force and how fast the kernel is heading for it.
 struct Limit {
   std::string name;  // "cgroup", "mem_total", "gpu_total"

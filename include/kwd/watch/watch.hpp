@@ -38,6 +38,9 @@ struct WatchOptions {
   // of kernels it finds together (a server restoring fifty sessions), so that the next ones
   // are found before all those readings are made, and no one tick makes all of them.
   std::chrono::milliseconds first_sample_after{0};
+  // When the kernel process started (wall clock), when it was before the watch: the daemon
+  // finds kernels that have run for hours. Unset: as the watch starts (`run` launches it).
+  std::optional<std::int64_t> kernel_started_at_ms;
   std::chrono::seconds full_rate_window{120};
   protocol::ListenerOptions listener;
   probes::ProbeOptions probes;  // kernel_pid is filled in from kernel_pid
@@ -113,6 +116,9 @@ class Watch {
   [[nodiscard]] pid_t pid() const { return options_.kernel_pid; }
   [[nodiscard]] bool shutdown_requested() const;
   [[nodiscard]] std::int64_t started_at_ms() const { return started_at_ms_; }
+  [[nodiscard]] std::int64_t kernel_started_at_ms() const {
+    return options_.kernel_started_at_ms.value_or(started_at_ms_);
+  }
   [[nodiscard]] std::int64_t last_sample_ns() const { return last_sample_ns_; }
   [[nodiscard]] const timeline::Timeline& timeline() const { return timeline_; }
   [[nodiscard]] const protocol::KernelListener* listener() const { return listener_.get(); }

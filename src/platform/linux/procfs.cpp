@@ -166,6 +166,29 @@ std::optional<std::string_view> pread_all(int fd, std::string& buf) {
   }
 }
 
+std::optional<std::int64_t> boot_time_ms() {
+  static const std::optional<std::int64_t> at = []() -> std::optional<std::int64_t> {
+    const auto text = read_small_file("/proc/stat");
+    if (!text) return std::nullopt;
+    const auto line = text->find("\nbtime ");
+    if (line == std::string::npos) return std::nullopt;
+    const char* first = text->data() + line + 7;
+    std::int64_t seconds = 0;
+    const auto [end, ec] = std::from_chars(first, text->data() + text->size(), seconds);
+    if (ec != std::errc() || end == first || seconds <= 0) return std::nullopt;
+    return seconds * 1000;
+  }();
+  return at;
+}
+
+std::int64_t started_at_ms(std::uint64_t start_ticks) {
+  static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+  const auto boot = boot_time_ms();
+  if (!boot || ticks_per_second <= 0) return -1;
+  return *boot + static_cast<std::int64_t>(start_ticks * 1000 /
+                                           static_cast<std::uint64_t>(ticks_per_second));
+}
+
 std::vector<pid_t> list_pids(const std::string& proc_root) {
   std::vector<pid_t> out;
   const util::UniqueDir proc(::opendir(proc_root.c_str()));

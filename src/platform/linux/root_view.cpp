@@ -47,11 +47,17 @@ std::optional<RootView> RootView::of_process(const std::string& proc_root, pid_t
   if (!*fd) return std::nullopt;
   if (host().root_) return RootView(std::move(fd));
   // No openat2 (Linux before 5.6, or a seccomp profile that refuses it): another root cannot
-  // be walked safely; a process whose root is ours is read as ours.
-  struct stat theirs {
-  }, ours{};
-  if (::fstat(fd->get(), &theirs) == 0 && ::stat("/", &ours) == 0 && theirs.st_dev == ours.st_dev &&
-      theirs.st_ino == ours.st_ino)
+  // be walked safely; a process whose root and mounts are ours is read as ours. (The same
+  // "/" in a mount namespace of its own, systemd's PrivateTmp for one, names other files.)
+  const auto same = [](const struct stat& a, const struct stat& b) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  };
+  struct stat their_root {
+  }, our_root{}, their_mounts{}, our_mounts{};
+  const std::string mounts = proc_root + "/" + std::to_string(pid) + "/ns/mnt";
+  if (::fstat(fd->get(), &their_root) == 0 && ::stat("/", &our_root) == 0 &&
+      same(their_root, our_root) && ::stat(mounts.c_str(), &their_mounts) == 0 &&
+      ::stat("/proc/self/ns/mnt", &our_mounts) == 0 && same(their_mounts, our_mounts))
     return host();
   return std::nullopt;
 }
@@ -72,10 +78,13 @@ RootView::FileRead RootView::read_file(const std::string& path, std::size_t max_
     file = open_regular_file(AT_FDCWD, path.c_str());
   } else {
     const util::UniqueFd handle = open_in_root(root_.get(), path, O_PATH);
-    if (!handle)
+    if (!handle) {
       file.error = errno;
-    else
+    } else {
       file = reopen_regular_file(handle);
+      // Not "missing": the file is there; this process has no /proc to reopen it through.
+      if (!file.fd && file.error == ENOENT) file.error = ENOTSUP;
+    }
   }
   return read_opened(path, file, max_bytes);
 }

@@ -74,7 +74,8 @@ std::vector<std::string> ProcessRecord::environment() const {
 std::optional<ProcessRecord::Lineage> ProcessRecord::lineage() const {
   const auto info = bsd_info(pid_);
   if (!info || start_time_of(*info) != opened_.start_time) return std::nullopt;  // reused
-  return Lineage{static_cast<pid_t>(info->pbi_ppid), opened_.start_time, false};
+  return Lineage{static_cast<pid_t>(info->pbi_ppid), opened_.start_time, false,
+                 static_cast<std::int64_t>(opened_.start_time / 1000)};
 }
 
 std::filesystem::path ProcessRecord::cwd() const {

@@ -52,7 +52,8 @@ std::optional<ProcessRecord::Lineage> ProcessRecord::lineage() const {
   const auto stat = platform::linux_proc::parse_proc_stat(read_at(dir_.get(), "stat"));
   if (!stat) return std::nullopt;
   constexpr std::uint32_t kForkNoExec = 0x40;  // PF_FORKNOEXEC, include/linux/sched.h
-  return Lineage{stat->ppid, stat->start_time, (stat->flags & kForkNoExec) != 0};
+  return Lineage{stat->ppid, stat->start_time, (stat->flags & kForkNoExec) != 0,
+                 platform::linux_proc::started_at_ms(stat->start_time)};
 }
 
 std::filesystem::path ProcessRecord::cwd() const {

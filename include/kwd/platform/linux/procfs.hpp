@@ -27,6 +27,11 @@ struct ProcStat {
 };
 
 std::optional<ProcStat> parse_proc_stat(std::string_view text);
+// When the machine booted (wall clock, ms; /proc/stat's btime, whole seconds): what a
+// process's start_time, in clock ticks since boot, counts from. Read once.
+std::optional<std::int64_t> boot_time_ms();
+// A process's start (ProcStat::start_time) on the wall clock, in ms; -1 when unknown.
+std::int64_t started_at_ms(std::uint64_t start_ticks);
 // The pids in `proc_root` (a procfs mount: /proc, or the host's as a node daemon sees it),
 // as one readdir pass finds them; empty when it cannot be read.
 std::vector<pid_t> list_pids(const std::string& proc_root = "/proc");
