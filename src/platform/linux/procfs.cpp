@@ -181,12 +181,18 @@ std::optional<std::int64_t> boot_time_ms() {
   return at;
 }
 
-std::int64_t started_at_ms(std::uint64_t start_ticks) {
+std::int64_t start_ticks_to_ms(std::uint64_t start_ticks) {
   static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+  if (ticks_per_second <= 0) return -1;
+  return static_cast<std::int64_t>(start_ticks * 1000 /
+                                   static_cast<std::uint64_t>(ticks_per_second));
+}
+
+std::int64_t started_at_ms(std::uint64_t start_ticks) {
   const auto boot = boot_time_ms();
-  if (!boot || ticks_per_second <= 0) return -1;
-  return *boot + static_cast<std::int64_t>(start_ticks * 1000 /
-                                           static_cast<std::uint64_t>(ticks_per_second));
+  const std::int64_t since_boot = start_ticks_to_ms(start_ticks);
+  if (!boot || since_boot < 0) return -1;
+  return *boot + since_boot;
 }
 
 std::vector<pid_t> list_pids(const std::string& proc_root) {

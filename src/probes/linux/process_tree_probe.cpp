@@ -61,13 +61,10 @@ std::string pid_path(const std::string& proc, pid_t pid, const char* leaf) {
 // kYoungMs. False when unsure.
 bool started_lately(std::uint64_t start_ticks) {
   timespec now{};
-  const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
-  if (start_ticks == 0 || ticks_per_s <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &now) != 0)
-    return false;
+  const std::int64_t start_ms = platform::linux_proc::start_ticks_to_ms(start_ticks);
+  if (start_ticks == 0 || start_ms < 0 || ::clock_gettime(CLOCK_BOOTTIME, &now) != 0) return false;
   const std::int64_t now_ms =
       static_cast<std::int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1'000'000;
-  const auto start_ms =
-      static_cast<std::int64_t>(start_ticks * 1000 / static_cast<std::uint64_t>(ticks_per_s));
   return now_ms - start_ms < kYoungMs;
 }
 

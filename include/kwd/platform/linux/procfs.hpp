@@ -27,6 +27,9 @@ struct ProcStat {
 };
 
 std::optional<ProcStat> parse_proc_stat(std::string_view text);
+// A process's start (ProcStat::start_time, clock ticks since boot) in ms since boot; -1 when
+// the tick rate is unknown.
+std::int64_t start_ticks_to_ms(std::uint64_t start_ticks);
 // When the machine booted (wall clock, ms; /proc/stat's btime, whole seconds): what a
 // process's start_time, in clock ticks since boot, counts from. Read once.
 std::optional<std::int64_t> boot_time_ms();
