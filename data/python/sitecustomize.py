@@ -31,6 +31,31 @@ def _kernel_watchdog_fault_fd(os):
         return None
 
 
+def _kernel_watchdog_forget_at_next_import(sys, shim):
+    # site.py imports usercustomize right after this module: that is still its start.
+    own_steps = ("sitecustomize", "usercustomize")
+
+    class ForgetShim:
+        def invalidate_caches(self):
+            pass
+
+        def find_spec(self, name, path, target=None):
+            if name in own_steps:
+                return None
+            try:
+                sys.meta_path.remove(self)
+                if sys.modules.get("sitecustomize") is shim:
+                    del sys.modules["sitecustomize"]
+            except Exception:
+                pass
+            return None
+
+    try:
+        sys.meta_path.insert(0, ForgetShim())
+    except Exception:
+        pass
+
+
 def _kernel_watchdog_start():
     import os
     import sys
@@ -70,12 +95,20 @@ def _kernel_watchdog_start():
         pass
 
     # Chain to the real sitecustomize; site.py treats its errors as it would have anyway.
-    sys.modules.pop("sitecustomize", None)
+    shim = sys.modules.pop("sitecustomize", None)
     try:
         import sitecustomize  # noqa: F401  (now found further down sys.path, if anywhere)
     except ImportError as exc:
         if getattr(exc, "name", "sitecustomize") != "sitecustomize":
             raise
+        # None further down (pyenv, python.org, conda, uv, Homebrew builds ship none). The
+        # import machinery that is importing this file reads it back from sys.modules when it
+        # returns (a KeyError, printed by site.py as "Error in sitecustomize", otherwise), so it
+        # goes back there until the interpreter's start is over: the first import of anything
+        # else then takes it out, and the notebook finds no sitecustomize, as without us.
+        if shim is not None:
+            sys.modules["sitecustomize"] = shim
+            _kernel_watchdog_forget_at_next_import(sys, shim)
 
 
 def _kernel_watchdog_patch_on_import(module_name, patch, _pending={}):
@@ -335,5 +368,6 @@ _kernel_watchdog_announce_cells()
 del _kernel_watchdog_announce_cells
 _kernel_watchdog_start()
 del _kernel_watchdog_start
+del _kernel_watchdog_forget_at_next_import
 del _kernel_watchdog_on_each_shell
 del _kernel_watchdog_patch_on_import
