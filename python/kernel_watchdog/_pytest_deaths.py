@@ -94,7 +94,8 @@ class KernelDeaths:
             ("peak_memory_bytes", d.peak_rss or ""), ("report", str(d.path)))]
         item.user_properties.extend(properties)
         report.user_properties = [*report.user_properties, *properties]
-        report.longrepr = _WithDeaths(report.longrepr, deaths)
+        report.longrepr = _WithDeaths(report.longrepr, deaths,
+                                      show_original=self.config.getoption("verbose", 0) > 0)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
@@ -124,12 +125,15 @@ _TOLD = pytest.StashKey[set]()
 
 
 class _WithDeaths(TerminalRepr):
-    """A failure's own text, after the deaths that explain it; its one-line summary is the
-    first death's headline (in place of "Kernel died" or a cell timeout)."""
+    """The deaths that explain a failure; its one-line summary is the first death's headline
+    (in place of "Kernel died" or a cell timeout). The runner's own text for it (nbmake's
+    "NBMAKE INTERNAL ERROR" and a traceback through pytest's internals, nbval's) says only
+    that the kernel died, so it follows under -v alone."""
 
-    def __init__(self, original, deaths):
+    def __init__(self, original, deaths, show_original):
         self.original = original
         self.deaths = deaths
+        self.show_original = show_original
         crash = getattr(original, "reprcrash", None)
         self.reprcrash = ReprFileLocation(getattr(crash, "path", ""), getattr(crash, "lineno", 0),
                                           f"kernel died: {deaths[0].headline}")
@@ -143,6 +147,11 @@ class _WithDeaths(TerminalRepr):
                 tw.line(f"  peak memory: {format_bytes(d.peak_rss)}")
             tw.line(f"  report:      {d.path}")
             tw.line(f"  see why:     kernel-watchdog reports show {d.path}")
+        if self.original is None:
+            return
+        if not self.show_original:
+            tw.line("  (the test runner's own text for this failure: run pytest with -v)")
+            return
         tw.line("")
         if hasattr(self.original, "toterminal"):
             self.original.toterminal(tw)

@@ -15,7 +15,8 @@ def pytest_addoption(parser):
                          "fail a test whose kernel died with the cause and report")
     group.addoption("--kernel-watchdog-report-dir", metavar="DIR", default=None,
                     help="where the crash reports go, one folder per test file "
-                         "(default: the session's temporary directory)")
+                         "(default: $KERNEL_WATCHDOG_REPORT_DIR, else a folder in pytest's "
+                         "temporary directory, which pytest deletes after three sessions)")
     group.addoption("--kernel-watchdog-run-options", metavar="OPTIONS", default=None,
                     help="options for `kernel-watchdog run`, e.g. \"--memory-limit=4G\"")
     parser.addini("kernel_watchdog", type="bool", default=False,
@@ -34,8 +35,11 @@ def pytest_configure(config):
         return
     from kernel_watchdog._pytest_deaths import KernelDeaths
 
+    # The environment's store before pytest's temporary directory, which pytest deletes
+    # after three sessions: a user who set it wants the reports kept there.
     report_dir = (config.getoption("kernel_watchdog_report_dir")
-                  or config.getini("kernel_watchdog_report_dir") or None)
+                  or config.getini("kernel_watchdog_report_dir")
+                  or os.environ.get("KERNEL_WATCHDOG_REPORT_DIR") or None)
     run_options = (config.getoption("kernel_watchdog_run_options")
                    or config.getini("kernel_watchdog_run_options") or None)
     config.pluginmanager.register(

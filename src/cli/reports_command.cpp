@@ -89,7 +89,8 @@ Command add_reports_command(CLI::App& app) {
       "  kernel-watchdog reports show latest\n"
       "  kernel-watchdog reports --report-dir ci-reports show analysis.ipynb\n"
       "The store keeps at most 1000 reports, 512 MiB and 90 days (the oldest go first when a "
-      "new one is written); KERNEL_WATCHDOG_REPORT_CAP=COUNT,SIZE,DAYS, e.g. 200,100M,30, "
+      "new one is written); KERNEL_WATCHDOG_REPORT_CAP=COUNT[,SIZE[,DAYS]], e.g. 200 or "
+      "200,100M,30, "
       "sets other caps for every writer that sees it.");
   auto* list =
       reports->add_subcommand("list", "Crash reports, newest first: time, kernel, cause, path");

@@ -62,7 +62,7 @@ Command add_run_command(CLI::App& app) {
       "Where crash reports go (default: $KERNEL_WATCHDOG_REPORT_DIR, else "
       "$XDG_STATE_HOME/kernel-watchdog/reports, else ~/.local/state/kernel-watchdog/reports). "
       "The store keeps at most 1000 reports, 512 MiB and 90 days, oldest removed first; "
-      "KERNEL_WATCHDOG_REPORT_CAP=COUNT,SIZE,DAYS (e.g. 200,100M,30) sets other caps");
+      "KERNEL_WATCHDOG_REPORT_CAP=COUNT[,SIZE[,DAYS]] (e.g. 200 or 200,100M,30) sets other caps");
   run->add_option("--stderr-buffer", *stderr_buffer,
                   "How much of the kernel's stderr to keep for the report")
       ->capture_default_str();

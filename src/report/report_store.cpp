@@ -61,15 +61,22 @@ std::optional<StoreLimits> StoreLimits::parse(const std::string& text) {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (parts.size() != 3) return std::nullopt;
+  // COUNT, COUNT,SIZE or COUNT,SIZE,DAYS: what is left out keeps its default.
+  if (parts.empty() || parts.size() > 3) return std::nullopt;
   StoreLimits limits;
   const auto count = util::parse_size(parts[0]);
-  const auto bytes = util::parse_size(parts[1]);
-  const auto days = util::parse_size(parts[2]);
-  if (!count || !bytes || !days || *days > 100'000) return std::nullopt;
+  if (!count) return std::nullopt;
   limits.max_reports = static_cast<std::size_t>(*count);
-  limits.max_bytes = *bytes;
-  limits.max_age_days = static_cast<int>(*days);
+  if (parts.size() > 1) {
+    const auto bytes = util::parse_size(parts[1]);
+    if (!bytes) return std::nullopt;
+    limits.max_bytes = *bytes;
+  }
+  if (parts.size() > 2) {
+    const auto days = util::parse_size(parts[2]);
+    if (!days || *days > 100'000) return std::nullopt;
+    limits.max_age_days = static_cast<int>(*days);
+  }
   return limits;
 }
 
@@ -78,8 +85,9 @@ StoreLimits StoreLimits::from_environment(std::string* problem) {
   if (text == nullptr || *text == '\0') return {};
   if (auto limits = parse(text)) return *limits;
   if (problem != nullptr)
-    *problem = std::string("KERNEL_WATCHDOG_REPORT_CAP=") + text +
-               " is not COUNT,SIZE,DAYS (e.g. 1000,512M,90); the defaults apply";
+    *problem =
+        std::string("KERNEL_WATCHDOG_REPORT_CAP=") + text +
+        " is not COUNT[,SIZE[,DAYS]] (e.g. 200, 200,100M or 1000,512M,90); the defaults apply";
   return {};
 }
 

@@ -206,7 +206,11 @@ std::string failure_details(const NotebookResult& r) {
       if (!c.remedies.empty())
         out += "    what to do: " + report::terminal_safe(c.remedies.front().second) + "\n";
     }
-    if (r.outcome == Outcome::died && !r.summary.empty() && c.failure_type == r.cause) continue;
+    // The report's summary follows under "crash report": not under the cell as well (a cell
+    // that timed out, then hung, keeps "timeout" as its type but the report as its details).
+    if (r.outcome == Outcome::died && !r.summary.empty() &&
+        (c.failure_type == r.cause || c.details == r.summary))
+      continue;
     const std::string tb = first_lines(c.details, 20);
     std::istringstream lines(report::terminal_safe(tb));
     std::string line;

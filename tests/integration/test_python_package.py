@@ -398,11 +398,16 @@ def test_without_a_program_that_runs_the_kernel_starts_unwatched(env, tmp_path, 
 # --- the pytest plugin ----------------------------------------------------------------
 
 
-def pytest_run(env, cwd, *args):
+def pytest_run(env, cwd, *args, report_dir_option=True):
+    """pytest with the plugin on; the reports go to cwd/reports, named by the plugin's option
+    or (report_dir_option=False) by $KERNEL_WATCHDOG_REPORT_DIR, as a user's shell may."""
+    if report_dir_option:
+        args = (f"--kernel-watchdog-report-dir={cwd / 'reports'}", *args)
+    else:
+        env = {**env, "KERNEL_WATCHDOG_REPORT_DIR": str(cwd / "reports")}
     return run([python(env), "-m", "pytest", "-p", "no:cacheprovider", "-rA",
                 "--kernel-watchdog", f"--kernel-watchdog-run-options={RUN_OPTIONS}",
-                f"--kernel-watchdog-report-dir={cwd / 'reports'}", "--junitxml=junit.xml",
-                *args], env, cwd, timeout=600)
+                "--junitxml=junit.xml", *args], env, cwd, timeout=600)
 
 
 def junit_cases(path):
@@ -446,6 +451,19 @@ def test_nbmake_failures_carry_the_cause(env, tmp_path, workers):
     output = check_notebook_failures(proc, tmp_path, lambda name: f"{name}.ipynb::{name}.ipynb")
     for name in DEATHS:
         assert f"FAILED {name}.ipynb::{name}.ipynb - kernel died:" in output
+    # A death's failure is ours alone: nbmake's own text for it (an internal error and a
+    # traceback through pytest's internals) only under -v.
+    assert "NBMAKE INTERNAL ERROR" not in output
+    assert "run pytest with -v" in output
+
+
+def test_nbmake_own_failure_text_follows_under_verbose(env, tmp_path):
+    write_notebooks(tmp_path, ["segfault"])
+    proc = pytest_run(env, tmp_path, "--nbmake", "-v", "segfault.ipynb")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    ours = output.index("kernel-watchdog: the kernel died:")
+    assert output.index("NBMAKE INTERNAL ERROR", ours) > ours
 
 
 def test_nbval_failures_carry_the_cause(env, tmp_path):
@@ -461,8 +479,10 @@ def test_nbval_failures_carry_the_cause(env, tmp_path):
 
 def test_github_annotations(env, tmp_path):
     write_notebooks(tmp_path, ["segfault", "passes"])
+    # The store named by the environment, not pytest's temporary directory (which pytest
+    # deletes after three sessions).
     proc = pytest_run({**env, "GITHUB_ACTIONS": "true"}, tmp_path, "--nbmake",
-                      "segfault.ipynb", "passes.ipynb")
+                      "segfault.ipynb", "passes.ipynb", report_dir_option=False)
     [report] = reports_under(tmp_path / "reports")
     [annotation] = [l for l in proc.stdout.splitlines() if l.startswith("::error ")]
     assert annotation.startswith("::error file=segfault.ipynb,title=kernel died::")

@@ -218,6 +218,23 @@ def test_timeout_interrupts_the_cell_and_the_next_notebook_runs(smoke, tmp_path)
     assert "interrupted with SIGINT" in slow_cases[0].result[0].message
 
 
+def test_a_cell_that_outlives_its_timeout_and_the_interrupt_is_told_once(smoke, tmp_path):
+    """The cell ignores SIGINT: the timeout's interrupt does nothing, the kernel is killed and
+    a hang report written. Its summary is printed once, under "crash report" (it was also
+    printed under the cell)."""
+    run, out = smoke
+    spin = write_notebook(tmp_path / "spin.ipynb", [
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "while True:\n    time.sleep(0.01)"])
+    proc = run(spin, "--timeout", "2")
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # a kernel hung
+    [report] = (out / "reports").glob("*.json")
+    assert "still running after the cell timeout and an interrupt" in proc.stdout, proc.stdout
+    assert f"crash report: {report}" in proc.stdout, proc.stdout
+    assert proc.stdout.count("Kernel hang report") == 1, proc.stdout
+    assert proc.stdout.count("What to do") == 1, proc.stdout
+
+
 def test_a_kernel_whose_spec_says_message_is_interrupted_on_the_control_channel(
         smoke, tmp_path, monkeypatch):
     """interrupt_mode "message" (kernels that cannot take SIGINT): the timeout sends an

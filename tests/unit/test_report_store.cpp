@@ -142,12 +142,25 @@ TEST_CASE("the store holds itself to its limits on every write, oldest first") {
 TEST_CASE("the store's limits come from KERNEL_WATCHDOG_REPORT_CAP, checked") {
   CHECK(report::StoreLimits::parse("1000,512M,90")->max_bytes == 512ull * 1024 * 1024);
   CHECK(report::StoreLimits::parse("10,0,0")->max_reports == 10);
-  CHECK_FALSE(report::StoreLimits::parse("10,5M"));
+  // A count alone, or a count and a size: the rest keep their defaults.
+  const auto count_only = report::StoreLimits::parse("3");
+  REQUIRE(count_only);
+  CHECK(count_only->max_reports == 3);
+  CHECK(count_only->max_bytes == report::StoreLimits{}.max_bytes);
+  CHECK(count_only->max_age_days == report::StoreLimits{}.max_age_days);
+  const auto count_and_size = report::StoreLimits::parse("10,5M");
+  REQUIRE(count_and_size);
+  CHECK(count_and_size->max_reports == 10);
+  CHECK(count_and_size->max_bytes == 5ull * 1024 * 1024);
+  CHECK(count_and_size->max_age_days == report::StoreLimits{}.max_age_days);
   CHECK_FALSE(report::StoreLimits::parse("ten,5M,1"));
+  CHECK_FALSE(report::StoreLimits::parse("10,five"));
+  CHECK_FALSE(report::StoreLimits::parse("10,5M,1,2"));
+  CHECK_FALSE(report::StoreLimits::parse(""));
   ::setenv("KERNEL_WATCHDOG_REPORT_CAP", "lots", 1);
   std::string problem;
   const auto limits = report::StoreLimits::from_environment(&problem);
   CHECK(limits.max_reports == 1000);
-  CHECK_THAT(problem, Catch::Contains("COUNT,SIZE,DAYS"));
+  CHECK_THAT(problem, Catch::Contains("COUNT[,SIZE[,DAYS]]"));
   ::unsetenv("KERNEL_WATCHDOG_REPORT_CAP");
 }

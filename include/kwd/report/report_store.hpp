@@ -16,8 +16,9 @@ struct StoredReport {
 };
 
 // How much a store keeps, enforced oldest first after every report written: by count, by
-// total size and by age. $KERNEL_WATCHDOG_REPORT_CAP="COUNT,SIZE,DAYS" (e.g. "1000,512M,90";
-// 0 turns one off) changes the defaults.
+// total size and by age. $KERNEL_WATCHDOG_REPORT_CAP="COUNT[,SIZE[,DAYS]]" (e.g. "200",
+// "200,100M" or "1000,512M,90"; 0 turns one off; what is left out keeps its default) changes
+// the defaults.
 struct StoreLimits {
   std::size_t max_reports = 1000;
   std::uint64_t max_bytes = 512ull * 1024 * 1024;
