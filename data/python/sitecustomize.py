@@ -250,7 +250,7 @@ def _kernel_watchdog_keep_stderr():
 
 
 def _kernel_watchdog_announce_cells():
-    """4. Tells the watchdog which cell starts, before it runs.
+    """4. Tells the watchdog that the shim runs, then which cell starts, before it runs.
 
     A cell that crashes the kernel within milliseconds dies before ipykernel's IOPub thread
     has published its execute_input, and the report could not say which cell ran. IPython's
@@ -266,6 +266,9 @@ def _kernel_watchdog_announce_cells():
     try:
         channel = int(os.environ.pop("KERNEL_WATCHDOG_CELL_FD", ""))
         os.set_inheritable(channel, False)  # the kernel's own programs do not get it
+        # First, that the shim runs at all: a kernel that never says so (an interpreter
+        # started with -I, -E or -S, or not Python) is reported as one that could not.
+        os.write(channel, b"\x1ekwd-shim {}\n")
     except Exception:
         return
 
@@ -306,6 +309,12 @@ def _kernel_watchdog_announce_cells():
                 pass
 
         shell.events.register("pre_run_cell", pre_run_cell)
+        # Cells will be announced: an IPython kernel. (Another kernel on this interpreter,
+        # xeus-python's, never says so, and its cells are known from IOPub alone.)
+        try:
+            os.write(channel, b'\x1ekwd-shim {"cells": true}\n')
+        except Exception:
+            pass
 
     _kernel_watchdog_on_each_shell(announce_from)
 

@@ -37,6 +37,21 @@ void Advisor::native_crash_advice() {
             "): check the arguments passed to native code there (array shapes, dtypes, "
             "pointers, file handles) and the version of the library it calls into.",
         "It is the innermost Python frame of the crashing thread, from faulthandler.");
+  } else if (v_.has("/watchdog/python_shim/ran") && !v_.flag("/watchdog/python_shim/ran")) {
+    const std::string why = v_.text("/watchdog/python_shim/why_not").value_or("");
+    if (why.find("(-") != std::string::npos)
+      add("native.traceback",
+          "Start the kernel's interpreter without -I, -E or -S (edit the argv in its "
+          "kernel.json) so kernel-watchdog can turn faulthandler on in it, and the next report "
+          "names the Python line; or reproduce outside Jupyter with `python -X faulthandler "
+          "script.py`.",
+          "This report has no Python stack for the crash: " + why + ".");
+    else
+      add("native.traceback",
+          "Reproduce the crash outside Jupyter under the language's own debugger or crash "
+          "handler (for Python: `python -X faulthandler script.py`; for native code: "
+          "`gdb --args ...` and `bt`).",
+          "This report has no stack of the crash's own language: " + why + ".");
   } else if (v_.text("/watchdog/mode").value_or("") == "daemon") {
     // The daemon finds kernels it did not start: it cannot give them faulthandler's pipe.
     add("native.traceback",

@@ -59,6 +59,15 @@ std::string RuleContext::cell_phrase() const {
   return "";
 }
 
+std::optional<std::string> RuleContext::shim_never_ran() const {
+  if (!v_.has("/watchdog/python_shim/ran") || v_.flag("/watchdog/python_shim/ran"))
+    return std::nullopt;
+  return "python_traceback: kernel-watchdog's start-up hook for Python kernels (faulthandler "
+         "on its own pipe, cell announcements) never ran in this kernel: " +
+         v_.text("/watchdog/python_shim/why_not").value_or("the reason is unknown") +
+         "; so no Python stack of the crash, and cells are known from IOPub alone";
+}
+
 bool RuleContext::idle_unproven() const {
   if (v_.text("/execution/state_at_death").value_or("") != "idle") return false;
   if (!v_.has("/watchdog")) return false;  // who wrote it is unknown: IOPub's word stands

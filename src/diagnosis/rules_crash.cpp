@@ -41,9 +41,9 @@ class CrashRules : public RuleContext {
     if (site) f.headline += " in " + site->first;
     if (!site || site->first.find(" of cell [") == std::string::npos) f.headline += cell_phrase();
     if (!in_.traceback.is_object())
-      f.missing.push_back(
+      f.missing.push_back(shim_never_ran().value_or(
           "python_traceback: no faulthandler dump in the stderr tail, so the Python line that "
-          "called into native code is unknown (faulthandler off, or not a Python kernel)");
+          "called into native code is unknown (faulthandler off, or not a Python kernel)"));
     return f;
   }
 
@@ -76,7 +76,8 @@ class CrashRules : public RuleContext {
       f.missing.push_back(
           "stderr: no recognised message from the library that aborted (see the stderr tail)");
     if (!in_.traceback.is_object())
-      f.missing.push_back("python_traceback: no faulthandler dump in the stderr tail");
+      f.missing.push_back(
+          shim_never_ran().value_or("python_traceback: no faulthandler dump in the stderr tail"));
     return f;
   }
 

@@ -8,6 +8,7 @@ namespace {
 
 constexpr char kRecordStart = '\x1e';
 constexpr std::string_view kCellTag = "kwd-cell ";
+constexpr std::string_view kShimStartedTag = "kwd-shim ";
 // The shim writes at most 4000 bytes a record; anything longer without its newline is not one.
 constexpr std::size_t kMaxRecord = 8192;
 
@@ -55,7 +56,13 @@ void FaultChannel::feed(std::string_view bytes, const OnCell& on_cell) {
       break;
     }
     CellAnnouncement cell;
-    if (parse(rest.substr(1, end - 1), cell))
+    const auto record = rest.substr(1, end - 1);
+    if (record.starts_with(kShimStartedTag)) {
+      shim_started_ = true;
+      const auto said =
+          nlohmann::json::parse(record.substr(kShimStartedTag.size()), nullptr, false);
+      if (said.is_object() && said.value("cells", false) == true) announces_cells_ = true;
+    } else if (parse(record, cell))
       on_cell(std::move(cell));
     else
       keep_text(rest.substr(0, end + 1));

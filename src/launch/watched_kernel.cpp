@@ -11,6 +11,7 @@
 
 #include "kwd/diagnosis/signature_table.hpp"
 #include "kwd/launch/death_notice.hpp"
+#include "kwd/launch/python_startup.hpp"
 #include "kwd/platform/descriptors.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/util/clock.hpp"
@@ -279,7 +280,8 @@ watch::WrittenReport WatchedKernel::write_report(const watch::ProcessEnd* end, s
                                                  const std::string& report_dir,
                                                  const std::vector<std::string>& watchdog_received,
                                                  nlohmann::json sections) {
-  if (end == nullptr) read_cell_announcements();  // a hang: which cell it is stuck in
+  // A hang: which cell it is stuck in; any report: whether the shim ever started.
+  read_cell_announcements();
   watch::ReportContext context;
   context.sections = std::move(sections);
   context.end = end;
@@ -287,6 +289,21 @@ watch::WrittenReport WatchedKernel::write_report(const watch::ProcessEnd* end, s
   context.watchdog_received = watchdog_received;
   context.faulthandler = python_shim_.has_value();
   context.cell_announcements = cells_announced_;
+  // The shim's first record says it runs; a kernel that never sent it (not Python, or an
+  // interpreter that ignores PYTHONPATH) had neither faulthandler nor cell announcements.
+  if (python_shim_ && cells_announced_) {
+    const bool ran = cell_channel_.shim_started();
+    context.python_shim_ran = ran;
+    context.faulthandler = ran;
+    context.cell_announcements = ran && cell_channel_.announces_cells();
+    if (!ran) {
+      context.python_shim_why_not = launch::shim_blocked_by(launch_.argv);
+      if (context.python_shim_why_not.empty())
+        context.python_shim_why_not =
+            "the kernel never imported it: not a Python kernel, or its interpreter resets "
+            "PYTHONPATH or does not run site.py";
+    }
+  }
   context.notes = notes_;
   const std::string kernel_id = protocol::kernel_id_from_connection_file(launch_.connection_file);
   auto written = watch::write_report(*watch_, context, kernel_id, report_dir);

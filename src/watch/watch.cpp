@@ -279,6 +279,11 @@ json Watch::build_report(const ReportContext& ctx, const std::string& id) {
                    {"mode", options_.mode},
                    {"faulthandler", ctx.faulthandler},
                    {"cell_announcements", ctx.cell_announcements}};
+  if (ctx.python_shim_ran)
+    r["watchdog"]["python_shim"] = {
+        {"ran", *ctx.python_shim_ran},
+        {"why_not",
+         ctx.python_shim_why_not.empty() ? json(nullptr) : json(ctx.python_shim_why_not)}};
 
   collectors.run("kernel", [&] {
     auto& kernel = r["kernel"];

@@ -47,3 +47,17 @@ TEST_CASE("a record cut short by the death is kept as text; the text is capped")
   CHECK(channel.take_text().size() == 32);
   CHECK(cells == 0);
 }
+
+TEST_CASE("the shim's first record says it runs, and is neither a cell nor text") {
+  FaultChannel channel(1 << 10);
+  int cells = 0;
+  CHECK_FALSE(channel.shim_started());
+  channel.feed("\x1ekwd-shim {}\n\x1ekwd-cell {\"n\": 1, \"code\": \"x\"}\n",
+               [&](CellAnnouncement) { ++cells; });
+  CHECK(channel.shim_started());
+  CHECK_FALSE(channel.announces_cells());  // not an IPython kernel yet
+  CHECK(cells == 1);
+  channel.feed("\x1ekwd-shim {\"cells\": true}\n", [&](CellAnnouncement) { ++cells; });
+  CHECK(channel.announces_cells());
+  CHECK_FALSE(channel.has_text());
+}

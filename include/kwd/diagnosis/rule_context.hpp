@@ -32,6 +32,8 @@ class RuleContext {
   // of it, so "idle" may be the cell run last.
   [[nodiscard]] bool idle_unproven() const;
   [[nodiscard]] std::string how_it_died() const;
+  // The `missing` line for a kernel that was given the shim but never ran it, saying why.
+  [[nodiscard]] std::optional<std::string> shim_never_ran() const;
   void termination(Finding& f) const;
   void hit(Finding& f, const SignatureHit& h) const;
   // Hits that support `cause` (or only give context), other than `except`, as evidence.

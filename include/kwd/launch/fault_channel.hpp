@@ -18,8 +18,10 @@ struct CellAnnouncement {
 };
 
 // What arrives on the faulthandler pipe, split in two: faulthandler's own text (a dying
-// kernel's Python stack) and the shim's cell announcements, one line each, framed as
-// "\x1ekwd-cell {json}\n" (a byte faulthandler never writes, one atomic write each).
+// kernel's Python stack) and the shim's records, one line each, framed as
+// "\x1ekwd-cell {json}\n" (a byte faulthandler never writes, one atomic write each): a cell
+// announcement each, "\x1ekwd-shim {}\n" once, as the shim starts in the kernel, and
+// "\x1ekwd-shim {"cells": true}\n" once it will announce cells (an IPython kernel's shell).
 class FaultChannel {
  public:
   using OnCell = std::function<void(CellAnnouncement)>;
@@ -30,6 +32,10 @@ class FaultChannel {
   // Faulthandler's text so far (a record cut short by the death included); emptied.
   std::string take_text();
   [[nodiscard]] bool has_text() const { return !text_.empty(); }
+  // The shim said it runs in the kernel (its first record).
+  [[nodiscard]] bool shim_started() const { return shim_started_; }
+  // ... and that it announces cells (it found an IPython shell to hook).
+  [[nodiscard]] bool announces_cells() const { return announces_cells_; }
 
  private:
   void keep_text(std::string_view bytes);
@@ -38,6 +44,8 @@ class FaultChannel {
   std::size_t text_limit_;
   std::string pending_;  // from a record's first byte, until its newline arrives
   std::string text_;
+  bool shim_started_ = false;
+  bool announces_cells_ = false;
 };
 
 }  // namespace kwd::launch

@@ -62,6 +62,10 @@ struct ReportContext {
   // The kernel tells the watchdog of each cell before running it (the shim's cell pipe):
   // without it a cell is known only from IOPub, which a kernel crashing at once never sends.
   bool cell_announcements = false;
+  // Whether the shim the kernel was given ran in it (nullopt: none given, or no way to tell),
+  // and, when it did not, why (its argv's own words, or a general reason).
+  std::optional<bool> python_shim_ran;
+  std::string python_shim_why_not;
   std::vector<std::string> notes;
   // Sections only the front end knows, added to the report as they are (the node daemon's
   // "kubernetes": the kernel's pod and container).
