@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import WRAPPED, kwd
+from conftest import WRAPPED, kwd, load_reports, wrap_kernelspec
 
 STUCK_C = r"""
 #include <errno.h>
@@ -266,3 +266,36 @@ def test_clear_errors_for_what_is_not_a_kernel():
     assert out.returncode == 1 and "no running kernel has the id" in out.stderr
     help_text = kwd("stacks", "--help").stdout
     assert "py-spy dump --native" in help_text and "Examples:" in help_text
+
+
+# --- a hang report carries the stacks ----------------------------------------------------------
+
+def test_a_hang_report_says_where_each_thread_was(kernel, jupyter_env, tmp_path):
+    name = wrap_kernelspec(jupyter_env, "python3-hb", "--heartbeat-interval=0.2",
+                           "--heartbeat-misses=3")
+    k, release = start_stuck_in_c(kernel, tmp_path, name)
+    pid = k.kernel_pid
+    # Stopped while in C: its heartbeat thread stops answering too, and the watchdog reports a
+    # hang, with the stacks taken then.
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 30
+        while not load_reports(jupyter_env["report_dir"]):
+            assert time.monotonic() < deadline, "no hang report"
+            time.sleep(0.1)
+        (report,) = load_reports(jupyter_env["report_dir"])  # checked against the schema
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert report["kind"] == "hang"
+    stacks = report["hang"]["stacks"]
+    assert stacks["pid"] == pid and stacks["native_missing"] is None
+    assert "stopped" in stacks["python_missing"]  # a stopped kernel cannot run its dump
+    (main,) = [t for t in stacks["threads"] if t["main"]]
+    assert "kwd_stuck_in_c" in functions(main["native"])
+    shown = kwd("reports", "show", "latest").stdout
+    assert "Where it is stuck" in shown and "kwd_stuck_in_c (libkwdstuck.so)" in shown, shown
+    # Continued, untraced, and it works again.
+    assert tracer_of(pid) == 0
+    release()
+    reply, _ = k.execute("1 + 1")
+    assert reply["status"] == "ok"
