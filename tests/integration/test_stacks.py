@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import WRAPPED, kwd, load_reports, wrap_kernelspec
+from conftest import KWD_BINARY, WRAPPED, kwd, load_reports, wrap_kernelspec
+from test_smoke import write_notebook
 
 STUCK_C = r"""
 #include <errno.h>
@@ -299,3 +300,34 @@ def test_a_hang_report_says_where_each_thread_was(kernel, jupyter_env, tmp_path)
     release()
     reply, _ = k.execute("1 + 1")
     assert reply["status"] == "ok"
+
+
+# --- smoke: a cell timeout says where the cell was stuck ----------------------------------------
+
+def test_smoke_timeout_says_where_the_cell_was_stuck(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    source = tmp_path / "stuck.c"
+    source.write_text(STUCK_C)
+    library = tmp_path / "libkwdstuck.so"
+    subprocess.run(["cc", "-g", "-O0", "-shared", "-fPIC", "-o", library, source], check=True)
+    nb = write_notebook(tmp_path / "stuck.ipynb", [
+        "import ctypes, os\n"
+        "r, w = os.pipe()\n"
+        "def kwd_waits_for_c():\n"
+        f"    ctypes.CDLL({str(library)!r}).kwd_stuck_in_c(r)\n"
+        "kwd_waits_for_c()\n"])
+    proc = subprocess.run(
+        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "3",
+         "--interrupt-grace", "1", "--json", str(nb)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    (cell,) = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    # Blocked in C, SIGINT cannot end it: killed after the grace, and the message still says
+    # where it was.
+    assert "kwd_stuck_in_c (libkwdstuck.so)" in cell["message"], cell["message"]
+    assert "kwd_waits_for_c" in cell["message"], cell["message"]
+    stacks = cell["stacks"]
+    (main,) = [t for t in stacks["threads"] if t["main"]]
+    assert "kwd_stuck_in_c" in functions(main["native"])
+    assert "kwd_waits_for_c" in [f["function"] for f in main["python"]]
