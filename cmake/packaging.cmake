@@ -65,6 +65,9 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
   # Opened at first use, not linked (platform/deferred_library.hpp): dpkg-shlibdeps cannot see
   # them, so they are named here (libcrypto.so.3 is Debian's libssl3).
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "libzmq5 (>= 4.3), libssl3 (>= 3.0.0)")
+  # Also opened at run time, and optional: without it `stacks` and hang reports have no
+  # native frames and say so (src/stacks/linux/libdw_api.cpp).
+  set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libdw1")
 endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-ipykernel, jupyter-client")
 set(CPACK_STRIP_FILES ON)

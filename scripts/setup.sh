@@ -9,6 +9,9 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format
   libzmq3-dev cppzmq-dev nlohmann-json3-dev libspdlog-dev libcli11-dev catch2 libssl-dev
   libsimdjson-dev libcpp-httplib-dev
+  # stacks: libdwfl's headers (libdw.so.1 itself is opened at run time, never linked); gdb
+  # attaches after `stacks` in its tests, eu-stack is what `stacks` is measured against
+  libdw-dev gdb elfutils
   # sanitizer builds (gcc's runtimes come with build-essential) and the libFuzzer targets:
   # clang with its runtimes (libFuzzer, ASan, UBSan), llvm-symbolizer for readable stacks
   clang libclang-rt-14-dev llvm

@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
       kwd::cli::add_run_command(app),        kwd::cli::add_reports_command(app),
       kwd::cli::add_kernelspec_command(app), kwd::cli::add_smoke_command(app),
       kwd::cli::add_daemon_command(app),     kwd::cli::add_status_command(app),
-      kwd::cli::add_service_command(app),    kwd::cli::add_completion_command(app)};
+      kwd::cli::add_service_command(app),    kwd::cli::add_completion_command(app),
+      kwd::cli::add_stacks_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -22,6 +22,7 @@ FLOORS = [
     ("system", ["platform", "loop"], "the operating system and the event loop"),
     ("single concerns", ["kernelspec", "hang", "http", "diagnosis", "faulthandler"],
      "one concern each, on the system"),
+    ("stacks", ["stacks"], "where each thread of a process is"),
     ("wire and documents", ["protocol", "report", "metrics"],
      "Jupyter's wire, the report document, metrics"),
     ("sources", ["probes", "client"], "memory/GPU/kernel-log sources, the kernel client"),

@@ -1,10 +1,11 @@
 """kernel-watchdog: Python tracebacks for kernels that die in native code.
 
 The watchdog puts a private directory holding this file first on PYTHONPATH, so the
-interpreter imports it as `sitecustomize` while it starts. It does five things and then
-steps aside (keeping stderr whole, showing the notice of the previous kernel's death and
-announcing cells are _kernel_watchdog_keep_stderr, _kernel_watchdog_show_notice and
-_kernel_watchdog_announce_cells below):
+interpreter imports it as `sitecustomize` while it starts. It does six things and then
+steps aside (keeping stderr whole, showing the notice of the previous kernel's death,
+announcing cells and dumping every thread on request are _kernel_watchdog_keep_stderr,
+_kernel_watchdog_show_notice, _kernel_watchdog_announce_cells and
+_kernel_watchdog_dump_on_signal below):
 
 1. Enables faulthandler (the crashing thread's stack) on the pipe the watchdog passed in
    $KERNEL_WATCHDOG_FAULT_FD, else on a *duplicate* of file descriptor 2 taken now. Not on
@@ -369,12 +370,48 @@ def _kernel_watchdog_show_notice():
     _kernel_watchdog_on_each_shell(show_from)
 
 
+def _kernel_watchdog_dump_on_signal():
+    """6. Lets the watchdog ask where every Python thread is, while the kernel lives.
+
+    faulthandler dumps all threads' Python frames from a C signal handler on SIGRTMIN+10,
+    so it answers even while the main thread is stuck in C with the GIL released, into a
+    memory file (memfd "kernel-watchdog-python-stacks", O_APPEND) that a watchdog with the
+    rights to trace the kernel opens through /proc/PID/fd: `run`, the daemon and
+    `kernel-watchdog stacks` alike, and nothing lands in stderr or the crash's fault pipe.
+    SIGRTMIN+10: a real-time signal nothing in Python, ipykernel, PyTorch (SIGUSR2 for its
+    own thread dumps), TensorFlow or glibc (SIGRTMIN-2, SIGRTMIN-1) uses, away from the first
+    few real-time signals libraries take when they want a free one. It is taken only when
+    nobody holds it yet; the watchdog sends it only when /proc says the kernel catches it (an
+    uncaught one would kill it). Linux only.
+    """
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import faulthandler
+        import fcntl
+        import os
+        import signal
+
+        signum = signal.SIGRTMIN + 10
+        if signal.getsignal(signum) != signal.SIG_DFL:
+            return
+        fd = os.memfd_create("kernel-watchdog-python-stacks", os.MFD_CLOEXEC)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+        faulthandler.register(signum, file=fd, all_threads=True, chain=False)
+    except Exception:
+        pass
+
+
 _kernel_watchdog_keep_stderr()
 del _kernel_watchdog_keep_stderr
 _kernel_watchdog_show_notice()
 del _kernel_watchdog_show_notice
 _kernel_watchdog_announce_cells()
 del _kernel_watchdog_announce_cells
+_kernel_watchdog_dump_on_signal()
+del _kernel_watchdog_dump_on_signal
 _kernel_watchdog_start()
 del _kernel_watchdog_start
 del _kernel_watchdog_forget_at_next_import

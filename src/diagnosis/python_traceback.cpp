@@ -34,27 +34,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::optional<PythonFrame> parse_frame(std::string_view line) {
-  // '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at'
-  // Searched, not matched: another thread's output may have landed in front of it.
-  static const std::regex frame(R"re(File "(.*)", line (\d+|\?\?\?) in (.*)$)re");
-  std::match_results<std::string_view::const_iterator> m;
-  if (!std::regex_search(line.begin(), line.end(), m, frame)) return std::nullopt;
-  PythonFrame f;
-  f.file = m[1].str();
-  // A line number too large for an int (a forged or garbled dump) is an unknown line, as
-  // "???" is: std::stoi would throw out of a diagnosis that must not.
-  const auto number = m[2].str();
-  int line_number = 0;
-  if (number != "???" &&
-      std::from_chars(number.data(), number.data() + number.size(), line_number).ec == std::errc())
-    f.line = line_number;
-  else
-    f.line = 0;
-  f.function = std::string(trim(m[3].str()));
-  return f;
-}
-
 std::string line_of(const std::string& code, int line) {
   if (line <= 0) return {};
   std::istringstream in(code);
@@ -105,6 +84,27 @@ bool is_cell_file(std::string_view file) {
   return std::regex_search(file.begin(), file.end(), cell);
 }
 
+std::optional<PythonFrame> parse_faulthandler_frame(std::string_view line) {
+  // '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at'
+  // Searched, not matched: another thread's output may have landed in front of it.
+  static const std::regex frame(R"re(File "(.*)", line (\d+|\?\?\?) in (.*)$)re");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_search(line.begin(), line.end(), m, frame)) return std::nullopt;
+  PythonFrame f;
+  f.file = m[1].str();
+  // A line number too large for an int (a forged or garbled dump) is an unknown line, as
+  // "???" is: std::stoi would throw out of a diagnosis that must not.
+  const auto number = m[2].str();
+  int line_number = 0;
+  if (number != "???" &&
+      std::from_chars(number.data(), number.data() + number.size(), line_number).ec == std::errc())
+    f.line = line_number;
+  else
+    f.line = 0;
+  f.function = std::string(trim(m[3].str()));
+  return f;
+}
+
 std::optional<FaulthandlerDump> parse_faulthandler(std::string_view text) {
   const auto at = text.rfind(kFatalMarker);
   if (at == std::string_view::npos) return std::nullopt;
@@ -149,7 +149,7 @@ std::optional<FaulthandlerDump> parse_faulthandler(std::string_view text) {
       continue;
     }
     if (crashing_block)
-      if (auto frame = parse_frame(line)) dump.frames.push_back(std::move(*frame));
+      if (auto frame = parse_faulthandler_frame(line)) dump.frames.push_back(std::move(*frame));
   }
   std::string whole;
   for (std::size_t i = 0; i < end; ++i) {

@@ -12,6 +12,7 @@
 #include "kwd/protocol/dead_stream_drain.hpp"
 #include "kwd/protocol/iopub_listener.hpp"
 #include "kwd/protocol/port_readiness.hpp"
+#include "kwd/stacks/stacks_json.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/wipe.hpp"
 
@@ -342,6 +343,13 @@ void KernelListener::on_hang(int consecutive_misses) {
   evidence.detected_at_ms = util::wall_ms();
   evidence.consecutive_misses = consecutive_misses;
   evidence.process = hang::snapshot_process(kernel_pid_);
+  if (evidence.process.available) {
+    // Where it is stuck, before anyone interrupts it. Bounded: the loop waits for this.
+    stacks::CaptureOptions capture;
+    capture.python_budget = std::chrono::milliseconds(500);
+    capture.native_budget = std::chrono::milliseconds(2000);
+    evidence.stacks = stacks::capture_stacks(kernel_pid_, capture);
+  }
   spdlog::warn("kernel {} has missed {} heartbeats in a row while alive ({}): hung", kernel_pid_,
                consecutive_misses,
                evidence.process.available ? evidence.process.process_state : "state unknown");
@@ -425,7 +433,8 @@ void KernelListener::contribute(json& report, std::int64_t at_ms, bool with_hang
         {"process_state", ev.process.available ? json(ev.process.process_state) : json(nullptr)},
         {"threads", std::move(threads)},
         {"threads_total", ev.process.threads_total},
-        {"reason", ev.process.available ? json(nullptr) : json(ev.process.reason)}};
+        {"reason", ev.process.available ? json(nullptr) : json(ev.process.reason)},
+        {"stacks", ev.stacks ? stacks::to_json(*ev.stacks) : json(nullptr)}};
   }
 }
 

@@ -267,6 +267,42 @@ void evidence_section(std::ostringstream& out, const ReportView& r, const Paint&
   if (evidence.size() > 6) out << "    (" << evidence.size() - 6 << " more in the report)\n";
 }
 
+// The stacks taken while the kernel was stuck: the main thread and those with Python frames
+// first, a few frames each (the report keeps all).
+void stacks_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
+                    std::size_t width, bool fit) {
+  const auto stacks = r.object("/hang/stacks");
+  if (!stacks) return;
+  out << "\n" << paint("Where it is stuck", "1") << "\n";
+  for (const char* part : {"/native_missing", "/python_missing"})
+    if (const auto missing = stacks->text(part))
+      out << wrap(std::string(part[1] == 'n' ? "native" : "Python") +
+                      " frames not available: " + terminal_safe(*missing),
+                  width, "  ", "    ", fit);
+  std::vector<const json*> shown;
+  for (const bool wanted : {true, false})
+    for (const auto& t : stacks->array("/threads")) {
+      const bool first = t.value("main", false) || !t.value("python", json::array()).empty();
+      if (first == wanted && t.value("joined", json::array()).size() > 0) shown.push_back(&t);
+    }
+  constexpr std::size_t kThreads = 6, kFrames = 5;
+  for (std::size_t i = 0; i < shown.size() && i < kThreads; ++i) {
+    const ReportView t(*shown[i]);
+    std::string heading = "Thread " + text(t, "/tid");
+    if (auto name = t.text("/name")) heading += " \"" + terminal_safe(*name) + "\"";
+    heading += ": " + text(t, "/state");
+    if (auto syscall = t.text("/syscall")) heading += ", in " + *syscall;
+    out << wrap(heading, width, "  ", "    ", fit);
+    const auto& joined = t.array("/joined");
+    for (std::size_t f = 0; f < joined.size() && f < kFrames; ++f)
+      if (joined[f].is_string())
+        out << wrap(terminal_safe(joined[f].get<std::string>()), width, "      ", "        ", fit);
+    if (joined.size() > kFrames) out << "      (" << joined.size() - kFrames << " more frames)\n";
+  }
+  if (shown.size() > kThreads)
+    out << "  (" << shown.size() - kThreads << " more threads in the report)\n";
+}
+
 void remedies_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
                       std::size_t width) {
   const auto& remedies = r.array("/diagnosis/remedies");
@@ -342,6 +378,7 @@ std::string render_summary(const json& report, const SummaryStyle& style) {
 
   evidence_section(out, r, paint, width, style.clip_long_lines);
   cell_section(out, r, paint, width, style.clip_long_lines);
+  stacks_section(out, r, paint, width, style.clip_long_lines);
   memory_section(out, r, paint, static_cast<int>(width));
   remedies_section(out, r, paint, width);
   out << "\n";

@@ -6,6 +6,7 @@
 
 #include "kwd/report/html_page.hpp"
 #include "kwd/report/terminal_summary.hpp"
+#include "kwd/stacks/pure.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/json_text.hpp"
 #include "kwd/util/private_files.hpp"
@@ -124,7 +125,11 @@ void NotebookRun::kernel_failed(const std::string& verdict, const watch::Process
     cell_->failure_type = result_.cause;
     cell_->message = result_.headline;
   }
-  if (cell_ != nullptr) cell_->details = result_.summary;
+  if (cell_ != nullptr) {
+    // A cell that timed out keeps where it was stuck under the report's summary.
+    cell_->details = result_.summary;
+    if (cell_->stacks) cell_->details += "\n" + stacks::render_text(*cell_->stacks);
+  }
   stop_ = true;
   mark_rest_not_run(cell_ != nullptr ? "the kernel " + std::string(hang ? "hung" : "died") +
                                            " in cell " + std::to_string(cell_->number)

@@ -6,6 +6,8 @@
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/smoke/failure_explanation.hpp"
 #include "kwd/smoke/notebook_run.hpp"
+#include "kwd/stacks/pure.hpp"
+#include "kwd/stacks/stacks.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/size_parse.hpp"
 
@@ -202,7 +204,18 @@ void NotebookRun::on_cell_timeout() {
   CellResult& cell = *cell_;
   cell.status = CellStatus::failed;
   cell.failure_type = "timeout";
-  cell.message = "still running after the " + format_seconds(timeout) + " cell timeout; ";
+  cell.message = "still running after the " + format_seconds(timeout) + " cell timeout";
+  // Where it is stuck, before the interrupt moves it. Bounded, as the loop waits.
+  if (kernel_ && kernel_->pid() > 0) {
+    stacks::CaptureOptions capture;
+    capture.python_budget = std::chrono::milliseconds(500);
+    capture.native_budget = std::chrono::milliseconds(2000);
+    cell.stacks = stacks::capture_stacks(kernel_->pid(), capture);
+    if (const auto where = stacks::main_thread_summary(*cell.stacks); !where.empty())
+      cell.message += ", stuck " + where;
+    cell.details = stacks::render_text(*cell.stacks);
+  }
+  cell.message += "; ";
   stop_ = true;
   mark_rest_not_run("an earlier cell timed out (cell " + std::to_string(cell.number) + ")");
   state_ = State::interrupting;
@@ -222,6 +235,9 @@ void NotebookRun::on_cell_timeout() {
         deadline_.reset();
         if (state_ != State::interrupting) return;
         cell_->message = "still running after the cell timeout and an interrupt; killed";
+        if (cell_->stacks)
+          if (const auto where = stacks::main_thread_summary(*cell_->stacks); !where.empty())
+            cell_->message += " (it was stuck " + where + ")";
         kernel_failed(cell_->message, nullptr, util::wall_ms());
       });
 }

@@ -8,6 +8,7 @@
 
 #include "kwd/report/html_page.hpp"
 #include "kwd/report/terminal_text.hpp"
+#include "kwd/stacks/stacks_json.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::smoke {
@@ -153,6 +154,7 @@ nlohmann::json results_json(const std::vector<NotebookResult>& results) {
       }
       if (c.peak_rss) cell["peak_rss_bytes"] = *c.peak_rss;
       if (c.peak_gpu) cell["peak_gpu_bytes"] = *c.peak_gpu;
+      if (c.stacks) cell["stacks"] = stacks::to_json(*c.stacks);
       cells.push_back(std::move(cell));
     }
     nlohmann::json nb = {{"path", r.path.string()},

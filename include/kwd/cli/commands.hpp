@@ -19,6 +19,7 @@ Command add_daemon_command(CLI::App& app);
 Command add_status_command(CLI::App& app);
 Command add_service_command(CLI::App& app);
 Command add_completion_command(CLI::App& app);
+Command add_stacks_command(CLI::App& app);
 
 // The process's logger on stderr at `level`. `format`: "text" (a line a person reads),
 // "json" (one object a line, with the structured fields), or "" (text, unless stderr is

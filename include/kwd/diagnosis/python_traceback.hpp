@@ -25,6 +25,9 @@ struct FaulthandlerDump {
 // The last faulthandler dump in `text`, if any.
 std::optional<FaulthandlerDump> parse_faulthandler(std::string_view text);
 
+// One frame line of a faulthandler dump ('  File "x.py", line 3 in f'), found anywhere in `line`.
+std::optional<PythonFrame> parse_faulthandler_frame(std::string_view line);
+
 // ipykernel compiles each cell to a file named /tmp/ipykernel_<pid>/<hash>.py.
 bool is_cell_file(std::string_view file);
 

@@ -18,6 +18,7 @@
 #include "kwd/protocol/kernel_activity.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/protocol/wire.hpp"
+#include "kwd/stacks/stacks.hpp"
 #include "kwd/timeline/memory_sample.hpp"
 
 namespace zmq {
@@ -33,6 +34,8 @@ struct HangEvidence {
   std::int64_t detected_at_ms = 0;
   int consecutive_misses = 0;
   hang::ProcessSnapshot process;
+  // Every thread's stack, taken when the hang was detected; nullopt when not asked for.
+  std::optional<stacks::ProcessStacks> stacks;
 };
 
 // The watchdog as a read-only participant of the Jupyter protocol, for one kernel: reads the

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kwd/stacks/stacks.hpp"
+
 namespace kwd::smoke {
 
 enum class CellStatus { passed, failed, skipped, not_run };
@@ -31,6 +33,8 @@ struct CellResult {
   double seconds = 0;
   std::optional<std::int64_t> peak_rss;  // bytes, the kernel's process tree
   std::optional<std::int64_t> peak_gpu;  // bytes, when a GPU is watched
+  // A cell that timed out: where every thread was, taken before the interrupt.
+  std::optional<stacks::ProcessStacks> stacks;
 };
 
 enum class Outcome {

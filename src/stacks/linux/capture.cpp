@@ -1,0 +1,131 @@
+#include <signal.h>
+
+#include <algorithm>
+
+#include "kwd/hang/thread_snapshot.hpp"
+#include "kwd/platform/linux/procfs.hpp"
+#include "kwd/stacks/linux/libdw_api.hpp"
+#include "kwd/stacks/linux/python_dump.hpp"
+#include "kwd/stacks/linux/unwind_child.hpp"
+#include "kwd/stacks/pure.hpp"
+#include "kwd/stacks/stacks.hpp"
+#include "kwd/util/clock.hpp"
+
+namespace kwd::stacks {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace proc = platform::linux_proc;
+
+std::string command_line(pid_t pid) {
+  auto text = proc::read_small_file("/proc/" + std::to_string(pid) + "/cmdline").value_or("");
+  while (!text.empty() && text.back() == '\0')
+    text.pop_back();
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  if (text.size() > 300) text = text.substr(0, 297) + "...";
+  return text;
+}
+
+// Why native frames cannot be had before trying: another tracer already holds the process.
+std::string tracer_problem(pid_t pid) {
+  const auto status = proc::read_small_file("/proc/" + std::to_string(pid) + "/status");
+  const auto tracer = status ? tracer_pid(*status) : std::nullopt;
+  if (!tracer || *tracer == 0) return {};
+  std::string name =
+      proc::read_small_file("/proc/" + std::to_string(*tracer) + "/comm").value_or("?");
+  while (!name.empty() && name.back() == '\n')
+    name.pop_back();
+  return "the process is already traced by pid " + std::to_string(*tracer) + " (" + name +
+         "): one tracer at a time";
+}
+
+void add_native(ProcessStacks& out, const CaptureOptions& options) {
+  const auto& lib = linux_stacks::Libdw::get();
+  if (!lib.missing.empty()) {
+    out.native_missing = lib.missing;
+    return;
+  }
+  if (auto busy = tracer_problem(out.pid); !busy.empty()) {
+    out.native_missing = std::move(busy);
+    return;
+  }
+  std::vector<pid_t> tids;
+  for (const auto& t : out.threads) {
+    // A thread in uninterruptible sleep would not stop for us until it leaves it: its
+    // kernel-side wait (wchan) is what there is to say.
+    if (t.state.starts_with("D") || t.state.starts_with("Z")) continue;
+    tids.push_back(t.tid);
+  }
+  const auto native =
+      linux_stacks::capture_native(lib, out.pid, tids, options.max_frames, options.native_budget);
+  out.frozen_us = native.frozen_us;
+  if (!native.problem.empty() && native.threads.empty()) out.native_missing = native.problem;
+  for (auto& t : out.threads) {
+    if (t.state.starts_with("D")) t.native_problem = "in uninterruptible sleep: not stopped";
+    for (const auto& [tid, tp] : native.thread_pointers)
+      if (tid == t.tid) t.thread_pointer = tp;
+    for (const auto& u : native.threads) {
+      if (u.tid != t.tid) continue;
+      t.native = u.frames;
+      t.native_truncated = u.truncated;
+      t.native_problem = u.problem;
+    }
+  }
+  // All threads refused alike (EPERM): said once for the process.
+  if (out.native_missing.empty() && !out.threads.empty() &&
+      std::all_of(out.threads.begin(), out.threads.end(), [&](const ThreadStacks& t) {
+        return t.native.empty() && t.native_problem == out.threads.front().native_problem &&
+               !t.native_problem.empty();
+      }))
+    out.native_missing = out.threads.front().native_problem;
+}
+
+}  // namespace
+
+ProcessStacks capture_stacks(pid_t pid, const CaptureOptions& options) {
+  const auto started = Clock::now();
+  ProcessStacks out;
+  out.pid = pid;
+  out.taken_at_ms = util::wall_ms();
+  const auto snapshot = hang::snapshot_process(pid, options.max_threads);
+  out.found = snapshot.available && hang::process_alive(pid);
+  if (!out.found) return out;
+  out.command = command_line(pid);
+  out.process_state = snapshot.process_state;
+  out.threads_total = snapshot.threads_total;
+  for (const auto& s : snapshot.threads) {
+    ThreadStacks t;
+    t.tid = s.tid;
+    t.name = s.name;
+    t.state = s.state;
+    t.wchan = s.wchan;
+    t.syscall = blocked_syscall(proc::read_small_file("/proc/" + std::to_string(pid) + "/task/" +
+                                                      std::to_string(s.tid) + "/syscall")
+                                    .value_or(""));
+    out.threads.push_back(std::move(t));
+  }
+  // Python first: its signal interrupts one thread's system call, which the native capture
+  // would otherwise show as the signal handler's frames.
+  std::string python_text;
+  if (options.python && out.process_state.starts_with("T")) {
+    // Its handler cannot run until it is continued; the signal would wait for that.
+    out.python_missing = "the process is stopped (" + out.process_state +
+                         "): it cannot run its dump until continued";
+  } else if (options.python) {
+    auto dump = linux_stacks::request_python_dump(pid, options.python_budget);
+    python_text = std::move(dump.text);
+    out.python_missing = std::move(dump.missing);
+  } else {
+    out.python_missing = "not asked for";
+  }
+  if (options.native)
+    add_native(out, options);
+  else
+    out.native_missing = "not asked for";
+  if (!python_text.empty()) join_python(out, parse_python_threads(python_text));
+  out.capture_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+  return out;
+}
+
+}  // namespace kwd::stacks

@@ -1,0 +1,188 @@
+#include "kwd/stacks/linux/native_unwind.hpp"
+
+#include <dwarf.h>
+#include <sys/uio.h>
+
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "kwd/stacks/pure.hpp"
+
+namespace kwd::stacks::linux_stacks {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What libdwfl's callbacks reach through their void* arguments. Nothing here may throw out
+// of a callback: libdw is C.
+struct Session {
+  const Libdw* lib = nullptr;
+  pid_t pid = 0;
+  const std::vector<ThreadImage>* images = nullptr;
+  std::size_t max_frames = 0;
+  Clock::time_point deadline;
+  std::size_t next = 0;  // next_thread's position
+};
+
+struct ThreadWalk {
+  Session* session = nullptr;
+  UnwoundThread* out = nullptr;
+};
+
+const ThreadImage* image_of(const Session& s, pid_t tid) {
+  for (const auto& image : *s.images)
+    if (image.tid == tid && image.problem.empty()) return &image;
+  return nullptr;
+}
+
+pid_t next_thread(Dwfl*, void* arg, void** thread_arg) noexcept {
+  auto& s = *static_cast<Session*>(arg);
+  while (s.next < s.images->size()) {
+    const ThreadImage& image = (*s.images)[s.next++];
+    if (!image.problem.empty()) continue;
+    *thread_arg = const_cast<ThreadImage*>(&image);
+    return image.tid;
+  }
+  return 0;
+}
+
+bool get_thread(Dwfl*, pid_t tid, void* arg, void** thread_arg) noexcept {
+  const ThreadImage* image = image_of(*static_cast<Session*>(arg), tid);
+  if (image == nullptr) return false;
+  *thread_arg = const_cast<ThreadImage*>(image);
+  return true;
+}
+
+bool memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* arg) noexcept {
+  const auto& s = *static_cast<Session*>(arg);
+  for (const auto& image : *s.images) {
+    if (addr >= image.stack_at &&
+        addr - image.stack_at + sizeof(Dwarf_Word) <= image.stack.size()) {
+      std::memcpy(result, image.stack.data() + (addr - image.stack_at), sizeof(Dwarf_Word));
+      return true;
+    }
+  }
+  // Outside every copied stack: the live process (it runs again; what unwinding reads
+  // there, other than stacks, does not change).
+  iovec local{result, sizeof(Dwarf_Word)};
+  iovec remote{reinterpret_cast<void*>(addr), sizeof(Dwarf_Word)};
+  return ::process_vm_readv(s.pid, &local, 1, &remote, 1, 0) ==
+         static_cast<ssize_t>(sizeof(Dwarf_Word));
+}
+
+bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) noexcept {
+  const auto& image = *static_cast<const ThreadImage*>(thread_arg);
+  // The Session is not reachable from here; the functions are the one loaded Libdw's.
+  const Libdw& lib = Libdw::get();
+  if (!lib.thread_state_registers(thread, 0, static_cast<unsigned>(image.dwarf_registers.size()),
+                                  image.dwarf_registers.data()))
+    return false;
+  lib.thread_state_register_pc(thread, image.pc);
+  return true;
+}
+
+NativeFrame describe(const Session& s, Dwfl* dwfl, Dwarf_Addr pc, bool activation) {
+  const Libdw& lib = *s.lib;
+  NativeFrame frame;
+  frame.pc = pc;
+  // A return address points after the call: the call itself is one byte before it.
+  const Dwarf_Addr at = activation || pc == 0 ? pc : pc - 1;
+  Dwfl_Module* module = lib.addrmodule(dwfl, at);
+  if (module == nullptr) return frame;
+  Dwarf_Addr start = 0;
+  const char* name =
+      lib.module_info(module, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
+  if (name != nullptr) frame.module = name;
+  frame.offset = pc - start;
+  GElf_Off offset = 0;
+  GElf_Sym symbol{};
+  const char* function =
+      lib.module_addrinfo(module, at, &offset, &symbol, nullptr, nullptr, nullptr);
+  if (function != nullptr) {
+    frame.function = demangle(function);
+    frame.offset = pc - (at - offset);
+  }
+  if (Clock::now() < s.deadline) {
+    if (Dwfl_Line* line = lib.module_getsrc(module, at)) {
+      int number = 0;
+      if (const char* file = lib.lineinfo(line, nullptr, &number, nullptr, nullptr, nullptr)) {
+        frame.file = file;
+        frame.line = number;
+      }
+    }
+  }
+  return frame;
+}
+
+int on_frame(Dwfl_Frame* state, void* arg) noexcept {
+  auto& walk = *static_cast<ThreadWalk*>(arg);
+  const Session& s = *walk.session;
+  try {
+    if (walk.out->frames.size() >= s.max_frames) {
+      walk.out->truncated = true;
+      return DWARF_CB_ABORT;
+    }
+    Dwarf_Addr pc = 0;
+    bool activation = false;
+    if (!s.lib->frame_pc(state, &pc, &activation)) return DWARF_CB_ABORT;
+    Dwfl* dwfl = s.lib->thread_dwfl(s.lib->frame_thread(state));
+    walk.out->frames.push_back(describe(s, dwfl, pc, activation));
+    return DWARF_CB_OK;
+  } catch (...) {
+    walk.out->problem = "out of memory while naming frames";
+    return DWARF_CB_ABORT;
+  }
+}
+
+struct DwflDeleter {
+  const Libdw* lib;
+  void operator()(Dwfl* dwfl) const noexcept { lib->end(dwfl); }
+};
+
+}  // namespace
+
+void unwind(const Libdw& lib, pid_t pid, const std::vector<ThreadImage>& images,
+            std::size_t max_frames, Clock::time_point deadline,
+            const std::function<void(const UnwoundThread&)>& done) {
+  // Static: libdwfl keeps pointers to both for the Dwfl's life.
+  static char* debuginfo_path = nullptr;
+  static Dwfl_Callbacks callbacks{};
+  callbacks.find_elf = lib.linux_proc_find_elf;
+  callbacks.find_debuginfo = lib.standard_find_debuginfo;
+  callbacks.debuginfo_path = &debuginfo_path;
+  static Dwfl_Thread_Callbacks thread_callbacks{};
+  thread_callbacks.next_thread = next_thread;
+  thread_callbacks.get_thread = get_thread;
+  thread_callbacks.memory_read = memory_read;
+  thread_callbacks.set_initial_registers = set_initial_registers;
+
+  const std::unique_ptr<Dwfl, DwflDeleter> dwfl(lib.begin(&callbacks), DwflDeleter{&lib});
+  if (!dwfl) throw std::runtime_error(std::string("dwfl_begin: ") + lib.errmsg(-1));
+  lib.report_begin(dwfl.get());
+  if (const int err = lib.linux_proc_report(dwfl.get(), pid); err != 0)
+    throw std::runtime_error("cannot read /proc/" + std::to_string(pid) +
+                             "/maps: " + std::strerror(err > 0 ? err : EINVAL));
+  if (lib.report_end(dwfl.get(), nullptr, nullptr) != 0)
+    throw std::runtime_error(std::string("dwfl_report_end: ") + lib.errmsg(-1));
+
+  Session session{&lib, pid, &images, max_frames, deadline, 0};
+  if (!lib.attach_state(dwfl.get(), nullptr, pid, &thread_callbacks, &session))
+    throw std::runtime_error(std::string("dwfl_attach_state: ") + lib.errmsg(-1));
+
+  for (const auto& image : images) {
+    UnwoundThread thread;
+    thread.tid = image.tid;
+    thread.problem = image.problem;
+    if (image.problem.empty()) {
+      ThreadWalk walk{&session, &thread};
+      // The end of a stack is reported as an error by some architectures: frames found count.
+      if (lib.getthread_frames(dwfl.get(), image.tid, on_frame, &walk) < 0 &&
+          thread.frames.empty() && thread.problem.empty())
+        thread.problem = std::string("unwinding failed: ") + lib.errmsg(-1);
+    }
+    done(thread);
+  }
+}
+
+}  // namespace kwd::stacks::linux_stacks

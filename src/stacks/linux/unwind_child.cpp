@@ -1,0 +1,144 @@
+#include "kwd/stacks/linux/unwind_child.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "kwd/stacks/stacks_json.hpp"
+#include "kwd/util/unique_fd.hpp"
+
+namespace kwd::stacks::linux_stacks {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+void write_all(int fd, const std::string& text) noexcept {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// The child's whole life. Only what is safe after fork() in a process that had threads:
+// no logging (spdlog's mutexes may be held by a thread that is not here), memory and
+// system calls only.
+[[noreturn]] void child_main(int out, const Libdw& lib, pid_t pid, const std::vector<pid_t>& tids,
+                             std::size_t max_frames, Clock::time_point deadline) {
+  try {
+    const auto freeze_budget = std::chrono::milliseconds(500);
+    const FrozenProcess frozen = freeze_and_copy(pid, tids, freeze_budget);
+    json head = {{"frozen_us", frozen.frozen_us}, {"threads", json::array()}};
+    for (const auto& image : frozen.images)
+      head["threads"].push_back({{"tid", image.tid}, {"tp", image.thread_pointer}});
+    write_all(out, head.dump() + "\n");
+    // Leave a margin before the parent's own deadline for the last line to arrive.
+    const auto names_until = deadline - (deadline - Clock::now()) / 4;
+    unwind(lib, pid, frozen.images, max_frames, names_until, [out](const UnwoundThread& t) {
+      write_all(out, json{{"tid", t.tid},
+                          {"frames", frames_to_json(t.frames)},
+                          {"truncated", t.truncated},
+                          {"problem", t.problem}}
+                             .dump() +
+                         "\n");
+    });
+  } catch (const std::exception& e) {
+    write_all(out, json{{"error", e.what()}}.dump() + "\n");
+  } catch (...) {
+    write_all(out, "{\"error\":\"unknown failure\"}\n");
+  }
+  ::_exit(0);
+}
+
+void take_line(const std::string& line, NativeCapture& out) {
+  const auto doc = json::parse(line, nullptr, false);
+  if (!doc.is_object()) return;
+  if (const auto e = doc.find("error"); e != doc.end() && e->is_string()) {
+    out.problem = e->get<std::string>();
+  } else if (const auto f = doc.find("frozen_us"); f != doc.end() && f->is_number_integer()) {
+    out.frozen_us = f->get<std::int64_t>();
+    for (const auto& t : doc.value("threads", json::array()))
+      out.thread_pointers.emplace_back(t.value("tid", 0), t.value("tp", std::uint64_t{0}));
+  } else {
+    UnwoundThread t;
+    t.tid = doc.value("tid", 0);
+    t.frames = frames_from_json(doc.value("frames", json::array()));
+    t.truncated = doc.value("truncated", false);
+    t.problem = doc.value("problem", "");
+    out.threads.push_back(std::move(t));
+  }
+}
+
+}  // namespace
+
+NativeCapture capture_native(const Libdw& lib, pid_t pid, const std::vector<pid_t>& tids,
+                             std::size_t max_frames, std::chrono::milliseconds budget) {
+  NativeCapture out;
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) {
+    out.problem = std::string("cannot make a pipe: ") + std::strerror(errno);
+    return out;
+  }
+  util::UniqueFd read_end(ends[0]);
+  util::UniqueFd write_end(ends[1]);
+  const auto deadline = Clock::now() + budget;
+  const pid_t child = ::fork();
+  if (child < 0) {
+    out.problem = std::string("cannot fork the unwinder: ") + std::strerror(errno);
+    return out;
+  }
+  if (child == 0) {
+    read_end.reset();
+    child_main(write_end.get(), lib, pid, tids, max_frames, deadline);
+  }
+  write_end.reset();
+
+  std::string pending;
+  bool ended = false;
+  while (!ended) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{read_end.get(), POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
+    char buffer[65536];
+    const ssize_t n = ::read(read_end.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ended = true;
+      break;
+    }
+    pending.append(buffer, static_cast<std::size_t>(n));
+    for (auto newline = pending.find('\n'); newline != std::string::npos;
+         newline = pending.find('\n')) {
+      take_line(pending.substr(0, newline), out);
+      pending.erase(0, newline + 1);
+    }
+  }
+  // Killing the child detaches whatever it still traced: the kernel does it at the tracer's
+  // exit.
+  if (!ended) ::kill(child, SIGKILL);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!ended && out.problem.empty())
+    out.problem = "the unwinder ran out of its " + std::to_string(budget.count()) +
+                  " ms; frames found by then are kept";
+  else if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL && out.problem.empty())
+    out.problem = std::string("the unwinder crashed (") + ::strsignal(WTERMSIG(status)) +
+                  "); frames found by then are kept";
+  return out;
+}
+
+}  // namespace kwd::stacks::linux_stacks

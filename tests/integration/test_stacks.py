@@ -1,0 +1,333 @@
+"""`kernel-watchdog stacks`: where every thread of a running kernel is.
+
+Real kernels under `kernel-watchdog run` (through jupyter_client), stuck the two ways users'
+kernels get stuck: in C with the GIL released, and in a Python lock deadlock. The command
+must name the C function and its library, each thread's Python frames, leave the kernel
+untraced and working, and let gdb attach after it.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import KWD_BINARY, WRAPPED, kwd, load_reports, wrap_kernelspec
+from test_smoke import write_notebook
+
+STUCK_C = r"""
+#include <errno.h>
+#include <unistd.h>
+
+/* Blocks in read(2) until the test writes a byte; a signal (the Python dump's) does not end it. */
+int kwd_stuck_in_c(int fd) {
+  char c;
+  for (;;) {
+    ssize_t n = read(fd, &c, 1);
+    if (n >= 0 || errno != EINTR) return (int)n;
+  }
+}
+"""
+
+
+@pytest.fixture
+def kernel(start_kernel):
+    return start_kernel
+
+
+def wait_until(predicate, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def syscall_of(pid, tid):
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+            return f.read().split()[0]
+    except OSError:
+        return ""
+
+
+def tracer_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    raise AssertionError("no TracerPid")
+
+
+def stacks_json(pid, env=None):
+    out = kwd("stacks", pid, "--json", env=env)
+    return json.loads(out.stdout)
+
+
+def thread(doc, tid):
+    (t,) = [t for t in doc["threads"] if t["tid"] == tid]
+    return t
+
+
+def functions(frames):
+    return [f["function"] for f in frames]
+
+
+def drain_cell(k, msg_id, timeout=30):
+    """Waits for the reply to an execute request sent without waiting."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = k.kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply["content"]
+
+
+def start_stuck_in_c(kernel, tmp_path, name=WRAPPED):
+    """A watched kernel whose cell is blocked in a C library's function (GIL released),
+    until the test lets it go. Returns (kernel, release)."""
+    source = tmp_path / "stuck.c"
+    source.write_text(STUCK_C)
+    library = tmp_path / "libkwdstuck.so"
+    subprocess.run(["cc", "-g", "-O0", "-shared", "-fPIC", "-o", library, source], check=True)
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    k = kernel(name)
+    pid = k.kernel_pid
+    msg_id = k.kc.execute(
+        "import ctypes, os\n"
+        f"fd = os.open({str(fifo)!r}, os.O_RDWR)\n"
+        f"ctypes.CDLL({str(library)!r}).kwd_stuck_in_c(fd)\n")
+    wait_until(lambda: syscall_of(pid, pid) == "0", "the cell to block in read(2)")
+
+    def release():
+        writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(writer, b"x")
+        os.close(writer)
+        assert drain_cell(k, msg_id)["status"] == "ok"
+
+    return k, release
+
+
+@pytest.fixture
+def stuck_in_c(kernel, tmp_path):
+    return start_stuck_in_c(kernel, tmp_path)
+
+
+def test_stacks_names_the_c_function_and_library_a_cell_is_stuck_in(stuck_in_c):
+    k, release = stuck_in_c
+    pid = k.kernel_pid
+    doc = stacks_json(pid)
+    main = thread(doc, pid)
+    assert doc["native_missing"] is None, doc["native_missing"]
+    assert main["syscall"] == "read"
+    names = functions(main["native"])
+    assert "kwd_stuck_in_c" in names, names
+    (frame,) = [f for f in main["native"] if f["function"] == "kwd_stuck_in_c"]
+    assert frame["module"].endswith("/libkwdstuck.so")
+    assert frame["file"].endswith("stuck.c") and frame["line"] > 0  # built with -g
+    # The shim's dump: the cell's own frame, on the thread that is stuck in C.
+    assert doc["python_missing"] is None, doc["python_missing"]
+    assert main["python"] and main["python"][0]["in_cell"], main["python"]
+    # Joined: the C frames, then the cell.
+    joined = main["joined"]
+    at_c = next(i for i, line in enumerate(joined) if line.startswith("kwd_stuck_in_c "))
+    at_cell = next(i for i, line in enumerate(joined) if line.startswith("<module> ("))
+    assert at_c < at_cell
+    assert doc["frozen_us"] is not None and doc["frozen_us"] >= 0
+
+    text = kwd("stacks", pid).stdout
+    assert f"Thread {pid} " in text and "(main" in text
+    assert "kwd_stuck_in_c (libkwdstuck.so) at " in text
+
+    # Let go: nothing traces it, it was never stopped for good, and it still runs cells.
+    assert tracer_of(pid) == 0
+    release()
+    reply, outputs = k.execute("6 * 7")
+    assert reply["status"] == "ok"
+    assert [m["content"]["data"]["text/plain"] for m in outputs
+            if m["msg_type"] == "execute_result"] == ["42"]
+    assert tracer_of(pid) == 0
+
+
+def test_gdb_still_attaches_after_stacks(stuck_in_c):
+    k, release = stuck_in_c
+    pid = k.kernel_pid
+    kwd("stacks", pid)
+    gdb = subprocess.run(["gdb", "-q", "-nx", "-batch", "-p", str(pid), "-ex", "detach"],
+                         capture_output=True, text=True, timeout=120)
+    assert "Operation not permitted" not in gdb.stderr, gdb.stderr
+    assert f"[Inferior 1 (process {pid}) detached]" in gdb.stdout, gdb.stdout + gdb.stderr
+    assert gdb.returncode == 0, gdb.stderr
+    assert tracer_of(pid) == 0
+    release()
+
+
+def test_stacks_shows_both_threads_of_a_python_lock_deadlock(kernel):
+    k = kernel()
+    pid = k.kernel_pid
+    msg_id = k.kc.execute(
+        "import threading, time\n"
+        "a, b = threading.Lock(), threading.Lock()\n"
+        "def kwd_worker_takes_b_then_a():\n"
+        "    with b:\n"
+        "        time.sleep(0.3)\n"
+        "        with a:\n"
+        "            pass\n"
+        "def kwd_main_takes_a_then_b():\n"
+        "    with a:\n"
+        "        time.sleep(0.3)\n"
+        "        with b:\n"
+        "            pass\n"
+        "threading.Thread(target=kwd_worker_takes_b_then_a, name='kwd-worker', daemon=True).start()\n"
+        "kwd_main_takes_a_then_b()\n")
+    wait_until(lambda: syscall_of(pid, pid) == "202", "the main thread to wait on its lock")
+    time.sleep(0.5)  # both are in their second acquire by now
+    doc = stacks_json(pid)
+    assert doc["python_missing"] is None, doc["python_missing"]
+    main = thread(doc, pid)
+    assert "kwd_main_takes_a_then_b" in [f["function"] for f in main["python"]]
+    (worker,) = [t for t in doc["threads"]
+                 if "kwd_worker_takes_b_then_a" in [f["function"] for f in t["python"]]]
+    assert worker["tid"] != pid and worker["syscall"] == "futex"
+    assert worker["python"][0]["function"] == "kwd_worker_takes_b_then_a"
+    # Python frames joined with native ones: the lock's wait in libc, then the Python.
+    assert any(line.startswith("kwd_worker_takes_b_then_a (") for line in worker["joined"])
+
+    text = kwd("stacks", pid).stdout
+    assert "kwd_main_takes_a_then_b (" in text and "kwd_worker_takes_b_then_a (" in text
+    assert tracer_of(pid) == 0
+
+    # The lock waits are interruptible: the cell ends, the worker gets both locks, the kernel
+    # answers again.
+    k.km.interrupt_kernel()
+    assert drain_cell(k, msg_id)["status"] == "error"
+    reply, _ = k.execute("1 + 1")
+    assert reply["status"] == "ok"
+
+
+def test_without_libdw_the_python_frames_still_come_and_the_reason_is_said(stuck_in_c):
+    k, release = stuck_in_c
+    pid = k.kernel_pid
+    env = dict(os.environ, KERNEL_WATCHDOG_LIBDW="/nonexistent/libdw.so.1")
+    out = kwd("stacks", pid, env=env)
+    assert "Native frames not available: cannot load /nonexistent/libdw.so.1" in out.stdout
+    assert "<module> (" in out.stdout  # the cell, from the shim's dump
+    doc = json.loads(kwd("stacks", pid, "--json", env=env).stdout)
+    assert doc["frozen_us"] is None and not thread(doc, pid)["native"]
+    release()
+
+
+def test_a_process_not_under_the_watchdog_gets_native_frames_and_the_reason_for_no_python():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        wait_until(lambda: syscall_of(sleeper.pid, sleeper.pid) not in ("", "running"),
+                   "the sleeper to sleep")
+        out = kwd("stacks", sleeper.pid).stdout
+        assert "Python frames not available: the kernel was not started by" in out
+        assert "clock_nanosleep" in out or "nanosleep" in out, out
+        assert tracer_of(sleeper.pid) == 0
+        assert sleeper.poll() is None  # no signal was sent that could kill it
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_traced_process_is_said_to_be_traced_not_failed():
+    traced = subprocess.Popen(
+        ["gdb", "-q", "-nx", "-batch", "-ex", "run", "--args", sys.executable, "-c",
+         "import time; time.sleep(60)"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import psutil
+
+    def the_child():
+        children = psutil.Process(traced.pid).children()
+        return children[0].pid if children else None
+
+    child = None
+    try:
+        wait_until(lambda: the_child() and tracer_of(the_child()) == traced.pid, "gdb's child")
+        child = the_child()
+        out = kwd("stacks", child).stdout
+        assert f"Native frames not available: the process is already traced by pid {traced.pid}" \
+            in out, out
+        assert "Thread " in out  # the states are still said
+    finally:
+        if child:
+            os.kill(child, signal.SIGKILL)
+        traced.kill()
+        traced.wait()
+
+
+def test_clear_errors_for_what_is_not_a_kernel():
+    out = kwd("stacks", "999999999", check=False)
+    assert out.returncode == 1 and "no process 999999999" in out.stderr
+    out = kwd("stacks", "no-such-kernel-id", check=False)
+    assert out.returncode == 1 and "no running kernel has the id" in out.stderr
+    help_text = kwd("stacks", "--help").stdout
+    assert "py-spy dump --native" in help_text and "Examples:" in help_text
+
+
+# --- a hang report carries the stacks ----------------------------------------------------------
+
+def test_a_hang_report_says_where_each_thread_was(kernel, jupyter_env, tmp_path):
+    name = wrap_kernelspec(jupyter_env, "python3-hb", "--heartbeat-interval=0.2",
+                           "--heartbeat-misses=3")
+    k, release = start_stuck_in_c(kernel, tmp_path, name)
+    pid = k.kernel_pid
+    # Stopped while in C: its heartbeat thread stops answering too, and the watchdog reports a
+    # hang, with the stacks taken then.
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 30
+        while not load_reports(jupyter_env["report_dir"]):
+            assert time.monotonic() < deadline, "no hang report"
+            time.sleep(0.1)
+        (report,) = load_reports(jupyter_env["report_dir"])  # checked against the schema
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert report["kind"] == "hang"
+    stacks = report["hang"]["stacks"]
+    assert stacks["pid"] == pid and stacks["native_missing"] is None
+    assert "stopped" in stacks["python_missing"]  # a stopped kernel cannot run its dump
+    (main,) = [t for t in stacks["threads"] if t["main"]]
+    assert "kwd_stuck_in_c" in functions(main["native"])
+    shown = kwd("reports", "show", "latest").stdout
+    assert "Where it is stuck" in shown and "kwd_stuck_in_c (libkwdstuck.so)" in shown, shown
+    # Continued, untraced, and it works again.
+    assert tracer_of(pid) == 0
+    release()
+    reply, _ = k.execute("1 + 1")
+    assert reply["status"] == "ok"
+
+
+# --- smoke: a cell timeout says where the cell was stuck ----------------------------------------
+
+def test_smoke_timeout_says_where_the_cell_was_stuck(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    source = tmp_path / "stuck.c"
+    source.write_text(STUCK_C)
+    library = tmp_path / "libkwdstuck.so"
+    subprocess.run(["cc", "-g", "-O0", "-shared", "-fPIC", "-o", library, source], check=True)
+    nb = write_notebook(tmp_path / "stuck.ipynb", [
+        "import ctypes, os\n"
+        "r, w = os.pipe()\n"
+        "def kwd_waits_for_c():\n"
+        f"    ctypes.CDLL({str(library)!r}).kwd_stuck_in_c(r)\n"
+        "kwd_waits_for_c()\n"])
+    proc = subprocess.run(
+        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "3",
+         "--interrupt-grace", "1", "--json", str(nb)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    (cell,) = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    # Blocked in C, SIGINT cannot end it: killed after the grace, and the message still says
+    # where it was.
+    assert "kwd_stuck_in_c (libkwdstuck.so)" in cell["message"], cell["message"]
+    assert "kwd_waits_for_c" in cell["message"], cell["message"]
+    stacks = cell["stacks"]
+    (main,) = [t for t in stacks["threads"] if t["main"]]
+    assert "kwd_stuck_in_c" in functions(main["native"])
+    assert "kwd_waits_for_c" in [f["function"] for f in main["python"]]
