@@ -40,7 +40,7 @@ export KWD_SANITIZER_STRIDE=5
 # and nbmake/papermill they would add minutes under ASan. The macOS compile check builds
 # nothing of this build's: it ran with the normal build's suite.
 status=0
-(cd build-asan && ctest --output-on-failure --timeout 600 -j 2 \
+(cd build-asan && ctest --output-on-failure --timeout 600 -j 2 --output-junit ctest-junit.xml \
   -E '^(integration\.(test_frameworks|test_python_package|test_jupyter_extension|test_jupyterlab_ui|pypi_stack\..*)|portability\..*)$' "$@") ||
   status=$?
 if compgen -G "$logs/*" >/dev/null; then
