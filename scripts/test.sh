@@ -33,8 +33,11 @@ stage() {
   echo "test.sh: stage '$name' took $((SECONDS - start)) s" >&2
   return $status
 }
+# Four tests at a time on two cores: most wait on kernels, not on a core. Those that need the
+# machine or a core to themselves say so in tests/CMakeLists.txt (RUN_SERIAL, RESOURCE_LOCK).
 run_ctest() (
-  cd build && ctest --output-on-failure --timeout 600 -j 2 --output-junit ctest-junit.xml "$@"
+  cd build && ctest --output-on-failure --timeout 600 -j "${KWD_TEST_JOBS:-4}" \
+    --output-junit ctest-junit.xml "$@"
 )
 
 stage setup scripts/setup.sh
