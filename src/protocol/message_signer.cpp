@@ -9,13 +9,17 @@
 #include <cctype>
 
 namespace kwd::protocol {
-namespace {
 
+// Not in the anonymous namespace: MessageSigner::Mac's members hold it, and a member of a class
+// with external linkage may not have a type of internal linkage (GCC's -Wsubobject-linkage says
+// so once this file is compiled inside a unity batch).
 struct MacDeleter {
   void operator()(EVP_MAC* p) const noexcept { EVP_MAC_free(p); }
   void operator()(EVP_MAC_CTX* p) const noexcept { EVP_MAC_CTX_free(p); }
   void operator()(EVP_MD* p) const noexcept { EVP_MD_free(p); }
 };
+
+namespace {
 
 // Python's hashlib names (what jupyter_client accepts after "hmac-") to OpenSSL's.
 std::string openssl_digest_name(std::string_view hashlib_name) {

@@ -42,18 +42,10 @@ ol.remedies li{margin-bottom:8px}.why{color:#57606a;font-size:13px}
 details{margin:6px 0} .kv td:first-child{font-weight:600;white-space:nowrap}
 )css";
 
-std::string esc(const std::string& s) {
-  return escape_html(s);
-}
-
-std::string text_of(const json& v) {
-  return value_text(v);
-}
-
 // A field of the report (or of one item of it) as HTML-escaped text; "—" when not known.
 std::string field(const ReportView& v, std::string_view pointer) {
   const auto* value = v.find(pointer);
-  return esc(value != nullptr ? text_of(*value) : "—");
+  return escape_html(value != nullptr ? value_text(*value) : "—");
 }
 
 // Where in the report a piece of evidence was found, in words; the JSON pointer stays as the
@@ -96,7 +88,7 @@ std::string where_in_words(const std::string& pointer, const std::optional<std::
 }
 
 void section(std::ostringstream& out, const std::string& id, const std::string& title) {
-  out << "<h2 id=\"" << esc(id) << "\">" << esc(title) << "</h2>\n";
+  out << "<h2 id=\"" << escape_html(id) << "\">" << escape_html(title) << "</h2>\n";
 }
 
 void diagnosis_section(std::ostringstream& out, const ReportView& r) {
@@ -112,7 +104,7 @@ void diagnosis_section(std::ostringstream& out, const ReportView& r) {
       std::optional<std::string> line;
       if (e.number("/line")) line = e.scalar("/line");
       out << "<tr><td>" << (item.is_object() ? field(e, "/fact") : field(e, "")) << "</td><td>"
-          << esc(where_in_words(pointer, line)) << "</td></tr>";
+          << escape_html(where_in_words(pointer, line)) << "</td></tr>";
     }
     out << "</table>\n";
   } else {
@@ -130,7 +122,7 @@ void diagnosis_section(std::ostringstream& out, const ReportView& r) {
   if (!missing.empty()) {
     out << "<p><b>What the report could not tell:</b></p><ul class=\"missing\">";
     for (const auto& m : missing)
-      out << "<li>" << esc(text_of(m)) << "</li>";
+      out << "<li>" << escape_html(value_text(m)) << "</li>";
     out << "</ul>\n";
   }
   const auto& sigs = d->array("/signatures");
@@ -142,7 +134,7 @@ void diagnosis_section(std::ostringstream& out, const ReportView& r) {
       const ReportView sig(item);
       out << "<tr><td>" << field(sig, "/id") << "</td><td>" << field(sig, "/supports")
           << "</td><td>"
-          << esc(where_in_words(sig.text("/pointer").value_or(""), sig.scalar("/line")))
+          << escape_html(where_in_words(sig.text("/pointer").value_or(""), sig.scalar("/line")))
           << "</td><td><code>" << field(sig, "/text") << "</code></td><td>" << field(sig, "/source")
           << "</td></tr>";
     }
@@ -164,14 +156,17 @@ void cell_section(std::ostringstream& out, const ReportView& r) {
   if (!cell) return;
   section(out, "cell", "Running cell [" + cell->scalar("/execution_count").value_or("—") + "]");
   out << "<p class=\"muted\">running for "
-      << esc(cell->number("/running_for_s") ? util::format_duration(*cell->number("/running_for_s"))
-                                            : std::string("an unknown time"));
+      << escape_html(cell->number("/running_for_s")
+                         ? util::format_duration(*cell->number("/running_for_s"))
+                         : std::string("an unknown time"));
   if (auto rss = cell->number("/rss_at_start"))
-    out << ", RSS at start " << esc(util::format_bytes(*rss));
-  if (auto peak = cell->number("/rss_peak")) out << ", peak " << esc(util::format_bytes(*peak));
+    out << ", RSS at start " << escape_html(util::format_bytes(*rss));
+  if (auto peak = cell->number("/rss_peak"))
+    out << ", peak " << escape_html(util::format_bytes(*peak));
   if (auto gpu = cell->number("/gpu_at_start"))
-    out << "; GPU memory at start " << esc(util::format_bytes(*gpu));
-  if (auto peak = cell->number("/gpu_peak")) out << ", peak " << esc(util::format_bytes(*peak));
+    out << "; GPU memory at start " << escape_html(util::format_bytes(*gpu));
+  if (auto peak = cell->number("/gpu_peak"))
+    out << ", peak " << escape_html(util::format_bytes(*peak));
   out << "</p><pre class=\"code\">";
   std::istringstream code(cell->text("/code").value_or(""));
   const std::int64_t here = crash_line(r);
@@ -180,9 +175,9 @@ void cell_section(std::ostringstream& out, const ReportView& r) {
     ++n;
     const std::string row = (n < 10 ? " " : "") + std::to_string(n) + "  " + line;
     if (n == here)
-      out << "<span class=\"here\">" << esc(row) << "   ← crashed here</span>\n";
+      out << "<span class=\"here\">" << escape_html(row) << "   ← crashed here</span>\n";
     else
-      out << esc(row) << "\n";
+      out << escape_html(row) << "\n";
   }
   out << "</pre>\n";
 }
@@ -199,7 +194,7 @@ void traceback_section(std::ostringstream& out, const ReportView& r) {
     const ReportView f(frame);
     out << "<tr" << (f.flag("/in_cell") ? " class=\"here\"" : "") << "><td>"
         << field(f, "/function") << "</td><td><code>" << field(f, "/file") << "</code></td><td>"
-        << field(f, "/line") << "</td><td><code>" << esc(f.text("/code").value_or(""))
+        << field(f, "/line") << "</td><td><code>" << escape_html(f.text("/code").value_or(""))
         << "</code></td></tr>";
   }
   out << "</table><details><summary>faulthandler's full output</summary><pre>"
@@ -210,10 +205,11 @@ void traceback_section(std::ostringstream& out, const ReportView& r) {
 std::string cause_badge(const ReportView& d) {
   const auto id = d.scalar("/cause");
   const auto* cause = diagnosis::find_cause(id.value_or(""));
-  if (cause == nullptr) return "<span class=\"badge\">cause: " + esc(id.value_or("—")) + "</span>";
+  if (cause == nullptr)
+    return "<span class=\"badge\">cause: " + escape_html(id.value_or("—")) + "</span>";
   return "<span class=\"badge " + std::string(diagnosis::severity_name(cause->severity)) +
-         "\" title=\"" + esc(std::string(cause->id)) +
-         "\">cause: " + esc(std::string(cause->name)) + "</span>";
+         "\" title=\"" + escape_html(std::string(cause->id)) +
+         "\">cause: " + escape_html(std::string(cause->name)) + "</span>";
 }
 
 }  // namespace
@@ -229,30 +225,31 @@ std::string render_html(const json& report) {
       << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
          "style-src 'unsafe-inline'; img-src data:\">\n"
       << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-      << "<title>" << esc(notebook.empty() ? std::string() : notebook + ": ") << esc(headline)
-      << " — kernel-watchdog</title>\n<style>" << kStyle << "</style></head><body><main>\n";
+      << "<title>" << escape_html(notebook.empty() ? std::string() : notebook + ": ")
+      << escape_html(headline) << " — kernel-watchdog</title>\n<style>" << kStyle
+      << "</style></head><body><main>\n";
   out << "<h1>Kernel " << (hang ? "hang" : "crash") << " report <span class=\"muted\">"
       << field(r, "/id") << "</span></h1>\n";
-  out << "<div class=\"headline\">" << esc(headline) << "</div>\n<p>";
+  out << "<div class=\"headline\">" << escape_html(headline) << "</div>\n<p>";
   if (const auto d = r.object("/diagnosis")) {
     const std::string confidence = d->scalar("/confidence").value_or("—");
-    out << cause_badge(*d) << "<span class=\"badge " << esc(confidence)
-        << "\">confidence: " << esc(confidence) << "</span>";
+    out << cause_badge(*d) << "<span class=\"badge " << escape_html(confidence)
+        << "\">confidence: " << escape_html(confidence) << "</span>";
   }
   // The facts the report has, in words; what it lacks is left out rather than shown as "—".
   std::vector<std::string> facts;
-  if (!notebook.empty()) facts.push_back("notebook " + esc(notebook));
+  if (!notebook.empty()) facts.push_back("notebook " + escape_html(notebook));
   if (r.has("/kernel/pid")) facts.push_back("kernel pid " + field(r, "/kernel/pid"));
   if (auto started = r.integer("/kernel/started_at_ms"))
-    facts.push_back("started " + esc(util::local_wall_time(*started)));
+    facts.push_back("started " + escape_html(util::local_wall_time(*started)));
   if (hang) {
     if (auto detected = r.integer("/hang/detected_at_ms"))
-      facts.push_back("hang detected " + esc(util::local_wall_time(*detected)));
+      facts.push_back("hang detected " + escape_html(util::local_wall_time(*detected)));
   } else if (auto died = r.integer("/kernel/died_at_ms")) {
-    facts.push_back("died " + esc(util::local_wall_time(*died)));
+    facts.push_back("died " + escape_html(util::local_wall_time(*died)));
   }
   if (auto up = r.number("/kernel/uptime_s"))
-    facts.push_back("up " + esc(util::format_duration(*up)));
+    facts.push_back("up " + escape_html(util::format_duration(*up)));
   std::string joined;
   for (const auto& fact : facts)
     joined += (joined.empty() ? "" : ", ") + fact;
@@ -321,10 +318,10 @@ std::string render_html(const json& report) {
   section(out, "stderr", "Kernel stderr (last bytes kept)");
   out << "<p class=\"muted\">" << field(r, "/stderr_tail/bytes_total") << " bytes written in all"
       << (r.flag("/stderr_tail/truncated") ? ", older bytes dropped" : "") << "</p><pre>"
-      << esc(r.text("/stderr_tail/text").value_or("")) << "</pre>\n";
+      << escape_html(r.text("/stderr_tail/text").value_or("")) << "</pre>\n";
   out << "<h2 id=\"raw\">The report as JSON</h2><details id=\"raw-json\"><summary>"
       << "The whole report as the program wrote it (" << field(r, "/schema") << " version "
-      << field(r, "/schema_version") << ")</summary><pre>" << esc(to_text(report, 1))
+      << field(r, "/schema_version") << ")</summary><pre>" << escape_html(to_text(report, 1))
       << "</pre></details>\n";
   out << "</main></body></html>\n";
   return out.str();

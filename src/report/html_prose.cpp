@@ -19,10 +19,6 @@ namespace {
 using diagnosis::ReportView;
 using nlohmann::json;
 
-std::string esc(const std::string& s) {
-  return escape_html(s);
-}
-
 std::string bytes(double b) {
   return util::format_bytes(b);
 }
@@ -70,20 +66,21 @@ std::string termination(const Ctx& c) {
   std::string s;
   if (t->text("/kind").value_or("") == "signal") {
     s = "The kernel was " +
-        esc(t->text("/description")
-                .value_or("killed by " + t->text("/signal_name").value_or("a signal"))) +
+        escape_html(t->text("/description")
+                        .value_or("killed by " + t->text("/signal_name").value_or("a signal"))) +
         (t->integer("/signal") ? " (signal " + std::to_string(*t->integer("/signal")) + ")" : "") +
         (t->flag("/core_dumped") ? ", and dumped core." : ", no core dump.");
   } else if (auto code = t->integer("/exit_code")) {
     s = "The kernel exited with code " + std::to_string(*code) + ".";
   } else {
-    s = "The kernel ended: " + esc(t->text("/description").value_or("how is not known")) + ".";
+    s = "The kernel ended: " + escape_html(t->text("/description").value_or("how is not known")) +
+        ".";
   }
   if (auto rc = t->integer("/returncode"))
     s += " Jupyter's kernel manager sees the return code " + std::to_string(*rc) + ".";
   const auto& received = t->array("/watchdog_received");
   if (!received.empty())
-    s += " The watchdog itself had received " + esc(strings_of(received)) +
+    s += " The watchdog itself had received " + escape_html(strings_of(received)) +
          ", so the death was asked for.";
   return "<p>" + s + "</p>";
 }
@@ -94,9 +91,10 @@ std::string kernel(const Ctx& c) {
   std::string s = "<p>The kernel";
   if (auto pid = k->integer("/pid")) s += " was process " + std::to_string(*pid) + ",";
   if (auto started = k->integer("/started_at_ms"))
-    s += " started " + esc(util::local_wall_time(*started));
-  if (auto died = k->integer("/died_at_ms")) s += " and died " + esc(util::local_wall_time(*died));
-  if (auto up = k->number("/uptime_s")) s += ", after " + esc(util::format_duration(*up));
+    s += " started " + escape_html(util::local_wall_time(*started));
+  if (auto died = k->integer("/died_at_ms"))
+    s += " and died " + escape_html(util::local_wall_time(*died));
+  if (auto up = k->number("/uptime_s")) s += ", after " + escape_html(util::format_duration(*up));
   s += ".";
   if (auto nb = k->text("/notebook"); nb && !nb->empty()) {
     static const std::map<std::string, std::string, std::less<>> sources = {
@@ -105,22 +103,22 @@ std::string kernel(const Ctx& c) {
         {"jupyter_server", "the Jupyter server's sessions"}};
     const auto source = k->text("/notebook_source").value_or("");
     const auto said = sources.find(source);
-    s +=
-        " It ran the notebook " + esc(*nb) +
-        (source.empty() ? ""
-                        : " (as " + esc(said != sources.end() ? said->second : source) + " says)") +
-        ".";
+    s += " It ran the notebook " + escape_html(*nb) +
+         (source.empty()
+              ? ""
+              : " (as " + escape_html(said != sources.end() ? said->second : source) + " says)") +
+         ".";
   }
   s += "</p>";
   std::string argv;
   for (const auto& a : k->array("/argv"))
     argv += (argv.empty() ? "" : " ") + (a.is_string() ? a.get<std::string>() : a.dump());
-  if (!argv.empty()) s += "<p>Its command line: <code>" + esc(argv) + "</code></p>";
+  if (!argv.empty()) s += "<p>Its command line: <code>" + escape_html(argv) + "</code></p>";
   std::vector<std::string> ids;
   if (auto id = k->text("/kernel_id"); id && !id->empty())
-    ids.push_back("kernel id <code>" + esc(*id) + "</code>");
+    ids.push_back("kernel id <code>" + escape_html(*id) + "</code>");
   if (auto file = k->text("/connection_file"); file && !file->empty())
-    ids.push_back("connection file <code>" + esc(*file) + "</code>");
+    ids.push_back("connection file <code>" + escape_html(*file) + "</code>");
   if (!ids.empty()) s += "<p>Jupyter knows it by its " + join(ids) + ".</p>";
   return s;
 }
@@ -128,9 +126,10 @@ std::string kernel(const Ctx& c) {
 std::string watchdog(const Ctx& c) {
   const auto w = c.r.object("/watchdog");
   if (!w) return "";
-  std::string s = "<p>kernel-watchdog " + esc(w->scalar("/version").value_or("")) + " watched it";
+  std::string s =
+      "<p>kernel-watchdog " + escape_html(w->scalar("/version").value_or("")) + " watched it";
   if (auto pid = w->integer("/pid")) s += " as process " + std::to_string(*pid);
-  if (auto mode = w->text("/mode")) s += ", in " + esc(*mode) + " mode";
+  if (auto mode = w->text("/mode")) s += ", in " + escape_html(*mode) + " mode";
   if (w->has("/faulthandler"))
     s += w->flag("/faulthandler")
              ? "; it gave the kernel Python's faulthandler, so a crash prints the Python stack"
@@ -143,7 +142,7 @@ std::string execution(const Ctx& c) {
   if (!e) return "";
   std::string s = "<p>";
   if (auto state = e->text("/state_at_death"))
-    s += "When it ended the kernel was " + esc(*state) + ". ";
+    s += "When it ended the kernel was " + escape_html(*state) + ". ";
   if (auto started = e->integer("/cells_started"))
     s += count(*started, "cell had", "cells had") + " started. ";
   if (e->object("/cell_in_flight")) s += "The cell that was running is shown above. ";
@@ -155,25 +154,27 @@ std::string execution(const Ctx& c) {
     for (const auto& item : last) {
       const ReportView cell(item);
       std::string li = "cell [" + cell.scalar("/execution_count").value_or("?") + "]";
-      if (auto code = cell.text("/code")) li += " <code>" + esc(first_line(*code)) + "</code>";
-      if (auto d = cell.number("/duration_s")) li += " ran " + esc(util::format_duration(*d));
+      if (auto code = cell.text("/code"))
+        li += " <code>" + escape_html(first_line(*code)) + "</code>";
+      if (auto d = cell.number("/duration_s"))
+        li += " ran " + escape_html(util::format_duration(*d));
       if (auto status = cell.text("/status"); status && *status != "ok")
-        li += " and ended with " + esc(*status);
+        li += " and ended with " + escape_html(*status);
       if (auto ended = cell.number("/ended_at_ms"))
         li += ", ended " + time_in_words(*ended, c.died);
       if (auto delta = cell.number("/rss_delta"); delta && std::abs(*delta) >= 1024)
         li += "; its memory changed by " + std::string(*delta < 0 ? "−" : "+") +
-              esc(bytes(std::abs(*delta)));
-      if (auto peak = cell.number("/rss_peak")) li += ", peak " + esc(bytes(*peak));
+              escape_html(bytes(std::abs(*delta)));
+      if (auto peak = cell.number("/rss_peak")) li += ", peak " + escape_html(bytes(*peak));
       s += "<li>" + li + "</li>";
     }
     s += "</ul>";
   }
   if (const auto err = e->object("/last_error"))
-    s += "<p>The last error a cell raised: " + esc(err->text("/ename").value_or("?")) + ": " +
-         esc(err->text("/evalue").value_or("")) + "</p>";
+    s += "<p>The last error a cell raised: " + escape_html(err->text("/ename").value_or("?")) +
+         ": " + escape_html(err->text("/evalue").value_or("")) + "</p>";
   if (auto tail = e->text("/stream_stderr_tail"); tail && !tail->empty())
-    s += "<p>What the cells last wrote to stderr:</p><pre>" + esc(*tail) + "</pre>";
+    s += "<p>What the cells last wrote to stderr:</p><pre>" + escape_html(*tail) + "</pre>";
   return s;
 }
 
@@ -181,20 +182,20 @@ std::string cgroup(const Ctx& c) {
   const auto g = c.r.object("/cgroup");
   if (!g) return "";
   std::string s = "<p>The kernel ran in the memory cgroup <code>" +
-                  esc(g->text("/path").value_or("?")) + "</code>";
+                  escape_html(g->text("/path").value_or("?")) + "</code>";
   if (auto v = g->integer("/version")) s += " (cgroup v" + std::to_string(*v) + ")";
   if (g->flag("/created_by_watchdog")) s += ", made by kernel-watchdog for this kernel alone";
   s += ". ";
   if (auto limit = g->number("/limit"); limit && *limit > 0) {
-    s += "Its limit was " + esc(bytes(*limit));
+    s += "Its limit was " + escape_html(bytes(*limit));
     if (auto at = g->number("/limit_set_at")) s += ", set " + time_in_words(*at, c.died);
     s += ". ";
   } else {
     s += "It had no memory limit of its own. ";
   }
   std::vector<std::string> use;
-  if (auto usage = g->number("/usage")) use.push_back(esc(bytes(*usage)) + " at the end");
-  if (auto max = g->number("/max_usage")) use.push_back("at most " + esc(bytes(*max)));
+  if (auto usage = g->number("/usage")) use.push_back(escape_html(bytes(*usage)) + " at the end");
+  if (auto max = g->number("/max_usage")) use.push_back("at most " + escape_html(bytes(*max)));
   if (!use.empty()) s += "Its processes used " + join(use, ", ") + ". ";
   if (auto delta = g->integer("/oom_kill_delta"))
     s += *delta == 0
@@ -209,8 +210,9 @@ std::string cgroup(const Ctx& c) {
     for (const auto& item : others) {
       const ReportView p(item);
       s += "<li>process " + p.scalar("/pid").value_or("?");
-      if (auto cmd = p.text("/command_line")) s += " <code>" + esc(cmd->substr(0, 100)) + "</code>";
-      if (auto rss = p.number("/rss")) s += ", " + esc(bytes(*rss));
+      if (auto cmd = p.text("/command_line"))
+        s += " <code>" + escape_html(cmd->substr(0, 100)) + "</code>";
+      if (auto rss = p.number("/rss")) s += ", " + escape_html(bytes(*rss));
       s += "</li>";
     }
     s += "</ul>";
@@ -228,13 +230,14 @@ std::string system_memory(const Ctx& c) {
   const auto m = c.r.object("/system_memory");
   if (!m) return "";
   std::string s = "<p>";
-  if (auto total = m->number("/mem_total")) s += "The machine has " + esc(bytes(*total));
+  if (auto total = m->number("/mem_total")) s += "The machine has " + escape_html(bytes(*total));
   if (auto avail = m->number("/mem_available"))
-    s += (s.size() > 3 ? "; " : "") + esc(bytes(*avail)) + " of it was available at the end";
+    s +=
+        (s.size() > 3 ? "; " : "") + escape_html(bytes(*avail)) + " of it was available at the end";
   s += ". ";
   if (auto swap = m->number("/swap_total"); swap && *swap > 0)
-    s += "Swap: " + esc(bytes(*swap)) + ", " + esc(bytes(m->number("/swap_free").value_or(0))) +
-         " free. ";
+    s += "Swap: " + escape_html(bytes(*swap)) + ", " +
+         escape_html(bytes(m->number("/swap_free").value_or(0))) + " free. ";
   else if (swap)
     s += "It has no swap. ";
   if (auto some = m->number("/psi/some_avg10"))
@@ -250,7 +253,7 @@ std::string oom_evidence(const Ctx& c) {
   if (o->flag("/oom_killed")) {
     s += "The kernel log shows the OOM killer taking the kernel";
     const auto& pids = o->array("/matched_pids");
-    if (!pids.empty()) s += " (process " + esc(strings_of(pids)) + ")";
+    if (!pids.empty()) s += " (process " + escape_html(strings_of(pids)) + ")";
     s += ". ";
   } else if (o->flag("/kernel_log_readable")) {
     s += "The kernel log shows no OOM kill of the kernel's processes. ";
@@ -266,7 +269,7 @@ std::string oom_evidence(const Ctx& c) {
   if (!lines.empty()) {
     s += "<p>Its lines:</p><pre>";
     for (const auto& line : lines)
-      s += esc(line.is_string() ? line.get<std::string>() : line.dump()) + "\n";
+      s += escape_html(line.is_string() ? line.get<std::string>() : line.dump()) + "\n";
     s += "</pre>";
   }
   return s;
@@ -281,9 +284,9 @@ std::string heartbeat(const Ctx& c) {
   if (!h) return "";
   if (h->has("/watched") && !h->flag("/watched")) return "<p>Its heartbeat was not watched.</p>";
   std::string s = "<p>The watchdog pinged the kernel's heartbeat";
-  if (auto every = h->number("/interval_ms")) s += " every " + esc(ms_in_words(*every));
+  if (auto every = h->number("/interval_ms")) s += " every " + escape_html(ms_in_words(*every));
   if (auto timeout = h->number("/timeout_ms"))
-    s += ", waiting " + esc(ms_in_words(*timeout)) + " for each answer";
+    s += ", waiting " + escape_html(ms_in_words(*timeout)) + " for each answer";
   s += ": " + count(h->integer("/beats_total").value_or(0), "beat was", "beats were") +
        " answered and " + count(h->integer("/misses_total").value_or(0), "was", "were") + " missed";
   if (auto n = h->integer("/misses_to_hang"))
@@ -297,10 +300,11 @@ std::string heartbeat(const Ctx& c) {
 std::string protocol(const Ctx& c) {
   const auto p = c.r.object("/protocol");
   if (!p) return "";
-  std::string s =
-      "<p>The watchdog read the kernel's messages over " + esc(p->text("/transport").value_or("?"));
-  s += p->flag("/signed") ? ", signed with " + esc(p->text("/signature_scheme").value_or("?"))
-                          : ", unsigned";
+  std::string s = "<p>The watchdog read the kernel's messages over " +
+                  escape_html(p->text("/transport").value_or("?"));
+  s += p->flag("/signed")
+           ? ", signed with " + escape_html(p->text("/signature_scheme").value_or("?"))
+           : ", unsigned";
   if (p->flag("/curve")) s += " and encrypted with CURVE";
   s += ": " + count(p->integer("/messages_seen").value_or(0), "message", "messages") + " seen, " +
        count(p->integer("/disconnects").value_or(0), "disconnect", "disconnects") + ", " +
@@ -308,7 +312,7 @@ std::string protocol(const Ctx& c) {
   if (auto failures = p->integer("/handshake_failures"); failures && *failures > 0)
     s += " " + count(*failures, "handshake", "handshakes") + " failed.";
   if (auto problem = p->text("/connection_file/problem"); problem && !problem->empty())
-    s += " The connection file had a problem: " + esc(*problem) + ".";
+    s += " The connection file had a problem: " + escape_html(*problem) + ".";
   return s + "</p>";
 }
 
@@ -318,8 +322,8 @@ std::string probes(const Ctx& c) {
   std::string seen, blind;
   for (const auto& item : list) {
     const ReportView p(item);
-    const std::string li = "<li><b>" + esc(p.text("/name").value_or("?")) +
-                           "</b>: " + esc(p.text("/reason").value_or("")) + "</li>";
+    const std::string li = "<li><b>" + escape_html(p.text("/name").value_or("?")) +
+                           "</b>: " + escape_html(p.text("/reason").value_or("")) + "</li>";
     (p.flag("/available") ? seen : blind) += li;
   }
   std::string s;
@@ -333,7 +337,7 @@ std::string notes(const Ctx& c) {
   if (list.empty()) return "<p>The watchdog did everything it meant to.</p>";
   std::string s = "<ul>";
   for (const auto& n : list)
-    s += "<li>" + esc(n.is_string() ? n.get<std::string>() : n.dump()) + "</li>";
+    s += "<li>" + escape_html(n.is_string() ? n.get<std::string>() : n.dump()) + "</li>";
   return s + "</ul>";
 }
 

@@ -25,14 +25,6 @@ std::string value_text(const json& v) {
 
 namespace {
 
-std::string esc(const std::string& s) {
-  return escape_html(s);
-}
-
-std::string text_of(const json& v) {
-  return value_text(v);
-}
-
 // How a number is read, from the name it has in the report (and its parent's: a trend's
 // "peak" under "rss" is bytes, under "processes" a count).
 bool bytes_named(std::string_view name) {
@@ -150,8 +142,8 @@ std::string key_in_words(const std::string& key) {
 // A field's name cell: its words, its name in the report as the tooltip when they differ.
 std::string key_cell(const std::string& key) {
   const std::string words = key_in_words(key);
-  if (words == key) return esc(key);
-  return "<span title=\"" + esc(key) + "\">" + esc(words) + "</span>";
+  if (words == key) return escape_html(key);
+  return "<span title=\"" + escape_html(key) + "\">" + escape_html(words) + "</span>";
 }
 
 }  // namespace
@@ -216,23 +208,23 @@ void render_value(std::ostringstream& out, const json& v, int depth, const Numbe
   } else if (v.is_string()) {
     const auto& s = v.get_ref<const std::string&>();
     if (s.find('\n') != std::string::npos || s.size() > 160)
-      out << "<pre>" << esc(s) << "</pre>";
+      out << "<pre>" << escape_html(s) << "</pre>";
     else
-      out << esc(s);
+      out << escape_html(s);
   } else if (v.is_number()) {
-    const std::string raw = text_of(v);
+    const std::string raw = value_text(v);
     const std::string people = number_for_people(v.get<double>(), context);
     if (is_epoch_ms(v.get<double>(), context))
       out << people;  // already escaped; no raw epoch number as a tooltip either
     else if (people.empty())
-      out << esc(raw);
+      out << escape_html(raw);
     else
-      out << "<span title=\"" << esc(raw) << "\">" << esc(people) << "</span>";
+      out << "<span title=\"" << escape_html(raw) << "\">" << escape_html(people) << "</span>";
   } else if (v.is_boolean()) {
     out << "<span title=\"" << (v.get<bool>() ? "true" : "false") << "\">"
         << (v.get<bool>() ? "yes" : "no") << "</span>";
   } else {
-    out << esc(text_of(v));
+    out << escape_html(value_text(v));
   }
 }
 

@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,13 @@ KWD_BUILD_DIR = os.environ.get("KWD_BUILD_DIR") or str(pathlib.Path(KWD_BINARY).
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 WRAPPED = "python3-watched"
 PLAIN = "python3"
+
+
+def sanitizer_build():
+    """Whether the binary under test was built with sanitizers (scripts/sanitize.sh's
+    build-asan): its memory is then the sanitizer runtime's as much as its own."""
+    cache = pathlib.Path(KWD_BUILD_DIR) / "CMakeCache.txt"
+    return cache.exists() and re.search(r"^KWD_SANITIZE:STRING=.+$", cache.read_text(), re.M)
 
 
 def kwd(*args, env=None, check=True, **kw):

@@ -10,14 +10,9 @@ import subprocess
 
 import pytest
 
-from conftest import KWD_BINARY, KWD_BUILD_DIR, PLAIN, Watched, load_reports
+from conftest import KWD_BINARY, KWD_BUILD_DIR, PLAIN, Watched, load_reports, sanitizer_build
 
 BUILD = pathlib.Path(KWD_BUILD_DIR)
-
-
-def sanitizer_build():
-    cache = BUILD / "CMakeCache.txt"
-    return cache.exists() and re.search(r"^KWD_SANITIZE:STRING=.+$", cache.read_text(), re.M)
 
 
 pytestmark = pytest.mark.skipif(sanitizer_build(), reason="packaging is the release build's")

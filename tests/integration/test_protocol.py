@@ -17,7 +17,7 @@ import zmq
 from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
-from conftest import KWD_BINARY, WRAPPED, load_reports
+from conftest import KWD_BINARY, WRAPPED, load_reports, sanitizer_build
 
 HERE = pathlib.Path(__file__).resolve().parent
 PUBLISHER = HERE / "iopub_publisher.py"
@@ -287,8 +287,11 @@ def test_forged_truncated_oversized_and_non_json_messages_are_dropped_and_counte
     text = json.dumps(report)
     for forged in ("FORGED", "TRUNCATED", "UNSIGNED"):
         assert forged not in text
-    # The 100 MB frame was never buffered: the watchdog's peak RSS stayed small.
-    assert seen["watchdog_peak_rss_kb"] * 1024 < 48 * MiB, seen
+    # The 100 MB frame was never buffered: the watchdog's peak RSS stayed small. Under ASan
+    # that peak is the allocator's quarantine and shadow memory: the normal build checks it,
+    # the sanitizer build runs the rest (what it reads of hostile frames).
+    if not sanitizer_build():
+        assert seen["watchdog_peak_rss_kb"] * 1024 < 48 * MiB, seen
 
 
 # 6 -----------------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ using kwd::cli::find_command_typo;
 namespace {
 
 // The shape of kernel-watchdog's own command tree.
-struct Tree {
+struct CommandTree {
   CLI::App app{"test", "kernel-watchdog"};
-  Tree() {
+  CommandTree() {
     app.require_subcommand(1);
     app.add_subcommand("run");
     auto* reports = app.add_subcommand("reports");
@@ -47,7 +47,7 @@ TEST_CASE("edit distance counts inserts, deletes, replacements and swaps") {
 }
 
 TEST_CASE("a mistyped command is answered with the command line that was meant") {
-  Tree t;
+  CommandTree t;
   CHECK(t.nearest({"report", "list"}) == "reports list");
   CHECK(t.nearest({"report"}) == "reports list");
   CHECK(t.nearest({"reports", "shwo", "latest"}) == "reports show latest");
@@ -57,7 +57,7 @@ TEST_CASE("a mistyped command is answered with the command line that was meant")
 }
 
 TEST_CASE("known commands and far-off words get no suggestion") {
-  Tree t;
+  CommandTree t;
   CHECK_FALSE(t.unknown({"reports", "list"}));
   CHECK_FALSE(t.unknown({"run", "--", "reprots"}));
   CHECK_FALSE(t.unknown({}));

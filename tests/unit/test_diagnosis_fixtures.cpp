@@ -9,21 +9,24 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "diagnosis_fixtures.hpp"
 #include "kwd/diagnosis/diagnose.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+using kwd::test::kDiagnosisFixtures;
+using kwd::test::remedy;
+
 namespace {
 
-const fs::path kFixtures = fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "diagnosis";
 // Reports of real frameworks dying (tests/integration/framework_corpus.py), one folder per
 // framework and the version that printed them: tensorflow-2.21.0/, torch-1.13.0/...
 const fs::path kFrameworkFixtures = fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "frameworks";
 
 std::vector<fs::path> fixture_files() {
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(kFixtures))
+  for (const auto& e : fs::directory_iterator(kDiagnosisFixtures))
     if (e.path().extension() == ".json") files.push_back(e.path());
   for (const auto& e : fs::recursive_directory_iterator(kFrameworkFixtures))
     if (e.path().extension() == ".json" && !e.path().stem().string().ends_with(".cell"))
@@ -37,12 +40,6 @@ bool any_contains(const json& items, const char* field, const std::string& needl
     const std::string text = field ? item.value(field, "") : item.get<std::string>();
     return text.find(needle) != std::string::npos;
   });
-}
-
-const json* remedy(const json& diagnosis, const std::string& id) {
-  for (const auto& r : diagnosis["remedies"])
-    if (r["id"] == id) return &r;
-  return nullptr;
 }
 
 void check_fixture(const json& fixture) {

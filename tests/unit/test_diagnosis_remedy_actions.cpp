@@ -6,26 +6,22 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "diagnosis_fixtures.hpp"
 #include "kwd/diagnosis/diagnose.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+using kwd::test::kDiagnosisFixtures;
+using kwd::test::remedy;
+
 namespace {
 
-const fs::path kFixtures = fs::path(KWD_SOURCE_DIR) / "tests" / "fixtures" / "diagnosis";
-
 json diagnose_fixture(const std::string& name) {
-  std::ifstream in(kFixtures / name);
+  std::ifstream in(kDiagnosisFixtures / name);
   json report = json::parse(in)["report"];
   kwd::diagnosis::complete_report(report);
   return report["diagnosis"];
-}
-
-const json* remedy(const json& diagnosis, const std::string& id) {
-  for (const auto& r : diagnosis["remedies"])
-    if (r["id"] == id) return &r;
-  return nullptr;
 }
 
 int actions(const json& diagnosis) {

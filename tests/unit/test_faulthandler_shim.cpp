@@ -17,15 +17,9 @@
 
 namespace fs = std::filesystem;
 using kwd::faulthandler::PythonShim;
+using kwd::test::read_file;
 
 namespace {
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::vector<std::string> names_in(const fs::path& dir) {
   std::vector<std::string> names;
@@ -63,7 +57,7 @@ TEST_CASE("the shim is kept in the private runtime directory, named by its text,
     CHECK(kept.filename().string().starts_with("pycode-"));
     CHECK(mode_of(kept) == 0700);
     CHECK(mode_of(kept / "sitecustomize.py") == 0600);
-    CHECK(read_all(kept / "sitecustomize.py") == kwd::data::sitecustomize_py());
+    CHECK(read_file(kept / "sitecustomize.py") == kwd::data::sitecustomize_py());
   }
   // Kept once the kernel is gone, untouched by the next start (so is its bytecode cache).
   REQUIRE(fs::exists(kept / "sitecustomize.py"));
@@ -81,7 +75,7 @@ TEST_CASE("the shim is kept in the private runtime directory, named by its text,
   const std::string text(kwd::data::sitecustomize_py());
   { std::ofstream(kept / "sitecustomize.py", std::ios::binary | std::ios::trunc) << "import os\n"; }
   CHECK(PythonShim::create().dir() == kept);
-  CHECK(read_all(kept / "sitecustomize.py") == text);
+  CHECK(read_file(kept / "sitecustomize.py") == text);
   fs::create_directories(kept / "__pycache__");
   runtime.write("stale.pyc", "stale");
   fs::rename(runtime.path / "stale.pyc", kept / "__pycache__" / "sitecustomize.cpython-311.pyc");
@@ -91,7 +85,7 @@ TEST_CASE("the shim is kept in the private runtime directory, named by its text,
     std::ofstream(kept / "sitecustomize.py", std::ios::binary | std::ios::trunc) << edited;
   }
   CHECK(PythonShim::create().dir() == kept);
-  CHECK(read_all(kept / "sitecustomize.py") == text);
+  CHECK(read_file(kept / "sitecustomize.py") == text);
   CHECK_FALSE(fs::exists(kept / "__pycache__"));
   // A link in its place, even to the very same text, is replaced, not followed.
   const fs::path elsewhere = runtime.write("elsewhere.py", text);
@@ -99,12 +93,12 @@ TEST_CASE("the shim is kept in the private runtime directory, named by its text,
   fs::create_symlink(elsewhere, kept / "sitecustomize.py");
   CHECK(PythonShim::create().dir() == kept);
   CHECK_FALSE(fs::is_symlink(kept / "sitecustomize.py"));
-  CHECK(read_all(kept / "sitecustomize.py") == text);
+  CHECK(read_file(kept / "sitecustomize.py") == text);
   // So is a directory.
   fs::remove(kept / "sitecustomize.py");
   fs::create_directories(kept / "sitecustomize.py" / "inside");
   CHECK(PythonShim::create().dir() == kept);
-  CHECK(read_all(kept / "sitecustomize.py") == text);
+  CHECK(read_file(kept / "sitecustomize.py") == text);
 }
 
 TEST_CASE("kept shims of other versions are swept once unused for a week; recent ones stay") {
@@ -146,7 +140,7 @@ TEST_CASE("without a private directory the shim and its notice live for one kern
   const fs::path dir = shim.dir();
   CHECK(dir.parent_path() == shared.path);
   CHECK(dir.filename().string().starts_with("kernel-watchdog-shim-" + std::to_string(::getpid())));
-  CHECK(read_all(dir / "sitecustomize.py") == kwd::data::sitecustomize_py());
+  CHECK(read_file(dir / "sitecustomize.py") == kwd::data::sitecustomize_py());
   shim.add_notice(R"({"text": "died"})");
   std::vector<std::string> env;
   shim.apply(env);
@@ -185,7 +179,7 @@ TEST_CASE("the shim's environment: its directory first, a notice of this kernel'
                                                              std::to_string(::getpid()) + "-"));
   CHECK(mode_of(notice.parent_path()) == 0700);
   CHECK(mode_of(notice) == 0600);
-  CHECK(read_all(notice) == R"({"text": "the previous kernel died"})");
+  CHECK(read_file(notice) == R"({"text": "the previous kernel died"})");
 
   const std::string kept = shim.dir().filename().string();
   shim.remove();

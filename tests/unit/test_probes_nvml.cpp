@@ -394,7 +394,7 @@ TEST_CASE("NVML worker: a cell's end is read at once, with the Xid events that c
   REQUIRE(worker.sample_and_wait(5s));
   CHECK(samples() == before + 2);  // one call per device
   std::uint64_t cursor = cursor_at_start;
-  std::vector<XidEvent> xids;
+  std::vector<kwd::probes::nvml::XidEvent> xids;
   worker.follow_xid_events(cursor, xids);
   REQUIRE(xids.size() == 1);
   CHECK(xids[0].xid == 43);

@@ -17,12 +17,12 @@ using kwd::protocol::Transport;
 
 namespace {
 
-const std::string kKey = "5ecre7-k3y-7hat-must-never-show-1234";
+const std::string kConnectionKey = "5ecre7-k3y-7hat-must-never-show-1234";
 
 std::string file_with(const std::string& fields) {
   return R"({"shell_port": 50001, "iopub_port": 50002, "stdin_port": 50003, "control_port": 50004,
   "hb_port": 50005, "ip": "127.0.0.1", "key": ")" +
-         kKey +
+         kConnectionKey +
          R"(", "transport": "tcp", "signature_scheme": "hmac-sha256", "kernel_name": "python3")" +
          fields + "}";
 }
@@ -57,7 +57,7 @@ TEST_CASE("a jupyter_client connection file is read") {
   CHECK(info.shell_port == 50001);
   CHECK(info.control_port == 50004);
   CHECK(info.signature_scheme == "hmac-sha256");
-  CHECK(info.key.reveal() == kKey);
+  CHECK(info.key.reveal() == kConnectionKey);
   CHECK_FALSE(info.curve.has_value());
   CHECK(info.ports_known());
   CHECK(info.endpoint(info.iopub_port) == "tcp://127.0.0.1:50002");
@@ -117,24 +117,25 @@ TEST_CASE("problems name the field and what is wrong with it") {
 TEST_CASE("the key never appears in an error, whatever is wrong") {
   const std::vector<std::string> broken{
       // JSON broken right after the key: nlohmann's own message would quote it.
-      R"({"iopub_port": 1, "hb_port": 2, "key": ")" + kKey + R"(" "oops"})",
-      R"({"iopub_port": 1, "hb_port": 2, "key": ")" + kKey,
-      R"({"key": ")" + kKey + R"(", "iopub_port": 1 "hb_port": 2})",
-      R"({"key": ")" + kKey + R"(", "hb_port": 2})",
-      R"({"key": ")" + kKey + R"(", "iopub_port": 1, "hb_port": 2, "signature_scheme": "hmac-)" +
-          kKey + R"("})",
-      R"({"key": [")" + kKey + R"("], "iopub_port": 1, "hb_port": 2})",
-      R"({"key": ")" + kKey + R"(", "iopub_port": 1, "hb_port": 2, "curve_secretkey": ")" + kKey +
+      R"({"iopub_port": 1, "hb_port": 2, "key": ")" + kConnectionKey + R"(" "oops"})",
+      R"({"iopub_port": 1, "hb_port": 2, "key": ")" + kConnectionKey,
+      R"({"key": ")" + kConnectionKey + R"(", "iopub_port": 1 "hb_port": 2})",
+      R"({"key": ")" + kConnectionKey + R"(", "hb_port": 2})",
+      R"({"key": ")" + kConnectionKey +
+          R"(", "iopub_port": 1, "hb_port": 2, "signature_scheme": "hmac-)" + kConnectionKey +
           R"("})",
+      R"({"key": [")" + kConnectionKey + R"("], "iopub_port": 1, "hb_port": 2})",
+      R"({"key": ")" + kConnectionKey +
+          R"(", "iopub_port": 1, "hb_port": 2, "curve_secretkey": ")" + kConnectionKey + R"("})",
   };
   for (const auto& text : broken) {
     const std::string what = error_of(text);
     INFO(what);
     CHECK_FALSE(what.empty());
     // Neither the key nor a good part of it.
-    CHECK(what.find(kKey) == std::string::npos);
-    CHECK(what.find(kKey.substr(0, 12)) == std::string::npos);
-    CHECK(what.find(kKey.substr(kKey.size() - 12)) == std::string::npos);
+    CHECK(what.find(kConnectionKey) == std::string::npos);
+    CHECK(what.find(kConnectionKey.substr(0, 12)) == std::string::npos);
+    CHECK(what.find(kConnectionKey.substr(kConnectionKey.size() - 12)) == std::string::npos);
   }
 }
 
@@ -194,7 +195,7 @@ TEST_CASE("load_connection_file names the path") {
   CHECK(kwd::protocol::load_connection_file(good).iopub_port == 50002);
 
   const auto bad = dir / "kernel-2.json";
-  std::ofstream(bad) << R"({"key": ")" << kKey << R"(", "hb_port": 1})";
+  std::ofstream(bad) << R"({"key": ")" << kConnectionKey << R"(", "hb_port": 1})";
   try {
     (void)kwd::protocol::load_connection_file(bad);
     FAIL("accepted a file without iopub_port");

@@ -11,7 +11,7 @@ using kwd::protocol::SignatureSchemeError;
 
 namespace {
 
-const Secret kKey{"a0436f6c-1916-498b-8eb9-e81ab9368e84"};
+const Secret kSignerKey{"a0436f6c-1916-498b-8eb9-e81ab9368e84"};
 const std::vector<std::string_view> kParts{R"({"msg_id":"1","msg_type":"status"})", "{}", "{}",
                                            R"({"execution_state":"busy"})"};
 
@@ -33,7 +33,7 @@ TEST_CASE("signatures match Python's hmac for every hmac-<hashlib name> scheme")
   };
   for (const auto& [scheme, expected] : cases) {
     INFO(scheme);
-    MessageSigner signer(scheme, kKey);
+    MessageSigner signer(scheme, kSignerKey);
     REQUIRE(signer.signs());
     CHECK(signer.sign(kParts) == expected);
     CHECK(signer.verify(expected, kParts));
@@ -43,7 +43,7 @@ TEST_CASE("signatures match Python's hmac for every hmac-<hashlib name> scheme")
 }
 
 TEST_CASE("verify refuses anything but the exact lowercase signature") {
-  MessageSigner signer("hmac-sha256", kKey);
+  MessageSigner signer("hmac-sha256", kSignerKey);
   const std::string good = signer.sign(kParts);
   std::string flipped = good;
   flipped[10] = flipped[10] == 'a' ? 'b' : 'a';
@@ -74,12 +74,12 @@ TEST_CASE("unknown or unusable schemes are refused, naming the scheme") {
        {"sha256", "hmac-", "hmac-nosuchhash", "hmac-shake_128", "rsa-sha256"}) {
     INFO(scheme);
     try {
-      MessageSigner signer(scheme, kKey);
+      MessageSigner signer(scheme, kSignerKey);
       FAIL("accepted " << scheme);
     } catch (const SignatureSchemeError& e) {
       const std::string what = e.what();
       CHECK(what.find(scheme) != std::string::npos);
-      CHECK(what.find(std::string(kKey.reveal())) == std::string::npos);
+      CHECK(what.find(std::string(kSignerKey.reveal())) == std::string::npos);
     }
     CHECK(kwd::protocol::signature_scheme_problem(scheme).has_value());
   }

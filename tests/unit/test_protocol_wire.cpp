@@ -14,7 +14,7 @@ using kwd::protocol::WireLimits;
 
 namespace {
 
-const std::string kKey = "a0436f6c-1916-498b-8eb9-e81ab9368e84";
+const std::string kWireKey = "a0436f6c-1916-498b-8eb9-e81ab9368e84";
 
 // Frames exactly as jupyter_client 7.4.9's Session.serialize wrote them (same key).
 const std::vector<std::string> kRecorded{
@@ -28,7 +28,7 @@ const std::vector<std::string> kRecorded{
 };
 
 MessageDecoder decoder(WireLimits limits = {}) {
-  return MessageDecoder(MessageSigner("hmac-sha256", Secret(kKey)), limits);
+  return MessageDecoder(MessageSigner("hmac-sha256", Secret(kWireKey)), limits);
 }
 
 std::vector<std::string_view> views(const std::vector<std::string>& frames) {
@@ -39,7 +39,7 @@ std::vector<std::string_view> views(const std::vector<std::string>& frames) {
 std::vector<std::string> signed_message(const std::string& header, const std::string& parent,
                                         const std::string& metadata, const std::string& content,
                                         std::vector<std::string> buffers = {}) {
-  MessageSigner signer("hmac-sha256", Secret(kKey));
+  MessageSigner signer("hmac-sha256", Secret(kWireKey));
   const std::vector<std::string_view> parts{header, parent, metadata, content};
   std::vector<std::string> frames{
       "kernel.abc.status", "<IDS|MSG>", signer.sign(parts), header, parent, metadata, content};

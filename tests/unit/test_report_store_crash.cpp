@@ -18,8 +18,10 @@
 
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/private_files.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
+using kwd::test::read_file;
 using namespace kwd;
 
 namespace {
@@ -37,11 +39,6 @@ std::string id_for(int iteration) {
   char id[32];
   std::snprintf(id, sizeof id, "crash-%04d", iteration);
   return id;
-}
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 // The child: one store write, as a watchdog writing a report does, capped so that old
@@ -98,7 +95,7 @@ StoreContents inspect(const fs::path& dir) {
     REQUIRE(name.ends_with(".json"));
     const int iteration = std::stoi(name.substr(6, 4));
     INFO(name);
-    REQUIRE(read_all(entry.path()) == document_for(iteration));
+    REQUIRE(read_file(entry.path()) == document_for(iteration));
     seen.reports[iteration] = entry.path();
   }
   return seen;

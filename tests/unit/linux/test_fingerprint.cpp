@@ -12,17 +12,14 @@
 #include "kwd/fingerprint/linux/fingerprint_probe.hpp"
 #include "kwd/fingerprint/loaded_files.hpp"
 #include "kwd/fingerprint/package_metadata.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
+using kwd::test::write_file;
 using namespace kwd::fingerprint;
 using nlohmann::json;
 
 namespace {
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
 
 // A site-packages directory laid out as pip and Debian lay them out.
 struct FakeSite {
@@ -30,32 +27,32 @@ struct FakeSite {
   fs::path site = root / "venv/lib/python3.11/site-packages";
   FakeSite() {
     fs::remove_all(root);
-    write(site / "tensorflow/python/_pywrap_tensorflow_internal.so", "");
-    write(site / "tensorflow/libtensorflow_framework.so.2", "");
-    write(site / "tensorflow-2.18.0.dist-info/METADATA",
-          "Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.18.0\n\nName: not-this\n");
-    write(site / "tensorflow-2.18.0.dist-info/top_level.txt", "tensorflow\n");
-    write(site / "tensorflow-plugins/libmetal_plugin.so", "");
-    write(site / "tensorflow_metal-1.1.0.dist-info/METADATA",
-          "Metadata-Version: 2.1\nName: tensorflow-metal\nVersion: 1.1.0\n");
-    write(site / "numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "");
-    write(site / "numpy-1.24.2.egg-info/PKG-INFO",
-          "Metadata-Version: 2.1\nName: numpy\nVersion: 1.24.2\n");
-    write(site / "numpy-1.24.2.egg-info/top_level.txt", "numpy\n");
-    write(site / "nvidia/cudnn/lib/libcudnn.so.9", "");
-    write(site / "nvidia/cublas/lib/libcublas.so.12", "");
-    write(site / "nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA",
-          "Name: nvidia-cudnn-cu12\nVersion: 9.1.0.70\n");
-    write(site / "nvidia_cudnn_cu12-9.1.0.70.dist-info/top_level.txt", "nvidia\n");
-    write(site / "nvidia_cudnn_cu12-9.1.0.70.dist-info/RECORD",
-          "nvidia/cudnn/lib/libcudnn.so.9,sha256=abc,123\n");
-    write(site / "nvidia_cublas_cu12-12.4.5.8.dist-info/METADATA",
-          "Name: nvidia-cublas-cu12\nVersion: 12.4.5.8\n");
-    write(site / "nvidia_cublas_cu12-12.4.5.8.dist-info/top_level.txt", "nvidia\n");
-    write(site / "nvidia_cublas_cu12-12.4.5.8.dist-info/RECORD",
-          "nvidia/cublas/lib/libcublas.so.12,sha256=def,456\n");
-    write(site / "simplejson.egg-info", "Name: simplejson\nVersion: 3.19\n");
-    write(site / "simplejson/_speedups.cpython-311-x86_64-linux-gnu.so", "");
+    write_file(site / "tensorflow/python/_pywrap_tensorflow_internal.so", "");
+    write_file(site / "tensorflow/libtensorflow_framework.so.2", "");
+    write_file(site / "tensorflow-2.18.0.dist-info/METADATA",
+               "Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.18.0\n\nName: not-this\n");
+    write_file(site / "tensorflow-2.18.0.dist-info/top_level.txt", "tensorflow\n");
+    write_file(site / "tensorflow-plugins/libmetal_plugin.so", "");
+    write_file(site / "tensorflow_metal-1.1.0.dist-info/METADATA",
+               "Metadata-Version: 2.1\nName: tensorflow-metal\nVersion: 1.1.0\n");
+    write_file(site / "numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "");
+    write_file(site / "numpy-1.24.2.egg-info/PKG-INFO",
+               "Metadata-Version: 2.1\nName: numpy\nVersion: 1.24.2\n");
+    write_file(site / "numpy-1.24.2.egg-info/top_level.txt", "numpy\n");
+    write_file(site / "nvidia/cudnn/lib/libcudnn.so.9", "");
+    write_file(site / "nvidia/cublas/lib/libcublas.so.12", "");
+    write_file(site / "nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA",
+               "Name: nvidia-cudnn-cu12\nVersion: 9.1.0.70\n");
+    write_file(site / "nvidia_cudnn_cu12-9.1.0.70.dist-info/top_level.txt", "nvidia\n");
+    write_file(site / "nvidia_cudnn_cu12-9.1.0.70.dist-info/RECORD",
+               "nvidia/cudnn/lib/libcudnn.so.9,sha256=abc,123\n");
+    write_file(site / "nvidia_cublas_cu12-12.4.5.8.dist-info/METADATA",
+               "Name: nvidia-cublas-cu12\nVersion: 12.4.5.8\n");
+    write_file(site / "nvidia_cublas_cu12-12.4.5.8.dist-info/top_level.txt", "nvidia\n");
+    write_file(site / "nvidia_cublas_cu12-12.4.5.8.dist-info/RECORD",
+               "nvidia/cublas/lib/libcublas.so.12,sha256=def,456\n");
+    write_file(site / "simplejson.egg-info", "Name: simplejson\nVersion: 3.19\n");
+    write_file(site / "simplejson/_speedups.cpython-311-x86_64-linux-gnu.so", "");
   }
   ~FakeSite() { fs::remove_all(root); }
   [[nodiscard]] std::string at(const std::string& rel) const { return (site / rel).string(); }
@@ -185,9 +182,10 @@ TEST_CASE("the fingerprint probe reads a process's maps, metadata and environmen
   const fs::path proc = fake.root / "proc";
   const fs::path pid_dir = proc / "4242";
   fs::create_directories(pid_dir);
-  write(pid_dir / "maps",
-        maps_line("/usr/bin/python3.11") +
-            maps_line(fake.at("numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so")));
+  write_file(
+      pid_dir / "maps",
+      maps_line("/usr/bin/python3.11") +
+          maps_line(fake.at("numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so")));
   std::ofstream(pid_dir / "environ") << "TF_CPP_MIN_LOG_LEVEL=2\0SECRET_TOKEN=x\0"s;
   fs::create_symlink("/usr/bin/python3.11", pid_dir / "exe");
 
@@ -300,11 +298,11 @@ TEST_CASE("PackageIndex answers from memory until the site directory changes", "
   REQUIRE(index.owner_of(module)->version == "1.24.2");
   // The metadata changed behind the directory's back (no entry added or removed): the answer
   // kept is given, not a new read per question.
-  write(fake.site / "numpy-1.24.2.egg-info/PKG-INFO", "Name: numpy\nVersion: 9.9.9\n");
+  write_file(fake.site / "numpy-1.24.2.egg-info/PKG-INFO", "Name: numpy\nVersion: 9.9.9\n");
   CHECK(index.owner_of(module)->version == "1.24.2");
   // An upgrade, as pip does it: the old metadata directory goes, a new one comes.
   fs::remove_all(fake.site / "numpy-1.24.2.egg-info");
-  write(fake.site / "numpy-2.1.0.dist-info/METADATA", "Name: numpy\nVersion: 2.1.0\n");
+  write_file(fake.site / "numpy-2.1.0.dist-info/METADATA", "Name: numpy\nVersion: 2.1.0\n");
   auto upgraded = index.owner_of(module);
   REQUIRE(upgraded);
   CHECK(upgraded->version == "2.1.0");

@@ -27,11 +27,11 @@ constexpr std::size_t kHeld = 48u << 20;
 
 // A real little tree: a child that forks a grandchild holding 48 MiB of touched memory.
 // The pipe says when the grandchild has touched it.
-struct Tree {
+struct ForkedTree {
   pid_t child = -1;
   pid_t grandchild = -1;
 
-  Tree() {
+  ForkedTree() {
     int ready[2];
     REQUIRE(::pipe(ready) == 0);
     child = ::fork();
@@ -54,7 +54,7 @@ struct Tree {
     REQUIRE(::read(ready[0], &grandchild, sizeof grandchild) == sizeof grandchild);
     ::close(ready[0]);
   }
-  ~Tree() {
+  ~ForkedTree() {
     // Never kill(-1, ...): that would signal every process we may signal.
     if (grandchild > 0) ::kill(grandchild, SIGKILL);
     if (child > 0) {
@@ -74,7 +74,7 @@ kwd::timeline::MemorySample sample_now(Probe& p) {
 }  // namespace
 
 TEST_CASE("the process tree counts every descendant's memory") {
-  Tree tree;
+  ForkedTree tree;
   ProbeOptions options;
   options.kernel_pid = tree.child;
   options.processes = std::make_shared<KernelProcesses>(tree.child);
@@ -100,7 +100,7 @@ TEST_CASE("the process tree counts every descendant's memory") {
 }
 
 TEST_CASE("members that leave are kept with their last readings and peak, the kernel too") {
-  Tree tree;
+  ForkedTree tree;
   ProbeOptions options;
   options.kernel_pid = tree.child;
   options.processes = std::make_shared<KernelProcesses>(tree.child);

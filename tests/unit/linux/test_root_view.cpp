@@ -16,13 +16,9 @@
 
 namespace fs = std::filesystem;
 using kwd::platform::RootView;
+using kwd::test::write_file;
 
 namespace {
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
 
 // A process whose root directory is `dir` (a container's, as far as /proc/PID/root goes),
 // killed and reaped at the end. pid 0 when this machine will not let us chroot.
@@ -69,7 +65,7 @@ struct ChrootedProcess {
 TEST_CASE("a process's root view resolves every path inside that root, and outlives it",
           "[platform]") {
   kwd::test::TempDir dir("kwd-root");
-  write(dir.path / "etc/marker", "the container's");
+  write_file(dir.path / "etc/marker", "the container's");
   fs::create_symlink("/etc/marker", dir.path / "absolute-link");  // as the container means it
   REQUIRE(::mkfifo((dir.path / "fifo").c_str(), 0600) == 0);
   ChrootedProcess container(dir.path);
@@ -119,9 +115,10 @@ TEST_CASE("PackageIndex reads each kernel's own site directory, through its root
   const std::string module = site + "/podpkg/_native.cpython-311-x86_64-linux-gnu.so";
   kwd::test::TempDir a("kwd-root-a"), b("kwd-root-b");
   for (const auto& [root, version] : {std::pair{&a, "1.0"}, std::pair{&b, "2.5"}}) {
-    write(root->path / site.substr(1) / "podpkg/_native.cpython-311-x86_64-linux-gnu.so", "");
-    write(root->path / site.substr(1) / ("podpkg-" + std::string(version) + ".dist-info/METADATA"),
-          "Metadata-Version: 2.1\nName: podpkg\nVersion: " + std::string(version) + "\n");
+    write_file(root->path / site.substr(1) / "podpkg/_native.cpython-311-x86_64-linux-gnu.so", "");
+    write_file(
+        root->path / site.substr(1) / ("podpkg-" + std::string(version) + ".dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: podpkg\nVersion: " + std::string(version) + "\n");
   }
   ChrootedProcess first(a.path), second(b.path);
   if (first.pid <= 0 || second.pid <= 0) {
@@ -156,8 +153,8 @@ TEST_CASE("one site directory reached by two paths answers with each path's own 
   // A volume mounted at two places (two pods' images), here a link: same device and inode.
   kwd::test::TempDir dir("kwd-two-paths");
   const fs::path site = dir.path / "a/lib/python3/site-packages";
-  write(site / "twopath/_native.so", "");
-  write(site / "twopath-3.1.dist-info/METADATA", "Name: twopath\nVersion: 3.1\n");
+  write_file(site / "twopath/_native.so", "");
+  write_file(site / "twopath-3.1.dist-info/METADATA", "Name: twopath\nVersion: 3.1\n");
   fs::create_directory_symlink(dir.path / "a", dir.path / "b");
   kwd::fingerprint::PackageIndex index;
   for (const char* top : {"a", "b"}) {
