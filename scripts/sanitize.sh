@@ -45,12 +45,15 @@ export KWD_SANITIZER_STRIDE=5
 # - layers.* and packaging.*: Python and Ruby reading the sources and the recipes, no C++;
 # - integration.test_install: it skips itself in a sanitizer build (packaging is the release
 #   build's); left out, pytest is not started for nothing.
+# - the interpreter matrix but its conda-style prefix's entry: the watchdog's C++ runs the same
+#   under each interpreter (only the kernel differs); the prefix's entry runs every test of it,
+#   the -I/-E kernels that take the shim-never-ran paths among them.
 # Which integration tests reach C++ lines the unit tests do not: scripts/coverage_by_test.py.
 # Three at a time: the kernels are waited on, not a core (RUN_SERIAL tests still run alone).
 status=0
 (cd build-asan && ctest --output-on-failure --timeout 600 -j "${KWD_SANITIZE_TEST_JOBS:-3}" \
   --output-junit ctest-junit.xml \
-  -E '^(integration\.(test_frameworks|test_python_package|test_jupyter_extension|test_jupyterlab_ui|test_install|pypi_stack\..*)|portability\..*|layers\..*|packaging\..*)$' "$@") ||
+  -E '^(integration\.(test_frameworks|test_python_package|test_jupyter_extension|test_jupyterlab_ui|test_install|pypi_stack\..*|interpreters\.(3\..*|debian.*))|portability\..*|layers\..*|packaging\..*)$' "$@") ||
   status=$?
 if compgen -G "$logs/*" >/dev/null; then
   echo "sanitize: sanitizer reports in $logs:" >&2

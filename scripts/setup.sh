@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake ninja-build pkg-config clang-format
+  # the linker CMakeLists.txt picks first (KWD_LINKER=auto): links in a fraction of GNU ld's time
+  mold
   libzmq3-dev cppzmq-dev nlohmann-json3-dev libspdlog-dev libcli11-dev catch2 libssl-dev
   libsimdjson-dev libcpp-httplib-dev
   # stacks: libdwfl's headers (libdw.so.1 itself is opened at run time, never linked); gdb
