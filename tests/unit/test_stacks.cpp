@@ -31,7 +31,7 @@ NativeFrame frame(const char* function, const char* module) {
 }  // namespace
 
 TEST_CASE("C++ names are demangled, C names and junk are left alone") {
-  CHECK(demangle("_ZN7mylib6detail5crashEi") == "mylib::detail::crash(int)");
+  CHECK(demangle("_ZN5mylib6detail5crashEi") == "mylib::detail::crash(int)");
   CHECK(demangle("_ZNSt6vectorIiSaIiEE9push_backERKi") ==
         "std::vector<int, std::allocator<int> >::push_back(int const&)");
   CHECK(demangle("pause") == "pause");
@@ -70,7 +70,7 @@ TEST_CASE("a stack pointer finds the top of its mapping") {
       "55d0c0000000-55d0c0021000 r--p 00000000 08:01 1 /usr/bin/python3.11\n"
       "7fb855e28000-7fb856628000 rw-p 00000000 00:00 0 \n"
       "7ffd1c3a0000-7ffd1c3c1000 rw-p 00000000 00:00 0                          [stack]\n";
-  CHECK(mapping_end(maps, 0x7fb8566285f0) == 0x7fb856628000ULL);
+  CHECK(mapping_end(maps, 0x7fb8566275f0) == 0x7fb856628000ULL);
   CHECK(mapping_end(maps, 0x7ffd1c3a0000) == 0x7ffd1c3c1000ULL);
   CHECK_FALSE(mapping_end(maps, 0x7ffd1c3c1000).has_value());  // the end is outside
   CHECK_FALSE(mapping_end("garbage\n", 0x10).has_value());
