@@ -4,6 +4,7 @@
 
 #include "kwd/cli/commands.hpp"
 #include "kwd/cli/kernel_target.hpp"
+#include "kwd/report/terminal_text.hpp"
 #include "kwd/stacks/pure.hpp"
 #include "kwd/stacks/stacks.hpp"
 #include "kwd/stacks/stacks_json.hpp"
@@ -60,8 +61,9 @@ Command add_stacks_command(CLI::App& app) {
               std::cerr << "kernel-watchdog stacks: no process " << *pid << "\n";
               return 1;
             }
+            // Thread names and symbols are the kernel's to choose: no terminal escapes.
             std::cout << (*as_json ? stacks::to_json(result).dump(2) + "\n"
-                                   : stacks::render_text(result));
+                                   : report::terminal_safe(stacks::render_text(result)));
             return 0;
           }};
 }

@@ -348,7 +348,11 @@ void KernelListener::on_hang(int consecutive_misses) {
     stacks::CaptureOptions capture;
     capture.python_budget = std::chrono::milliseconds(500);
     capture.native_budget = std::chrono::milliseconds(2000);
-    evidence.stacks = stacks::capture_stacks(kernel_pid_, capture);
+    try {
+      evidence.stacks = stacks::capture_stacks(kernel_pid_, capture);
+    } catch (const std::exception& e) {  // the hang is reported without them
+      spdlog::warn("kernel {}: no stacks for the hang report: {}", kernel_pid_, e.what());
+    }
   }
   spdlog::warn("kernel {} has missed {} heartbeats in a row while alive ({}): hung", kernel_pid_,
                consecutive_misses,

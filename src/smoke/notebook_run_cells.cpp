@@ -1,4 +1,5 @@
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -210,10 +211,15 @@ void NotebookRun::on_cell_timeout() {
     stacks::CaptureOptions capture;
     capture.python_budget = std::chrono::milliseconds(500);
     capture.native_budget = std::chrono::milliseconds(2000);
-    cell.stacks = stacks::capture_stacks(kernel_->pid(), capture);
-    if (const auto where = stacks::main_thread_summary(*cell.stacks); !where.empty())
-      cell.message += ", stuck " + where;
-    cell.details = stacks::render_text(*cell.stacks);
+    try {
+      cell.stacks = stacks::capture_stacks(kernel_->pid(), capture);
+      if (const auto where = stacks::main_thread_summary(*cell.stacks); !where.empty())
+        cell.message += ", stuck " + where;
+      cell.details = stacks::render_text(*cell.stacks);
+    } catch (const std::exception& e) {  // the timeout still interrupts, without them
+      cell.stacks.reset();
+      spdlog::warn("{}: no stacks at the cell timeout: {}", notebook_.path.string(), e.what());
+    }
   }
   cell.message += "; ";
   stop_ = true;

@@ -107,10 +107,15 @@ ProcessStacks capture_stacks(pid_t pid, const CaptureOptions& options) {
   // Python first: its signal interrupts one thread's system call, which the native capture
   // would otherwise show as the signal handler's frames.
   std::string python_text;
-  if (options.python && out.process_state.starts_with("T")) {
+  const std::string traced = options.python ? tracer_problem(pid) : std::string();
+  if (options.python && (out.process_state.starts_with("T") ||
+                         out.process_state.starts_with("t"))) {
     // Its handler cannot run until it is continued; the signal would wait for that.
     out.python_missing = "the process is stopped (" + out.process_state +
                          "): it cannot run its dump until continued";
+  } else if (options.python && !traced.empty()) {
+    // A debugger stops the process at the signal (gdb does, for SIG44, by default).
+    out.python_missing = traced + ": its dump is not asked for";
   } else if (options.python) {
     auto dump = linux_stacks::request_python_dump(pid, options.python_budget);
     python_text = std::move(dump.text);

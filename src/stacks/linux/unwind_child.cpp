@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,6 +98,14 @@ NativeCapture capture_native(const Libdw& lib, pid_t pid, const std::vector<pid_
     return out;
   }
   if (child == 0) {
+    // The watchdog's handlers are inherited: a signal to the whole process group (Jupyter's
+    // interrupt or shutdown) would reach the watchdog's signal pipe twice, and be passed on
+    // twice. Nothing but SIGKILL may end the unwinder; and it ends with the watchdog (its
+    // end detaches whatever it still traced).
+    sigset_t all;
+    ::sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     read_end.reset();
     child_main(write_end.get(), lib, pid, tids, max_frames, deadline);
   }
