@@ -108,8 +108,8 @@ ProcessStacks capture_stacks(pid_t pid, const CaptureOptions& options) {
   // would otherwise show as the signal handler's frames.
   std::string python_text;
   const std::string traced = options.python ? tracer_problem(pid) : std::string();
-  if (options.python && (out.process_state.starts_with("T") ||
-                         out.process_state.starts_with("t"))) {
+  if (options.python &&
+      (out.process_state.starts_with("T") || out.process_state.starts_with("t"))) {
     // Its handler cannot run until it is continued; the signal would wait for that.
     out.python_missing = "the process is stopped (" + out.process_state +
                          "): it cannot run its dump until continued";
