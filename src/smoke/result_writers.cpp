@@ -209,11 +209,14 @@ std::string failure_details(const NotebookResult& r) {
         out += "    what to do: " + report::terminal_safe(c.remedies.front().second) + "\n";
     }
     // The report's summary follows under "crash report": not under the cell as well (a cell
-    // that timed out, then hung, keeps "timeout" as its type but the report as its details).
-    if (r.outcome == Outcome::died && !r.summary.empty() &&
-        (c.failure_type == r.cause || c.details == r.summary))
-      continue;
-    const std::string tb = first_lines(c.details, 20);
+    // that timed out, then hung, keeps "timeout" as its type, and the report, then where it
+    // was stuck, as its details: only the stacks are its own).
+    std::string_view own = c.details;
+    if (r.outcome == Outcome::died && !r.summary.empty()) {
+      if (c.failure_type == r.cause) continue;
+      if (own.starts_with(r.summary)) own.remove_prefix(r.summary.size());
+    }
+    const std::string tb = first_lines(std::string(own), 20);
     std::istringstream lines(report::terminal_safe(tb));
     std::string line;
     while (std::getline(lines, line))

@@ -8,7 +8,7 @@
 using kwd::launch::shim_blocked_by;
 using Argv = std::vector<std::string>;
 
-TEST_CASE("-I, -E and -S before the module keep the shim out, grouped or alone") {
+TEST_CASE("the interpreter options I E and S before the module keep the shim out alone or grouped") {
   const Argv tail = {"-m", "ipykernel_launcher", "-f", "k.json"};
   auto with = [&](Argv head) {
     head.insert(head.end(), tail.begin(), tail.end());
