@@ -204,8 +204,14 @@ def test_stacks_shows_both_threads_of_a_python_lock_deadlock(kernel):
     # answers again.
     k.km.interrupt_kernel()
     assert drain_cell(k, msg_id)["status"] == "error"
-    reply, _ = k.execute("1 + 1")
-    assert reply["status"] == "ok"
+    # ipykernel aborts what reaches it while it stops on that error (stop_on_error): "aborted"
+    # is that rule, not a stuck kernel; the next request is answered.
+    for _ in range(3):
+        reply, _ = k.execute("1 + 1")
+        if reply["status"] != "aborted":
+            break
+        time.sleep(0.2)
+    assert reply["status"] == "ok", reply
 
 
 def test_without_libdw_the_python_frames_still_come_and_the_reason_is_said(stuck_in_c):
