@@ -61,7 +61,10 @@ void FaultChannel::feed(std::string_view bytes, const OnCell& on_cell) {
       shim_started_ = true;
       const auto said =
           nlohmann::json::parse(record.substr(kShimStartedTag.size()), nullptr, false);
-      if (said.is_object() && said.value("cells", false) == true) announces_cells_ = true;
+      // The kernel's own code can write here too: a "cells" that is not a boolean is no.
+      if (const auto cells = said.is_object() ? said.find("cells") : said.end();
+          cells != said.end() && cells->is_boolean() && cells->get<bool>())
+        announces_cells_ = true;
     } else if (parse(record, cell))
       on_cell(std::move(cell));
     else

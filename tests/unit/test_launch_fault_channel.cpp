@@ -57,6 +57,10 @@ TEST_CASE("the shim's first record says it runs, and is neither a cell nor text"
   CHECK(channel.shim_started());
   CHECK_FALSE(channel.announces_cells());  // not an IPython kernel yet
   CHECK(cells == 1);
+  // Forged by the kernel's own code: read as no, never thrown from.
+  channel.feed("\x1ekwd-shim {\"cells\": 1}\n\x1ekwd-shim [true]\n\x1ekwd-shim {\n",
+               [&](CellAnnouncement) { ++cells; });
+  CHECK_FALSE(channel.announces_cells());
   channel.feed("\x1ekwd-shim {\"cells\": true}\n", [&](CellAnnouncement) { ++cells; });
   CHECK(channel.announces_cells());
   CHECK_FALSE(channel.has_text());
