@@ -5,15 +5,29 @@
 # halts on the first error, and every report is also written under build-asan/sanitizer-logs,
 # which must stay empty (a report in a process whose exit status no test looks at still counts).
 # Extra arguments go to ctest, e.g. scripts/sanitize.sh -R unit
+#   scripts/sanitize.sh --build-only   builds both and runs nothing (scripts/test.sh does this
+#                                      beside the normal build's tests, at idle priority)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs="${KWD_BUILD_JOBS:-$(nproc)}"
-# -O1 -g1 (line tables): ASan's recommended level, and a third quicker to compile than
-# -O2 -g. Only what the tests run is built (not the benchmarks).
-cmake -S . -B build-asan -G Ninja -DKWD_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" >/dev/null
-cmake --build build-asan -j "$jobs" --target kernel-watchdog kwd-unit-tests
+build() {
+  # Only what the tests run is built (not the benchmarks); the fuzz targets, which link the
+  # same objects, are built here too when the fuzz stage follows (KWD_FUZZ_STAGE,
+  # scripts/test.sh): the build is shared (scripts/asan_build.sh).
+  local asan_targets=(kernel-watchdog kwd-unit-tests)
+  if [ "${KWD_FUZZ_STAGE:-0}" != 0 ]; then asan_targets+=(kwd-fuzzers); fi
+  scripts/asan_build.sh "${asan_targets[@]}"
+  # The NVML worker thread under ThreadSanitizer.
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+    -DKWD_NVML_TSAN=ON >/dev/null
+  cmake --build build-tsan -j "$jobs" --target kwd-nvml-tsan-tests
+}
+if [ "${1:-}" = --build-only ]; then
+  build
+  exit 0
+fi
+build
 
 logs="$PWD/build-asan/sanitizer-logs"
 rm -rf "$logs"
@@ -29,10 +43,13 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan:${
 # messages test runs here, all but its peak-RSS check: what reads hostile frames is what ASan
 # is for.)
 export PYTEST_ADDOPTS="-k 'not test_watchdog_memory_stays_flat_over_a_busy_session' ${PYTEST_ADDOPTS:-}"
-# test_report_readers runs every reader on a fifth of its ~300 broken reports here (the unit
-# tests read all of them in-process in this build): the whole suite ran 9 minutes otherwise.
-# The report store's crash-safety unit test makes a fifth of its kills (each fork of this
-# binary is slow; the normal build makes them all).
+# A fifth, where a test tries the same thing many times over; the normal build's run does all:
+# - integration.test_report_readers runs every reader on a fifth of its ~300 broken reports
+#   (the whole suite ran 9 minutes otherwise);
+# - the readers' unit test reads every fixture and a fifth of its ~20,000 broken copies, a
+#   different fifth per fixture (313 s in CI otherwise, the stage's tail);
+# - the report store's crash-safety unit test makes a fifth of its kills (each fork of this
+#   binary is slow).
 export KWD_SANITIZER_STRIDE=5
 # What runs here is what runs this build's C++: every unit test, and the integration tests
 # that drive the program through real kernels. Left out, each for running no C++ line under
@@ -65,8 +82,5 @@ if compgen -G "$logs/*" >/dev/null; then
 fi
 
 # The NVML worker thread under ThreadSanitizer.
-cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-  -DKWD_NVML_TSAN=ON >/dev/null
-cmake --build build-tsan -j "$jobs" --target kwd-nvml-tsan-tests
 (cd build-tsan && ctest --output-on-failure --timeout 600 -R '^nvml\.tsan$') || status=$?
 exit $status

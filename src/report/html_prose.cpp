@@ -344,6 +344,13 @@ std::string notes(const Ctx& c) {
 }  // namespace
 
 std::string time_in_words(double unix_ms, double died_at_ms) {
+  // A time no int64 holds (a damaged report: 1e308 ms) is shown as the number it is; the cast
+  // would be undefined (clang's UBSan, float-cast-overflow, found it in the readers' test).
+  if (!(unix_ms > -9.2e18 && unix_ms < 9.2e18)) {
+    char number[48];
+    std::snprintf(number, sizeof number, "%g ms since 1970", unix_ms);
+    return number;
+  }
   std::string s = util::local_wall_time(static_cast<std::int64_t>(unix_ms));
   if (!std::isnan(died_at_ms)) {
     const double before = (died_at_ms - unix_ms) / 1000.0;

@@ -556,12 +556,18 @@ def test_garbage_connection_files_are_skipped_and_daemon_carries_on(world, daemo
 
 # Listens on two ports, prints them, counts the connections made to them for argv[1] seconds
 # and prints the count. Its argv names a connection file: to the daemon, a kernel.
+# The listeners and the kernels of the two tests below use 127.0.0.2, an address of the loopback
+# that no other test's kernel uses: a Jupyter client of a kernel that died in a test running
+# beside this one reconnects to its old ports every 100 ms, and one of those port numbers can be
+# the one a listener here was given (CI saw 81 connections in 8 s, none of them the daemon's).
+LOOPBACK = "127.0.0.2"
+
 LISTENER = """
 import socket, sys, time
 socks = []
 for _ in range(2):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    s.bind(("127.0.0.2", 0))
     s.listen(8)
     s.settimeout(0.02)
     socks.append(s)
@@ -584,12 +590,12 @@ def kernel_with_ports(world, name, iopub, hb):
     free = []
     for _ in range(3):
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            s.bind((LOOPBACK, 0))
             free.append(s.getsockname()[1])
     cf = world["runtime"] / f"kernel-{name}.json"
     cf.write_text(json.dumps({
         "shell_port": free[0], "iopub_port": iopub, "stdin_port": free[1],
-        "control_port": free[2], "hb_port": hb, "ip": "127.0.0.1",
+        "control_port": free[2], "hb_port": hb, "ip": LOOPBACK,
         "key": secrets.token_hex(16), "transport": "tcp", "signature_scheme": "hmac-sha256",
         "kernel_name": "python3"}))
     return cf, subprocess.Popen(["tail", "-f", str(cf)], stdout=subprocess.DEVNULL)

@@ -131,12 +131,14 @@ std::vector<Mutant> mutants_of(const json& report) {
   }
   const std::vector<std::pair<std::string, json>> numbers{
       {"huge", 1e308}, {"negative", -1}, {"unsigned max", std::uint64_t{18446744073709551615u}}};
-  for (const auto& [name, number] : numbers) {
+  // Not a structured binding: clang 14 (the sanitizer build's) cannot capture one.
+  for (const auto& name_and_number : numbers) {
+    const json& number = name_and_number.second;
     json extreme = report;
     replace_all(extreme, [&](json& v) {
       if (v.is_number()) v = number;
     });
-    out.push_back({"every number " + name, std::move(extreme)});
+    out.push_back({"every number " + name_and_number.first, std::move(extreme)});
   }
   json hostile = report;
   replace_all(hostile, [](json& v) {
@@ -199,19 +201,28 @@ std::string deep_nesting(std::size_t depth) {
 }  // namespace
 
 TEST_CASE("no reader throws on any fixture or any broken copy of one", "[readers]") {
+  // Under the sanitizers (scripts/sanitize.sh sets the stride to 5) every fixture whole and a
+  // fifth of its broken copies, a different fifth from one fixture to the next, so that every
+  // way of breaking a report is still tried: the instrumented readers took 313 s over all
+  // ~20,000 in CI, the tail of the sanitizer stage. The normal build reads every copy.
+  const char* stride_text = std::getenv("KWD_SANITIZER_STRIDE");
+  const std::size_t stride = static_cast<std::size_t>(
+      std::clamp(stride_text != nullptr ? std::atoi(stride_text) : 1, 1, 10));
   const auto reports = corpus();
   REQUIRE(reports.size() >= 30);
   std::size_t checked = 0;
-  for (const auto& [name, report] : reports) {
+  for (std::size_t r = 0; r < reports.size(); ++r) {
+    const auto& [name, report] = reports[r];
     INFO(name);
     REQUIRE(reader_failure(report).empty());
-    for (const auto& mutant : mutants_of(report)) {
-      const auto failure = reader_failure(mutant.document);
-      if (!failure.empty()) FAIL_CHECK(name << ", " << mutant.what << ": " << failure);
+    const auto mutants = mutants_of(report);
+    for (std::size_t m = r % stride; m < mutants.size(); m += stride) {
+      const auto failure = reader_failure(mutants[m].document);
+      if (!failure.empty()) FAIL_CHECK(name << ", " << mutants[m].what << ": " << failure);
       ++checked;
     }
   }
-  CHECK(checked > 5000);
+  CHECK(checked > 5000 / stride);
 }
 
 TEST_CASE("known reader failures, each as it was found", "[readers]") {

@@ -91,7 +91,8 @@ class ConnectorProcessEvents final : public ProcessEvents {
         }
         break;  // EAGAIN: all read
       }
-      int left = static_cast<int>(n);
+      // Unsigned, as the header's length it is compared with (clang's -Wsign-compare).
+      auto left = static_cast<unsigned int>(n);
       for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
         if (h->nlmsg_type == NLMSG_ERROR || h->nlmsg_type == NLMSG_NOOP) continue;
         read_event(*h, batch);
