@@ -11,6 +11,9 @@ include(GNUInstallDirs)
 install(TARGETS kernel-watchdog RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The module is looked for in ../lib/kernel-watchdog beside the executable (src/http/module.cpp).
 install(TARGETS kernel-watchdog-http LIBRARY DESTINATION lib/kernel-watchdog)
+if(TARGET kernel-watchdog-crash)
+  install(TARGETS kernel-watchdog-crash LIBRARY DESTINATION lib/kernel-watchdog)
+endif()
 install(FILES ${CMAKE_SOURCE_DIR}/docs/kernel-watchdog.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 
 set(KWD_COMPLETIONS ${CMAKE_BINARY_DIR}/completions)

@@ -7,6 +7,10 @@
 # `kernel-watchdog` on PATH is the package's console script, which execs the program.
 install(TARGETS kernel-watchdog RUNTIME DESTINATION ${SKBUILD_PLATLIB_DIR}/kernel_watchdog/_bin)
 install(TARGETS kernel-watchdog-http LIBRARY DESTINATION ${SKBUILD_PLATLIB_DIR}/kernel_watchdog/_bin)
+# The crash handler the shim loads into kernels, beside the program (src/stacks/crash_message.cpp).
+if(TARGET kernel-watchdog-crash)
+  install(TARGETS kernel-watchdog-crash LIBRARY DESTINATION ${SKBUILD_PLATLIB_DIR}/kernel_watchdog/_bin)
+endif()
 
 # libzmq and libcrypto are opened at their first use, not linked (deferred_library.hpp), so
 # auditwheel cannot see them: the wheel carries them under their sonames beside the program,

@@ -28,7 +28,7 @@ trap 'rm -rf "$raw"' EXIT
 tree=$(ls -d "$raw"/tree/kernel_watchdog-*)
 bin="$tree/kernel_watchdog/_bin"
 mkdir -p "$bin"
-cp "$build/kernel-watchdog" "$build/kernel-watchdog-http.so" "$bin/"
+cp "$build/kernel-watchdog" "$build/kernel-watchdog-http.so" "$build/kernel-watchdog-crash.so" "$bin/"
 for soname in libzmq.so.5 libcrypto.so.3; do
   cp "$(realpath "/usr/lib/x86_64-linux-gnu/$soname")" "$bin/$soname"
 done

@@ -11,7 +11,9 @@ _kernel_watchdog_dump_on_signal below):
    $KERNEL_WATCHDOG_FAULT_FD, else on a *duplicate* of file descriptor 2 taken now. Not on
    fd 2 itself: ipykernel later dup2()s a pipe of its own over fd 2 and drains it from a
    thread; when the process dies of SIGSEGV/SIGABRT that thread dies too, and whatever
-   faulthandler wrote to fd 2 would be lost.
+   faulthandler wrote to fd 2 would be lost. Then loads the watchdog's crash handler
+   ($KERNEL_WATCHDOG_CRASH_LIBRARY), which lets the watchdog read the faulting thread's
+   native stack before the kernel dies (_kernel_watchdog_crash_handler).
 2. Imports the sitecustomize that would have been imported without us (Debian ships one),
    and removes every trace of itself from sys.path and PYTHONPATH, so the notebook sees
    the same interpreter it would have seen.
@@ -57,6 +59,29 @@ def _kernel_watchdog_forget_at_next_import(sys, shim):
         pass
 
 
+def _kernel_watchdog_crash_handler(os):
+    """Loads kernel-watchdog-crash.so, after faulthandler, so that its handler of the fatal
+    signals runs first: it tells the watchdog which thread faulted and waits (2 s at most)
+    while the watchdog reads that thread's native stack from outside; then faulthandler's
+    handler prints the Python frames and the kernel dies of its signal, as it would have.
+    ipykernel imports ctypes anyway: loading it here costs a kernel nothing."""
+    fd = os.environ.pop("KERNEL_WATCHDOG_CRASH_FD", "")
+    library = os.environ.pop("KERNEL_WATCHDOG_CRASH_LIBRARY", "")
+    if not fd or not library:
+        return
+    try:
+        fd = int(fd)
+        os.set_inheritable(fd, False)  # the kernel's own children do not get it
+        import ctypes
+
+        install = ctypes.CDLL(library).kernel_watchdog_crash_install
+        install.argtypes = [ctypes.c_int]
+        if install(fd) != 0:
+            os.close(fd)
+    except Exception:
+        pass
+
+
 def _kernel_watchdog_start():
     import os
     import sys
@@ -74,6 +99,7 @@ def _kernel_watchdog_start():
         faulthandler.enable(file=os.dup(2) if fault_fd is None else fault_fd, all_threads=False)
     except Exception:
         pass
+    _kernel_watchdog_crash_handler(os)
 
     def is_here(entry):
         try:

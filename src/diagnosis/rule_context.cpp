@@ -188,6 +188,61 @@ void RuleContext::traceback(Finding& f) const {
   f.evidence.push_back({fact, "/python_traceback/frames/0"});
 }
 
+namespace {
+
+// The runtimes every native stack passes through: a frame in them names no culprit.
+bool runtime_module(std::string_view base) {
+  for (const std::string_view prefix :
+       {"libc.so", "libc-", "libpthread", "ld-linux", "ld-", "linux-vdso", "[vdso]", "libstdc++",
+        "libgcc_s", "libc++", "libdl", "libpython", "python", "kernel-watchdog-crash"})
+    if (base.starts_with(prefix)) return true;
+  return false;
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+std::optional<std::pair<std::string, std::string>> RuleContext::native_culprit() const {
+  const auto& frames = v_.array("/crash_stack/frames");
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const ReportView frame(frames[i]);
+    const std::string module = base_name(frame.text("/module").value_or(""));
+    if (module.empty() || runtime_module(module)) continue;
+    const auto function = frame.text("/function");
+    std::string what =
+        function && !function->empty() ? shorten(*function, 80) + " in " + module : module;
+    return std::make_pair(what, "/crash_stack/frames/" + std::to_string(i));
+  }
+  return std::nullopt;
+}
+
+void RuleContext::native_stack(Finding& f) const {
+  if (!v_.object("/crash_stack")) return;
+  if (const auto culprit = native_culprit()) {
+    std::string fact = "native stack at the crash: " + culprit->first;
+    const ReportView frame(*v_.find(culprit->second));
+    if (const auto file = frame.text("/file"))
+      fact +=
+          " (" + base_name(*file) + ":" + std::to_string(frame.integer("/line").value_or(0)) + ")";
+    fact += ", the first frame outside the C/C++ runtime and the interpreter";
+    f.evidence.push_back({fact, culprit->second});
+  } else if (const auto& frames = v_.array("/crash_stack/frames"); !frames.empty()) {
+    const ReportView top(frames[0]);
+    f.evidence.push_back(
+        {"native stack at the crash: every frame is in the C/C++ runtime or the "
+         "interpreter, the top one " +
+             top.text("/function").value_or("?") + " in " +
+             base_name(top.text("/module").value_or("?")),
+         "/crash_stack/frames/0"});
+  }
+  if (const auto missing = v_.text("/crash_stack/missing"))
+    f.missing.push_back("crash_stack: " + *missing);
+}
+
 std::optional<Evidence> RuleContext::full_device() const {
   // Report data: any field may be null or of the wrong type (NOT_SUPPORTED answers, other
   // writers), so everything is read through the tolerant view.

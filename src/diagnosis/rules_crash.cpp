@@ -37,8 +37,11 @@ class CrashRules : public RuleContext {
                  signal_meaning(in_.death.signal_name)
                      .substr(0, signal_meaning(in_.death.signal_name).find(':')) +
                  ")";
+    native_stack(f);
     const auto site = crash_site();
-    if (site) f.headline += " in " + site->first;
+    const auto culprit = native_culprit();
+    if (culprit) f.headline += " in " + culprit->first;
+    if (site) f.headline += (culprit ? ", called from " : " in ") + site->first;
     if (!site || site->first.find(" of cell [") == std::string::npos) f.headline += cell_phrase();
     if (!in_.traceback.is_object())
       f.missing.push_back(shim_never_ran().value_or(
@@ -65,12 +68,21 @@ class CrashRules : public RuleContext {
     if (reason != nullptr) hit(f, *reason);
     more_hits(f, CauseId::abort, reason);
     traceback(f);
+    native_stack(f);
     cell(f);
     f.headline = title(f);
-    if (reason != nullptr && reason->signature->id != "python.faulthandler_abort")
+    const auto culprit = native_culprit();
+    const auto site = crash_site();
+    const bool in_cell = site && site->first.find(" of cell [") != std::string::npos;
+    if (reason != nullptr && reason->signature->id != "python.faulthandler_abort") {
       f.headline += ": " + shorten(reason->from_match, 110);
-    else if (auto site = crash_site(); site && site->first.find(" of cell [") != std::string::npos)
+      if (culprit) f.headline += ", in " + culprit->first;
+    } else if (culprit) {
+      f.headline += " in " + culprit->first;
+      if (in_cell) f.headline += ", called from " + site->first;
+    } else if (in_cell) {
       f.headline += " in " + site->first;
+    }
     if (f.headline.find(" of cell [") == std::string::npos) f.headline += cell_phrase();
     if (reason == nullptr || reason->signature->id == "python.faulthandler_abort")
       f.missing.push_back(

@@ -72,7 +72,21 @@ class HostRules : public RuleContext {
     const SignatureHit* guard = in_.best_hit(CauseId::cpu_unsupported);
     const bool sigill = in_.death.signaled && in_.death.signal_name == "SIGILL";
     if (guard == nullptr && !sigill) return std::nullopt;
-    const auto framework = framework_on_stack();
+    // The faulting native frame, when the crash handler gave it, says whose instruction it was:
+    // an installed package's library (named), or a library of none (a deliberate trap, code the
+    // user built: the native crash rule names it).
+    std::optional<FrameworkFrame> framework;
+    const auto culprit = guard == nullptr ? native_culprit() : std::nullopt;
+    if (culprit) {
+      const std::string module = v_.text(culprit->second + "/module").value_or("");
+      const std::string package = package_of(module);
+      if (package.empty()) return std::nullopt;
+      framework =
+          FrameworkFrame{package, v_.text(culprit->second + "/function").value_or("?"), module,
+                         culprit->second, v_.integer(culprit->second + "/line").value_or(0)};
+    } else {
+      framework = framework_on_stack();
+    }
     if (guard == nullptr && !framework) return std::nullopt;
     Finding f;
     f.cause = CauseId::cpu_unsupported;
@@ -84,15 +98,21 @@ class HostRules : public RuleContext {
                           : std::string("A framework");
     if (framework) {
       who = display_name(framework->name);
-      f.evidence.push_back({"the crashing thread was in " + framework->name +
-                                "'s code: " + framework->function + "() in " + framework->file +
-                                ":" + std::to_string(framework->line),
-                            framework->pointer});
+      if (framework->pointer.starts_with("/crash_stack/"))
+        f.evidence.push_back({"the illegal instruction is in " + framework->name +
+                                  "'s library: " + framework->function + " in " + framework->file,
+                              framework->pointer});
+      else
+        f.evidence.push_back({"the crashing thread was in " + framework->name +
+                                  "'s code: " + framework->function + "() in " + framework->file +
+                                  ":" + std::to_string(framework->line),
+                              framework->pointer});
     }
     if (const auto version = framework_version(framework ? framework->name : "tensorflow");
         !version.empty() && who != "A framework")
       who += " " + version;
     traceback(f);
+    native_stack(f);
     cell(f);
     f.headline =
         who + " was built for CPU instructions this CPU lacks: " +

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "kwd/launch/python_startup.hpp"
 #include "kwd/platform/descriptors.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/stacks/stacks_json.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/self_exe.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -29,6 +31,7 @@ WatchedKernel::WatchedKernel(loop::EventLoop& loop, KernelLaunch launch)
 WatchedKernel::~WatchedKernel() {
   if (stderr_) loop_.unwatch_fd(stderr_->fd());
   if (fault_read_) loop_.unwatch_fd(fault_read_.get());
+  if (crash_socket_) loop_.unwatch_fd(crash_socket_.get());
   if (last_words_timer_) loop_.cancel(*last_words_timer_);
   watch_.reset();
   release_memory_limit();
@@ -121,7 +124,29 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
       request.inherited_fds.push_back(fds[1]);
     }
   }
+  // The crash handler's socket pair: SEQPACKET, one message a crash, and the kernel's end
+  // blocking (its handler waits on it, under its own time cap).
+  util::UniqueFd crash_write;
+  if (python_shim_) {
+    const auto library = stacks::crash_handler_library();
+    int pair[2];
+    if (library.empty()) {
+      crash_handler_missing_ = std::string(stacks::kCrashHandlerLibraryName) +
+                               " is not beside the program: no native frames at a crash";
+    } else if (platform::cloexec_socket_pair(SOCK_SEQPACKET, pair) != 0) {
+      crash_handler_missing_ =
+          std::string("no socket pair for the crash handler: ") + std::strerror(errno);
+    } else {
+      crash_socket_.reset(pair[0]);
+      crash_write.reset(pair[1]);
+      ::fcntl(pair[0], F_SETFL, ::fcntl(pair[0], F_GETFL) | O_NONBLOCK);
+      request.inherited_fds.push_back(pair[1]);
+      launch_.extra_environment.push_back("KERNEL_WATCHDOG_CRASH_LIBRARY=" + library.string());
+    }
+  }
   request.environment = environment();
+  if (crash_write)
+    request.environment.push_back("KERNEL_WATCHDOG_CRASH_FD=" + std::to_string(crash_write.get()));
   if (fault_write)
     request.environment.push_back("KERNEL_WATCHDOG_FAULT_FD=" + std::to_string(fault_write.get()));
   if (cell_write)
@@ -168,6 +193,35 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
       loop_.every(kLastWordsLookInterval, [this] { look_for_kernel_stderr_pipe(); });
   loop_.watch_fd(stderr_->fd(), [this] { on_stderr(); });
   if (fault_read_) loop_.watch_fd(fault_read_.get(), [this] { on_fault_output(); });
+  if (crash_socket_) loop_.watch_fd(crash_socket_.get(), [this] { on_crash_message(); });
+}
+
+void WatchedKernel::on_crash_message() {
+  char message[256];
+  for (;;) {
+    const ssize_t n = ::recv(crash_socket_.get(), message, sizeof message, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {  // every kernel-side end closed: nothing more will come
+      loop_.unwatch_fd(crash_socket_.get());
+      crash_socket_.reset();
+      return;
+    }
+    const auto fault =
+        stacks::parse_fatal_signal(std::string_view(message, static_cast<std::size_t>(n)));
+    // Only the kernel's own first fatal signal is read; a forked child of it does not report
+    // (the handler checks), and anything else on the socket is not ours.
+    if (fault && child_ && fault->pid == child_->pid() && !crash_stack_ && !dead_) {
+      if (watch_) watch_->kernel_dying();
+      crash_stack_ = stacks::capture_crash_stack(*fault, kCrashCaptureBudget);
+      spdlog::debug("the kernel's thread {} took signal {}: {} native frames read in {} ms",
+                    fault->tid, fault->signal, crash_stack_->frames.size(),
+                    crash_stack_->capture_ms);
+    }
+    // The thread goes on to die (after faulthandler's dump, if it has one) whatever came.
+    const char go = 1;
+    (void)::send(crash_socket_.get(), &go, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
 }
 
 bool WatchedKernel::read_into(int fd, FaultChannel& channel) {
@@ -305,6 +359,17 @@ watch::WrittenReport WatchedKernel::write_report(const watch::ProcessEnd* end, s
     }
   }
   context.notes = notes_;
+  // The faulting thread's native frames, when the handler reported; why there are none, when
+  // the kernel died of a signal that would have had them.
+  if (end != nullptr && crash_stack_) {
+    context.sections["crash_stack"] = stacks::to_json(*crash_stack_);
+  } else if (end != nullptr && end->status && end->status->signaled &&
+             stacks::is_crash_signal(end->status->signal) && !crash_handler_missing_.empty()) {
+    stacks::CrashStack none;
+    none.fault.signal = end->status->signal;
+    none.missing = crash_handler_missing_;
+    context.sections["crash_stack"] = stacks::to_json(none);
+  }
   const std::string kernel_id = protocol::kernel_id_from_connection_file(launch_.connection_file);
   auto written = watch::write_report(*watch_, context, kernel_id, report_dir);
   // Only a shim shows a notice, and the restarted kernel runs with the same options as this.

@@ -56,6 +56,7 @@ std::string where_in_words(const std::string& pointer, const std::optional<std::
       {"/stderr_tail", "the kernel's stderr"},
       {"/python_traceback/frames/", "Python stack, frame "},
       {"/python_traceback", "Python stack"},
+      {"/crash_stack", "native stack at the crash"},
       {"/memory", "memory samples"},
       {"/cgroup", "memory cgroup"},
       {"/oom_evidence", "kernel log (OOM killer)"},
@@ -201,6 +202,29 @@ void traceback_section(std::ostringstream& out, const ReportView& r) {
       << field(*tb, "/text") << "</pre></details>\n";
 }
 
+// The faulting thread's native frames (crash_stack), before the Python ones.
+void crash_stack_section(std::ostringstream& out, const ReportView& r) {
+  const auto stack = r.object("/crash_stack");
+  if (!stack) return;
+  section(out, "crash_stack", "Native stack at the crash");
+  if (const auto missing = stack->text("/missing"))
+    out << "<p class=\"muted\">Not all there: " << escape_html(*missing) << "</p>";
+  const auto& frames = stack->array("/frames");
+  if (frames.empty()) return;
+  out << "<p class=\"muted\">thread " << field(*stack, "/tid") << ", signal "
+      << field(*stack, "/signal") << ", fault address " << field(*stack, "/fault_address")
+      << "; most recent call first</p><table><tr><th>function</th><th>library</th><th>file</th>"
+         "<th>line</th><th>pc</th></tr>";
+  for (const auto& frame : frames) {
+    const ReportView f(frame);
+    out << "<tr><td><code>" << field(f, "/function") << "</code></td><td><code>"
+        << field(f, "/module") << "</code></td><td><code>" << field(f, "/file")
+        << "</code></td><td>" << field(f, "/line") << "</td><td><code>" << field(f, "/pc")
+        << "</code></td></tr>";
+  }
+  out << "</table>\n";
+}
+
 // "cause: crash in native code" for a cause of the table; the bare id for any other.
 std::string cause_badge(const ReportView& d) {
   const auto id = d.scalar("/cause");
@@ -259,6 +283,7 @@ std::string render_html(const json& report) {
   section(out, "memory", "Memory over time");
   out << render_memory_chart(report, 1040, 340);
   cell_section(out, r);
+  crash_stack_section(out, r);
   traceback_section(out, r);
 
   const double died_at_ms =
@@ -282,8 +307,8 @@ std::string render_html(const json& report) {
       {"probes", "What the watchdog could see"},
       {"notes", "What the watchdog could not do"},
   };
-  std::set<std::string> shown{"diagnosis", "python_traceback", "stderr_tail", "id",
-                              "schema",    "schema_version",   "kind"};
+  std::set<std::string> shown{"diagnosis", "python_traceback", "crash_stack",    "stderr_tail",
+                              "id",        "schema",           "schema_version", "kind"};
   for (const auto& [key, title] : order) {
     shown.insert(key);
     const auto* found = r.find(std::string("/") + key);

@@ -303,6 +303,31 @@ void stacks_section(std::ostringstream& out, const ReportView& r, const Paint& p
     out << "  (" << shown.size() - kThreads << " more threads in the report)\n";
 }
 
+// "crashy::poke(int volatile*) (libcrashy.so, crashy.cpp:5)" for one native frame.
+std::string native_frame_text(const ReportView& frame) {
+  const auto module = frame.text("/module").value_or("?");
+  std::string text =
+      frame.text("/function").value_or("??") + " (" +
+      module.substr(module.rfind('/') == std::string::npos ? 0 : module.rfind('/') + 1);
+  if (const auto file = frame.text("/file"))
+    text += ", " + file->substr(file->rfind('/') == std::string::npos ? 0 : file->rfind('/') + 1) +
+            ":" + std::to_string(frame.integer("/line").value_or(0));
+  return text + ")";
+}
+
+// The faulting thread's native frames at a crash, from the faulting instruction down.
+void crash_stack_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
+                         std::size_t width, bool fit) {
+  const auto& frames = r.array("/crash_stack/frames");
+  if (frames.empty()) return;
+  out << "\n" << paint("Where it crashed", "1") << "\n";
+  constexpr std::size_t kFrames = 8;
+  for (std::size_t i = 0; i < frames.size() && i < kFrames; ++i)
+    out << wrap(terminal_safe(native_frame_text(ReportView(frames[i]))), width, "  ", "    ", fit);
+  if (frames.size() > kFrames)
+    out << "  (" << frames.size() - kFrames << " more frames in the report)\n";
+}
+
 void remedies_section(std::ostringstream& out, const ReportView& r, const Paint& paint,
                       std::size_t width) {
   const auto& remedies = r.array("/diagnosis/remedies");
@@ -379,6 +404,7 @@ std::string render_summary(const json& report, const SummaryStyle& style) {
   evidence_section(out, r, paint, width, style.clip_long_lines);
   cell_section(out, r, paint, width, style.clip_long_lines);
   stacks_section(out, r, paint, width, style.clip_long_lines);
+  crash_stack_section(out, r, paint, width, style.clip_long_lines);
   memory_section(out, r, paint, static_cast<int>(width));
   remedies_section(out, r, paint, width);
   out << "\n";

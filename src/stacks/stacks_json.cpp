@@ -108,4 +108,19 @@ json to_json(const ProcessStacks& s) {
           {"python_unjoined", std::move(unjoined)}};
 }
 
+json to_json(const CrashStack& c) {
+  const bool reported = c.fault.tid != 0;
+  return {{"tid", reported ? json(c.fault.tid) : json(nullptr)},
+          {"signal", c.fault.signal},
+          {"si_code", reported ? json(c.fault.code) : json(nullptr)},
+          {"fault_address", reported ? json(hex(c.fault.address)) : json(nullptr)},
+          {"pc", reported ? json(hex(c.fault.pc)) : json(nullptr)},
+          {"order", "most recent call first"},
+          {"frames", frames_to_json(c.frames)},
+          {"truncated", c.truncated},
+          {"missing", or_null(c.missing)},
+          {"frozen_us", c.frozen_us >= 0 ? json(c.frozen_us) : json(nullptr)},
+          {"capture_ms", c.capture_ms}};
+}
+
 }  // namespace kwd::stacks

@@ -43,6 +43,12 @@ class RuleContext {
   // The frame where Python was when it died, said briefly.
   [[nodiscard]] std::optional<std::pair<std::string, std::string>> crash_site() const;
   void traceback(Finding& f) const;
+  // The faulting thread's first native frame outside the C and C++ runtimes, the dynamic
+  // loader, the interpreter and the crash handler (crash_stack: kernel-watchdog-crash.so):
+  // "crashy::boom(int) in libcrashy.so", and the frame's pointer in the report.
+  [[nodiscard]] std::optional<std::pair<std::string, std::string>> native_culprit() const;
+  // That frame as evidence, and why there are no native frames when the report says so.
+  void native_stack(Finding& f) const;
   // The last error shown on IOPub came from a cell the kernel went on from.
   [[nodiscard]] std::optional<std::int64_t> last_error_survived_until() const;
   // A device whose memory was (nearly) all in use while the kernel held some of it.

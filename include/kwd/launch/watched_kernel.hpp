@@ -21,6 +21,8 @@
 #include "kwd/platform/memory_limit.hpp"
 #include "kwd/probes/host_sources.hpp"
 #include "kwd/protocol/listener_options.hpp"
+#include "kwd/stacks/crash.hpp"
+#include "kwd/util/unique_fd.hpp"
 #include "kwd/watch/last_words.hpp"
 #include "kwd/watch/report_writer.hpp"
 #include "kwd/watch/watch.hpp"
@@ -106,6 +108,9 @@ class WatchedKernel {
   [[nodiscard]] std::vector<std::string> environment() const;
   void on_stderr();
   void on_fault_output();
+  // The crash handler's message (kernel-watchdog-crash.so): the faulting thread waits in its
+  // handler while its stack is read, then is told to go on dying.
+  void on_crash_message();
   // Reads what the pipe `fd` holds now into `channel` (the cells it announces go to the watch);
   // false once every writer has closed it.
   bool read_into(int fd, FaultChannel& channel);
@@ -142,10 +147,17 @@ class WatchedKernel {
   util::UniqueFd cell_read_;
   FaultChannel cell_channel_{0};
   bool cells_announced_ = false;  // the kernel was given the pipe (cell_read_ closes at EOF)
+  // Our end of the crash handler's socket pair, and what it brought: the faulting thread's
+  // native stack (nullopt: no fatal signal reported). Why the kernel got no handler, if not.
+  util::UniqueFd crash_socket_;
+  std::optional<stacks::CrashStack> crash_stack_;
+  std::string crash_handler_missing_;
   std::optional<loop::EventLoop::TimerId> last_words_timer_;
   int last_words_looks_ = 0;
   bool dead_ = false;
   static constexpr std::int64_t kMinStderrSampleGapNs = 20'000'000;
+  // Under the handler's own cap (2 s): the kernel dies on time even if the unwinder stalls.
+  static constexpr std::chrono::milliseconds kCrashCaptureBudget{1500};
   static constexpr std::chrono::milliseconds kLastWordsLookInterval{100};
   static constexpr int kLastWordsMaxLooks = 600;           // a minute
   static constexpr std::size_t kLastWordsLimit = 1 << 20;  // ipykernel's pipe holds 64 KiB

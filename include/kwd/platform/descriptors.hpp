@@ -17,4 +17,7 @@ int cloexec_accept(int listener);
 // pipe(2) with both ends close-on-exec and non-blocking. 0, or -1 with errno.
 int cloexec_nonblocking_pipe(int fds[2]);
 
+// socketpair(2) of `type` in AF_UNIX, both ends close-on-exec and blocking. 0, or -1 with errno.
+int cloexec_socket_pair(int type, int fds[2]);
+
 }  // namespace kwd::platform

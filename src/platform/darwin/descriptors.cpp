@@ -25,6 +25,19 @@ int with_flags(int fd, bool nonblocking) {
   return fd;
 }
 
+// with_flags on both ends of a new pair; on failure both are closed.
+int both_with_flags(int fds[2], bool nonblocking) {
+  if (with_flags(fds[0], nonblocking) < 0) {
+    ::close(fds[1]);
+    return -1;
+  }
+  if (with_flags(fds[1], nonblocking) < 0) {
+    ::close(fds[0]);
+    return -1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cloexec_socket(int domain, int type, bool nonblocking) {
@@ -37,15 +50,12 @@ int cloexec_accept(int listener) {
 
 int cloexec_nonblocking_pipe(int fds[2]) {
   if (::pipe(fds) != 0) return -1;
-  if (with_flags(fds[0], true) < 0) {
-    ::close(fds[1]);
-    return -1;
-  }
-  if (with_flags(fds[1], true) < 0) {
-    ::close(fds[0]);
-    return -1;
-  }
-  return 0;
+  return both_with_flags(fds, true);
+}
+
+int cloexec_socket_pair(int type, int fds[2]) {
+  if (::socketpair(AF_UNIX, type, 0, fds) != 0) return -1;
+  return both_with_flags(fds, false);
 }
 
 }  // namespace kwd::platform

@@ -18,4 +18,8 @@ int cloexec_nonblocking_pipe(int fds[2]) {
   return ::pipe2(fds, O_CLOEXEC | O_NONBLOCK);
 }
 
+int cloexec_socket_pair(int type, int fds[2]) {
+  return ::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, fds);
+}
+
 }  // namespace kwd::platform
