@@ -6,6 +6,7 @@
 #include <iterator>
 #include <set>
 
+#include "kwd/diagnosis/native_modules.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::diagnosis {
@@ -190,15 +191,6 @@ void RuleContext::traceback(Finding& f) const {
 
 namespace {
 
-// The runtimes every native stack passes through: a frame in them names no culprit.
-bool runtime_module(std::string_view base) {
-  for (const std::string_view prefix :
-       {"libc.so", "libc-", "libpthread", "ld-linux", "ld-", "linux-vdso", "[vdso]", "libstdc++",
-        "libgcc_s", "libc++", "libdl", "libpython", "python", "kernel-watchdog-crash"})
-    if (base.starts_with(prefix)) return true;
-  return false;
-}
-
 std::string base_name(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -208,10 +200,15 @@ std::string base_name(const std::string& path) {
 
 std::optional<std::pair<std::string, std::string>> RuleContext::native_culprit() const {
   const auto& frames = v_.array("/crash_stack/frames");
+  // Only a stack that starts at the faulting instruction is the crash's: one that does not (an
+  // emulator's own, under qemu-user; the handler's frames not cut) would blame the wrong code.
+  if (frames.empty() || !v_.text("/crash_stack/pc") ||
+      ReportView(frames[0]).text("/pc") != v_.text("/crash_stack/pc"))
+    return std::nullopt;
   for (std::size_t i = 0; i < frames.size(); ++i) {
     const ReportView frame(frames[i]);
     const std::string module = base_name(frame.text("/module").value_or(""));
-    if (module.empty() || runtime_module(module)) continue;
+    if (module.empty() || is_runtime_module(module)) continue;
     const auto function = frame.text("/function");
     std::string what =
         function && !function->empty() ? shorten(*function, 80) + " in " + module : module;
@@ -230,7 +227,8 @@ void RuleContext::native_stack(Finding& f) const {
           " (" + base_name(*file) + ":" + std::to_string(frame.integer("/line").value_or(0)) + ")";
     fact += ", the first frame outside the C/C++ runtime and the interpreter";
     f.evidence.push_back({fact, culprit->second});
-  } else if (const auto& frames = v_.array("/crash_stack/frames"); !frames.empty()) {
+  } else if (const auto& frames = v_.array("/crash_stack/frames");
+             !frames.empty() && ReportView(frames[0]).text("/pc") == v_.text("/crash_stack/pc")) {
     const ReportView top(frames[0]);
     f.evidence.push_back(
         {"native stack at the crash: every frame is in the C/C++ runtime or the "

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "kwd/diagnosis/rule_context.hpp"
+#include "kwd/diagnosis/stuck_reason.hpp"
 
 namespace kwd::diagnosis {
 namespace {
@@ -61,8 +62,15 @@ class Rules : public RuleContext {
                  ") in uninterruptible sleep, waiting in " + t.text("/wchan").value_or("?"),
              "/hang/threads/" + std::to_string(i)});
     }
+    // What the stacks taken at the hang show it waits on.
+    std::optional<StuckReason> stuck;
+    if (const auto* stacks = v_.find("/hang/stacks"); stacks != nullptr && stacks->is_object())
+      stuck = stuck_reason(*stacks);
+    if (stuck)
+      f.evidence.push_back({"where it is stuck: " + stuck->text, "/hang/stacks" + stuck->pointer});
     cell(f);
     f.headline = title(f) + silent + cell_phrase();
+    if (stuck) f.headline += ", " + stuck->text.substr(0, stuck->text.find(':'));
     if (v_.has("/startup")) never_ready(f);
     if (!state.empty()) f.headline += "; process state " + state;
     if (!v_.has("/heartbeat")) f.missing.push_back("heartbeat: no heartbeat history in the report");

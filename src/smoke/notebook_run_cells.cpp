@@ -2,13 +2,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
+#include "kwd/diagnosis/stuck_reason.hpp"
 #include "kwd/protocol/content_fields.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/smoke/failure_explanation.hpp"
 #include "kwd/smoke/notebook_run.hpp"
 #include "kwd/stacks/pure.hpp"
 #include "kwd/stacks/stacks.hpp"
+#include "kwd/stacks/stacks_json.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/size_parse.hpp"
 
@@ -213,7 +216,10 @@ void NotebookRun::on_cell_timeout() {
     capture.native_budget = std::chrono::milliseconds(2000);
     try {
       cell.stacks = stacks::capture_stacks(kernel_->pid(), capture);
-      if (const auto where = stacks::main_thread_summary(*cell.stacks); !where.empty())
+      const auto where = stacks::main_thread_summary(*cell.stacks);
+      if (const auto why = diagnosis::stuck_reason(stacks::to_json(*cell.stacks)))
+        cell.message += ", " + why->text + (where.empty() ? "" : " (main thread " + where + ")");
+      else if (!where.empty())
         cell.message += ", stuck " + where;
       cell.details = stacks::render_text(*cell.stacks);
     } catch (const std::exception& e) {  // the timeout still interrupts, without them

@@ -1,8 +1,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
+#include "kwd/diagnosis/stuck_reason.hpp"
 #include "kwd/stacks/pure.hpp"
+#include "kwd/stacks/stacks_json.hpp"
 
 namespace kwd::stacks {
 namespace {
@@ -99,6 +102,8 @@ std::string render_text(const ProcessStacks& s) {
   if (s.threads.size() < s.threads_total) out += fmt::format(" ({} shown)", s.threads.size());
   if (s.frozen_us >= 0) out += fmt::format("; stopped for {:.1f} ms", double(s.frozen_us) / 1000);
   out += fmt::format("; taken in {} ms\n", s.capture_ms);
+  if (const auto why = diagnosis::stuck_reason(to_json(s)))
+    out += "What it waits on: " + why->text + "\n";
   if (!s.native_missing.empty()) out += "Native frames not available: " + s.native_missing + "\n";
   if (!s.python_missing.empty()) out += "Python frames not available: " + s.python_missing + "\n";
   for (const auto& t : s.threads) {

@@ -46,6 +46,7 @@ def test_cmake_install_puts_every_file_where_the_system_looks_for_it(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     usr = root / "usr"
     expected = ["bin/kernel-watchdog", "lib/kernel-watchdog/kernel-watchdog-http.so",
+                "lib/kernel-watchdog/kernel-watchdog-crash.so",
                 "share/man/man1/kernel-watchdog.1",
                 "share/bash-completion/completions/kernel-watchdog",
                 "share/zsh/vendor-completions/_kernel-watchdog",

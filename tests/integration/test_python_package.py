@@ -74,6 +74,8 @@ def package(tmp_path_factory):
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", WHEEL, *RUNNERS],
                        check=True, timeout=600, env={**os.environ, "PATH": path})
         [program] = venv.glob("lib/python3*/site-packages/kernel_watchdog/_bin/kernel-watchdog")
+        # The crash handler the shim loads into kernels (native frames at a crash) is beside it.
+        assert (program.parent / "kernel-watchdog-crash.so").is_file()
         return {"python": venv / "bin" / "python", "program": str(program), "site": None,
                 "path": path}
     return {"python": VENV_PYTHON, "program": KWD_BINARY, "site": install_target(tmp_path_factory),

@@ -198,6 +198,9 @@ def test_stacks_shows_both_threads_of_a_python_lock_deadlock(kernel):
 
     text = kwd("stacks", pid).stdout
     assert "kwd_main_takes_a_then_b (" in text and "kwd_worker_takes_b_then_a (" in text
+    # Said in words: the two threads, each in its function, and nothing else running.
+    assert "What it waits on: in a deadlock: 2 threads each wait for a lock" in text, text
+    assert f"thread {pid} in kwd_main_takes_a_then_b()" in text, text
     assert tracer_of(pid) == 0
 
     # The lock waits are interruptible: the cell ends, the worker gets both locks, the kernel
@@ -310,6 +313,17 @@ def test_a_hang_report_says_where_each_thread_was(kernel, jupyter_env, tmp_path)
 
 # --- smoke: a cell timeout says where the cell was stuck ----------------------------------------
 
+def smoke_one_cell(tmp_path, nb, interrupt_grace):
+    """`smoke --json` of a one-cell notebook with a 3 s cell timeout, which must fail: the cell."""
+    proc = subprocess.run(
+        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "3",
+         "--interrupt-grace", str(interrupt_grace), "--json", str(nb)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    (cell,) = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    return cell
+
+
 def test_smoke_timeout_says_where_the_cell_was_stuck(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
@@ -323,12 +337,7 @@ def test_smoke_timeout_says_where_the_cell_was_stuck(tmp_path, monkeypatch):
         "def kwd_waits_for_c():\n"
         f"    ctypes.CDLL({str(library)!r}).kwd_stuck_in_c(r)\n"
         "kwd_waits_for_c()\n"])
-    proc = subprocess.run(
-        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "3",
-         "--interrupt-grace", "1", "--json", str(nb)],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path)
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    (cell,) = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    cell = smoke_one_cell(tmp_path, nb, interrupt_grace=1)
     # Blocked in C, SIGINT cannot end it: killed after the grace, and the message still says
     # where it was.
     assert "kwd_stuck_in_c (libkwdstuck.so)" in cell["message"], cell["message"]
@@ -337,3 +346,37 @@ def test_smoke_timeout_says_where_the_cell_was_stuck(tmp_path, monkeypatch):
     (main,) = [t for t in stacks["threads"] if t["main"]]
     assert "kwd_stuck_in_c" in functions(main["native"])
     assert "kwd_waits_for_c" in [f["function"] for f in main["python"]]
+
+
+def test_stacks_says_a_cell_waits_for_input_no_one_answers(kernel):
+    """input() in a cell whose front end went away (a closed tab): the kernel answers its
+    heartbeat and looks fine; `stacks` says what it waits for."""
+    k = kernel()
+    msg_id = k.kc.execute("answer = input('your name? ')\n", allow_stdin=True)
+    request = k.kc.get_stdin_msg(timeout=30)
+    assert request["msg_type"] == "input_request"
+    text = kwd("stacks", k.kernel_pid).stdout
+    assert "What it waits on: waiting for input(): " in text, text
+    k.kc.input("nobody")
+    assert drain_cell(k, msg_id)["status"] == "ok"
+
+
+def test_smoke_timeout_names_a_deadlock(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    nb = write_notebook(tmp_path / "deadlock.ipynb", [
+        "import threading, time\n"
+        "a, b = threading.Lock(), threading.Lock()\n"
+        "def kwd_b_then_a():\n"
+        "    with b:\n"
+        "        time.sleep(0.3)\n"
+        "        with a:\n"
+        "            pass\n"
+        "threading.Thread(target=kwd_b_then_a, daemon=True).start()\n"
+        "with a:\n"
+        "    time.sleep(0.3)\n"
+        "    with b:\n"
+        "        pass\n"])
+    cell = smoke_one_cell(tmp_path, nb, interrupt_grace=5)
+    assert "in a deadlock: 2 threads each wait for a lock" in cell["message"], cell["message"]
+    assert "kwd_b_then_a()" in cell["message"], cell["message"]

@@ -33,6 +33,20 @@ json recorded_segfault() {
   return report;
 }
 
+// The diagnosis of `report` with `crash` as its crash_stack.
+json diagnosis_with(json report, const CrashStack& crash) {
+  report["crash_stack"] = to_json(crash);
+  return kwd::diagnosis::rediagnose(report)["diagnosis"];
+}
+
+// The recorded segfault's report as if the kernel had died of SIGILL.
+json recorded_sigill() {
+  json report = recorded_segfault();
+  report["termination"]["signal"] = SIGILL;
+  report["termination"]["signal_name"] = "SIGILL";
+  return report;
+}
+
 }  // namespace
 
 TEST_CASE("the crash handler's message is read field by field") {
@@ -113,11 +127,10 @@ TEST_CASE("the diagnosis names the first native frame outside the runtimes and t
   json report = recorded_segfault();
   CrashStack c;
   c.fault = {1, 1, SIGSEGV, 1, 0, 0x4000};
-  c.frames = {frame(0x3000, "__memmove_avx_unaligned_erms", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
-              frame(0x4000, "crashy::poke(int volatile*)", "/t/libcrashy.so", "/src/crashy.cpp", 5),
+  c.frames = {frame(0x4000, "__memmove_avx_unaligned_erms", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+              frame(0x4100, "crashy::poke(int volatile*)", "/t/libcrashy.so", "/src/crashy.cpp", 5),
               frame(0x5000, "_PyEval_EvalFrameDefault", "/usr/bin/python3.11")};
-  report["crash_stack"] = to_json(c);
-  const json d = kwd::diagnosis::rediagnose(report)["diagnosis"];
+  const json d = diagnosis_with(report, c);
   CHECK(d["cause"] == "native_crash");
   const std::string headline = d["headline"];
   CHECK_THAT(headline, Catch::Contains("SIGSEGV (segmentation fault) in crashy::poke(int "
@@ -129,9 +142,8 @@ TEST_CASE("the diagnosis names the first native frame outside the runtimes and t
   CHECK(named);
 
   // Every frame in the runtimes: nothing is blamed, the top frame is told as it is.
-  c.frames = {frame(0x3000, "__memmove_avx_unaligned_erms", "/usr/lib/x86_64-linux-gnu/libc.so.6")};
-  report["crash_stack"] = to_json(c);
-  const json runtime_only = kwd::diagnosis::rediagnose(report)["diagnosis"];
+  c.frames = {frame(0x4000, "__memmove_avx_unaligned_erms", "/usr/lib/x86_64-linux-gnu/libc.so.6")};
+  const json runtime_only = diagnosis_with(report, c);
   CHECK_THAT(runtime_only["headline"].get<std::string>(),
              !Catch::Contains("libc.so.6") && !Catch::Contains("__memmove"));
 }
@@ -141,8 +153,7 @@ TEST_CASE("no native frames: the reason is in the diagnosis's missing") {
   CrashStack c;
   c.fault.signal = SIGSEGV;
   c.missing = "cannot load libdw.so.1 (install elfutils' libdw1)";
-  report["crash_stack"] = to_json(c);
-  const json d = kwd::diagnosis::rediagnose(report)["diagnosis"];
+  const json d = diagnosis_with(report, c);
   bool said = false;
   for (const auto& m : d["missing"])
     said = said || m == "crash_stack: " + c.missing;
@@ -150,25 +161,21 @@ TEST_CASE("no native frames: the reason is in the diagnosis's missing") {
 }
 
 TEST_CASE("SIGILL is blamed on a CPU only when the faulting library is an installed package's") {
-  json report = recorded_segfault();
-  report["termination"]["signal"] = SIGILL;
-  report["termination"]["signal_name"] = "SIGILL";
+  json report = recorded_sigill();
   // ipykernel's frames are on every kernel's Python stack: without native frames the rule
   // takes the innermost installed package there (IPython, here) for the culprit.
   CrashStack c;
   c.fault = {1, 1, SIGILL, 2, 0x4000, 0x4000};
   c.frames = {frame(0x4000, "crashy::trap()", "/tmp/t/libcrashy.so"),
               frame(0x5000, "ffi_call_unix64", "/usr/lib/x86_64-linux-gnu/libffi.so.8")};
-  report["crash_stack"] = to_json(c);
-  const json trap = kwd::diagnosis::rediagnose(report)["diagnosis"];
+  const json trap = diagnosis_with(report, c);
   CHECK(trap["cause"] == "native_crash");
   CHECK_THAT(trap["headline"].get<std::string>(),
              Catch::Contains("crashy::trap() in libcrashy.so"));
 
   c.frames = {frame(0x4000, "at::native::cpu_kernel_avx512",
                     "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so")};
-  report["crash_stack"] = to_json(c);
-  const json avx = kwd::diagnosis::rediagnose(report)["diagnosis"];
+  const json avx = diagnosis_with(report, c);
   CHECK(avx["cause"] == "cpu_unsupported");
   CHECK(avx["confidence"] == "medium");
   bool named = false;
@@ -176,4 +183,19 @@ TEST_CASE("SIGILL is blamed on a CPU only when the faulting library is an instal
     named = named || (e["pointer"] == "/crash_stack/frames/0" &&
                       e["fact"].get<std::string>().find("torch's library") != std::string::npos);
   CHECK(named);
+}
+
+TEST_CASE("a stack that does not start at the faulting instruction blames nobody") {
+  // Under qemu-user the thread the watchdog reads is the emulator's: its frames are qemu's own,
+  // none at the guest's faulting pc, and the cut finds nothing to cut at.
+  json report = recorded_sigill();
+  CrashStack c;
+  c.fault = {1, 1, SIGILL, 2, 0x7f0000004000, 0x7f0000004000};
+  c.frames = {frame(0x55000001000, "cpu_exec", "/usr/bin/qemu-x86_64"),
+              frame(0x55000002000, "cpu_loop", "/usr/bin/qemu-x86_64")};
+  c.missing = "no frame at the faulting instruction: the handler's own frames are shown too";
+  const json d = diagnosis_with(report, c);
+  // The Python stack decides, as without native frames (IPython's frames here).
+  CHECK(d["cause"] == "cpu_unsupported");
+  CHECK_THAT(d["headline"].get<std::string>(), !Catch::Contains("qemu"));
 }

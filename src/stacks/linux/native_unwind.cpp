@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "kwd/diagnosis/native_modules.hpp"
 #include "kwd/stacks/pure.hpp"
 
 namespace kwd::stacks::linux_stacks {
@@ -103,7 +104,7 @@ NativeFrame describe(const Session& s, Dwfl* dwfl, Dwarf_Addr pc, bool activatio
     frame.function = demangle(function);
     frame.offset = pc - (at - offset);
   }
-  if (Clock::now() < s.deadline) {
+  if (Clock::now() < s.deadline && !diagnosis::is_runtime_module(frame.module)) {
     if (Dwfl_Line* line = lib.module_getsrc(module, at)) {
       int number = 0;
       if (const char* file = lib.lineinfo(line, nullptr, &number, nullptr, nullptr, nullptr)) {
