@@ -5,8 +5,7 @@
 # halts on the first error, and every report is also written under build-asan/sanitizer-logs,
 # which must stay empty (a report in a process whose exit status no test looks at still counts).
 # Extra arguments go to ctest, e.g. scripts/sanitize.sh -R unit
-#   scripts/sanitize.sh --build-only   builds both and runs nothing (scripts/test.sh does this
-#                                      beside the normal build's tests, at idle priority)
+#   scripts/sanitize.sh --build-only   builds both and runs nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
