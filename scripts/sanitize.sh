@@ -5,28 +5,20 @@
 # halts on the first error, and every report is also written under build-asan/sanitizer-logs,
 # which must stay empty (a report in a process whose exit status no test looks at still counts).
 # Extra arguments go to ctest, e.g. scripts/sanitize.sh -R unit
-#   scripts/sanitize.sh --build-only   builds both and runs nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs="${KWD_BUILD_JOBS:-$(nproc)}"
-build() {
-  # Only what the tests run is built (not the benchmarks); the fuzz targets, which link the
-  # same objects, are built here too when the fuzz stage follows (KWD_FUZZ_STAGE,
-  # scripts/test.sh): the build is shared (scripts/asan_build.sh).
-  local asan_targets=(kernel-watchdog kwd-unit-tests)
-  if [ "${KWD_FUZZ_STAGE:-0}" != 0 ]; then asan_targets+=(kwd-fuzzers); fi
-  scripts/asan_build.sh "${asan_targets[@]}"
-  # The NVML worker thread under ThreadSanitizer.
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-    -DKWD_NVML_TSAN=ON >/dev/null
-  cmake --build build-tsan -j "$jobs" --target kwd-nvml-tsan-tests
-}
-if [ "${1:-}" = --build-only ]; then
-  build
-  exit 0
-fi
-build
+# Only what the tests run is built (not the benchmarks); the fuzz targets, which link the same
+# objects, are built here too when the fuzz stage follows (KWD_FUZZ_STAGE, scripts/test.sh):
+# the build is shared (scripts/asan_build.sh).
+asan_targets=(kernel-watchdog kwd-unit-tests)
+if [ "${KWD_FUZZ_STAGE:-0}" != 0 ]; then asan_targets+=(kwd-fuzzers); fi
+scripts/asan_build.sh "${asan_targets[@]}"
+# The NVML worker thread under ThreadSanitizer.
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+  -DKWD_NVML_TSAN=ON >/dev/null
+cmake --build build-tsan -j "$jobs" --target kwd-nvml-tsan-tests
 
 logs="$PWD/build-asan/sanitizer-logs"
 rm -rf "$logs"

@@ -198,13 +198,17 @@ std::string base_name(const std::string& path) {
 
 }  // namespace
 
-std::optional<std::pair<std::string, std::string>> RuleContext::native_culprit() const {
-  const auto& frames = v_.array("/crash_stack/frames");
+bool RuleContext::crash_stack_at_fault() const {
   // Only a stack that starts at the faulting instruction is the crash's: one that does not (an
   // emulator's own, under qemu-user; the handler's frames not cut) would blame the wrong code.
-  if (frames.empty() || !v_.text("/crash_stack/pc") ||
-      ReportView(frames[0]).text("/pc") != v_.text("/crash_stack/pc"))
-    return std::nullopt;
+  const auto& frames = v_.array("/crash_stack/frames");
+  const auto pc = v_.text("/crash_stack/pc");
+  return !frames.empty() && pc && ReportView(frames[0]).text("/pc") == pc;
+}
+
+std::optional<std::pair<std::string, std::string>> RuleContext::native_culprit() const {
+  const auto& frames = v_.array("/crash_stack/frames");
+  if (!crash_stack_at_fault()) return std::nullopt;
   for (std::size_t i = 0; i < frames.size(); ++i) {
     const ReportView frame(frames[i]);
     const std::string module = base_name(frame.text("/module").value_or(""));
@@ -227,8 +231,7 @@ void RuleContext::native_stack(Finding& f) const {
           " (" + base_name(*file) + ":" + std::to_string(frame.integer("/line").value_or(0)) + ")";
     fact += ", the first frame outside the C/C++ runtime and the interpreter";
     f.evidence.push_back({fact, culprit->second});
-  } else if (const auto& frames = v_.array("/crash_stack/frames");
-             !frames.empty() && ReportView(frames[0]).text("/pc") == v_.text("/crash_stack/pc")) {
+  } else if (const auto& frames = v_.array("/crash_stack/frames"); crash_stack_at_fault()) {
     const ReportView top(frames[0]);
     f.evidence.push_back(
         {"native stack at the crash: every frame is in the C/C++ runtime or the "

@@ -47,6 +47,8 @@ class RuleContext {
   // loader, the interpreter and the crash handler (crash_stack: kernel-watchdog-crash.so):
   // "crashy::boom(int) in libcrashy.so", and the frame's pointer in the report.
   [[nodiscard]] std::optional<std::pair<std::string, std::string>> native_culprit() const;
+  // Whether crash_stack's first frame is at the faulting pc (the stack is the crash's own).
+  [[nodiscard]] bool crash_stack_at_fault() const;
   // That frame as evidence, and why there are no native frames when the report says so.
   void native_stack(Finding& f) const;
   // The last error shown on IOPub came from a cell the kernel went on from.
