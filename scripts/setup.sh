@@ -42,6 +42,10 @@ packages=(
 frameworks="${KWD_SETUP_FRAMEWORKS:-1}"
 if [ "$frameworks" != 0 ]; then
   packages+=(python3-torch python3-venv qemu-user)
+  # Kernels that are not IPython (tests/integration/test_other_kernels.py): Debian's IRkernel
+  # (R 4.2 with its kernelspec in /usr/share/jupyter/kernels/ir); xeus-python comes from PyPI
+  # (below).
+  packages+=(r-cran-irkernel)
   # The JupyterLab extension's UI tests: playwright-core from npm drives Debian's chromium.
   # (Where Node.js came from elsewhere, e.g. NodeSource's nodejs with its own npm, that stays.)
   if ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
@@ -87,14 +91,19 @@ fi
 
 # Zig (PyPI's ziglang wheel: its clang, LLVM's libc++ and macOS's libc and system headers),
 # pinned in scripts/zig-requirements.txt; made again only when the pin changes.
-zig_venv=".cache/venv-zig"
-zig_requirements="scripts/zig-requirements.txt"
-if [ "$zig_setup" != 0 ] && ! cmp -s "$zig_requirements" "$zig_venv/.kwd-requirements" 2>/dev/null; then
-  echo "setup: making $zig_venv (Zig's toolchain from PyPI, for scripts/macos_compile.sh)" >&2
-  rm -rf "$zig_venv"
-  /usr/bin/python3 -m venv "$zig_venv"
-  "$zig_venv/bin/pip" install -q -r "$zig_requirements"
-  cp "$zig_requirements" "$zig_venv/.kwd-requirements"
+# A virtualenv of Debian's interpreter with what a requirements file pins, made again only when
+# the file changes: pinned_venv DIR REQUIREMENTS WHAT-FOR
+pinned_venv() {
+  if cmp -s "$2" "$1/.kwd-requirements" 2>/dev/null; then return 0; fi
+  echo "setup: making $1 ($3)" >&2
+  rm -rf "$1"
+  /usr/bin/python3 -m venv "$1"
+  "$1/bin/pip" install -q --disable-pip-version-check -r "$2"
+  cp "$2" "$1/.kwd-requirements"
+}
+if [ "$zig_setup" != 0 ]; then
+  pinned_venv .cache/venv-zig scripts/zig-requirements.txt \
+    "Zig's toolchain from PyPI, for scripts/macos_compile.sh"
 fi
 # JupyterLab and Notebook 7, added to that virtualenv with a stamp of their own: a change here
 # installs them again without making the whole virtualenv anew (a new virtualenv has no stamp).
@@ -109,6 +118,12 @@ if [ "$frameworks" != 0 ] && ! cmp -s tests/ui/package-lock.json tests/ui/node_m
   echo "setup: npm ci in tests/ui (playwright-core)" >&2
   (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error)
   cp tests/ui/package-lock.json tests/ui/node_modules/.kwd-package-lock.json
+fi
+
+# xeus-python from PyPI (the only place it is packaged for Debian's Python), in a virtualenv
+# of Debian's interpreter: a Jupyter kernel that is not ipykernel, with its own crash handler.
+if [ "$frameworks" != 0 ]; then
+  pinned_venv .cache/venv-xeus scripts/xeus-requirements.txt "xeus-python from PyPI"
 fi
 
 # The interpreter matrix (tests/integration/test_interpreters.py): every pyenv CPython 3.8-3.13

@@ -42,6 +42,7 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
     input.traceback = find_python_traceback(input.view.report());
   input.pressure = read_memory_pressure(input.view);
   input.frameworks = read_frameworks(input.view);
+  input.language = input.view.text("/fingerprint/language").value_or("");
   input.gpu_contention = read_gpu_contention(input.view, input.hits);
 
   const Finding finding = classify(input);

@@ -7,7 +7,7 @@ bool is_runtime_module(std::string_view module) {
     module.remove_prefix(slash + 1);
   for (const std::string_view prefix :
        {"libc.so", "libc-", "libpthread", "ld-linux", "ld-", "linux-vdso", "[vdso]", "libstdc++",
-        "libgcc_s", "libc++", "libdl", "libpython", "python", "kernel-watchdog-crash"})
+        "libgcc_s", "libc++", "libdl", "libpython", "python", "libR.so", "kernel-watchdog-crash"})
     if (module.starts_with(prefix)) return true;
   return false;
 }

@@ -37,6 +37,13 @@ void Advisor::native_crash_advice() {
             "): check the arguments passed to native code there (array shapes, dtypes, "
             "pointers, file handles) and the version of the library it calls into.",
         "It is the innermost Python frame of the crashing thread, from faulthandler.");
+  } else if (in_.r_kernel()) {
+    add("native.traceback",
+        "Run the cell's code in R outside Jupyter under a debugger, `R -d gdb`, then `run`, the "
+        "code, and `bt` at the crash: its frames name the package and the C function. Without "
+        "gdb, `Rscript -e 'source(\"cell.R\")'` prints R's own traceback of the crash.",
+        "R's own crash message (in the stderr tail, when it printed one) gives the address, "
+        "not the package or the call that went into native code.");
   } else if (v_.has("/watchdog/python_shim/ran") && !v_.flag("/watchdog/python_shim/ran")) {
     const std::string why = v_.text("/watchdog/python_shim/why_not").value_or("");
     if (why.find("(-") != std::string::npos)
@@ -70,6 +77,25 @@ void Advisor::native_crash_advice() {
   }
   // What every Python process loads (the C++ runtime, libpython) says nothing of mixed
   // builds: the advice is for when compiled packages were loaded.
+  if (in_.r_kernel()) {
+    std::string packages;
+    for (const auto& p : v_.array("/fingerprint/r/packages_with_native_code"))
+      if (const auto name = ReportView(p).text("/name"))
+        packages += (packages.empty() ? "" : ", ") + *name;
+    add("native.matching_builds",
+        "Reinstall the R packages with compiled code that the kernel had loaded, built for this "
+        "R (after an R upgrade: `update.packages(checkBuilt = TRUE, ask = FALSE)`); do not mix "
+        "packages from conda, CRAN and the distribution's r-cran-* in one library path.",
+        packages.empty() ? std::string("A package built for another R, or against other system "
+                                       "libraries, can crash on load or on use.")
+                         : "R packages with native code loaded in the kernel: " + packages + ".");
+    if (in_.death.signal_name == "SIGBUS")
+      add("native.sigbus_mmap",
+          "If the data comes from a memory-mapped file (arrow, bigmemory, fst), check that the "
+          "file was not truncated or on a full or removed file system.",
+          "SIGBUS is typical for reads beyond the end of a mapped file.");
+    return;
+  }
   std::string names;
   for (const auto& n : in_.frameworks)
     if (n != "libstdc++" && n != "libpython" && names.find(n) == std::string::npos)
@@ -137,8 +163,10 @@ void Advisor::exited_advice() {
   add("exit.error_before_exit",
       "Fix the error printed before the exit (see the evidence); if the kernel never started, "
       "run its command line from kernel.json in a terminal to see the message.",
-      "A Python kernel exits with a non-zero code when an exception reaches the top level or "
-      "sys.exit(n) is called.");
+      in_.r_kernel() ? "An R kernel exits with a non-zero code when R stops on an error outside "
+                       "the kernel's handlers or quit(status = n) is called."
+                     : "A Python kernel exits with a non-zero code when an exception reaches the "
+                       "top level or sys.exit(n) is called.");
 }
 
 void Advisor::hang_advice() {

@@ -9,9 +9,14 @@ void Advisor::working_set(const std::string& why_prefix) {
            bytes(static_cast<double>(*peak)) + " RSS";
   why += growth_note();
   add("oom.smaller_working_set",
-      "Hold less in memory at once: read and process the data in chunks (pandas chunksize, "
-      "generators, tf.data or a DataLoader), use smaller dtypes (float32, category), and del "
-      "large intermediates you no longer need.",
+      in_.r_kernel()
+          ? "Hold less in memory at once: read and process the data in chunks "
+            "(readr::read_csv_chunked, data.table::fread with select/nrows, arrow datasets), "
+            "use integer and factor columns where they fit, and rm() large objects you no "
+            "longer need (then gc())."
+          : "Hold less in memory at once: read and process the data in chunks (pandas "
+            "chunksize, generators, tf.data or a DataLoader), use smaller dtypes (float32, "
+            "category), and del large intermediates you no longer need.",
       why.empty() ? "The kernel needed more memory than it could get." : why);
 }
 

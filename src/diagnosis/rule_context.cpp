@@ -63,6 +63,11 @@ std::string RuleContext::cell_phrase() const {
 std::optional<std::string> RuleContext::shim_never_ran() const {
   if (!v_.has("/watchdog/python_shim/ran") || v_.flag("/watchdog/python_shim/ran"))
     return std::nullopt;
+  if (in_.r_kernel())
+    return "python_traceback: an R kernel, where kernel-watchdog's start-up hook (faulthandler, "
+           "cell announcements) does not run: it is for Python kernels. So there is no stack of "
+           "the crash in R's terms (R's own crash message, if it printed one, is in the stderr "
+           "tail), and cells are known from IOPub alone";
   return "python_traceback: kernel-watchdog's start-up hook for Python kernels (faulthandler "
          "on its own pipe, cell announcements) never ran in this kernel: " +
          v_.text("/watchdog/python_shim/why_not").value_or("the reason is unknown") +

@@ -2,6 +2,7 @@
 #include <regex>
 #include <set>
 
+#include "kwd/diagnosis/caught_signal.hpp"
 #include "kwd/diagnosis/rule_context.hpp"
 
 namespace kwd::diagnosis {
@@ -17,8 +18,8 @@ class CrashRules : public RuleContext {
   using RuleContext::RuleContext;
 
   std::optional<Finding> native_crash() const {
-    if (!in_.death.signaled || !kNativeCrashSignals.contains(in_.death.signal_name))
-      return std::nullopt;
+    if (!in_.death.signaled) return caught_by_the_kernel();
+    if (!kNativeCrashSignals.contains(in_.death.signal_name)) return std::nullopt;
     Finding f;
     f.cause = CauseId::native_crash;
     f.confidence = "high";
@@ -47,6 +48,49 @@ class CrashRules : public RuleContext {
       f.missing.push_back(shim_never_ran().value_or(
           "python_traceback: no faulthandler dump in the stderr tail, so the Python line that "
           "called into native code is unknown (faulthandler off, or not a Python kernel)"));
+    return f;
+  }
+
+  // An exit after the kernel's own handler said it caught a fatal signal (xeus-python's:
+  // "Error: signal 11:", its native stack, exit(1)): a native crash, said as what it was.
+  std::optional<Finding> caught_by_the_kernel() const {
+    if (!in_.death.exit_code || *in_.death.exit_code == 0) return std::nullopt;
+    const SignatureHit* said = nullptr;
+    for (const auto& h : in_.hits)
+      if (h.signature->id == "xeus.fatal_signal" && (said == nullptr || h.offset > said->offset))
+        said = &h;
+    if (said == nullptr) return std::nullopt;
+    const std::string text = v_.text(said->pointer).value_or("");
+    const auto line_end = std::min(text.find('\n', said->offset), text.size());
+    const auto caught = parse_caught_signal(
+        std::string_view(text).substr(said->offset, line_end - said->offset),
+        line_end < text.size() ? std::string_view(text).substr(line_end + 1) : std::string_view{});
+    if (!caught) return std::nullopt;
+    Finding f;
+    f.cause = CauseId::native_crash;
+    f.confidence = "high";
+    termination(f);
+    hit(f, *said);
+    traceback(f);
+    cell(f);
+    const auto culprit = caught_signal_culprit(*caught);
+    if (culprit)
+      f.evidence.push_back({"the kernel's native stack (printed by its handler): " + *culprit +
+                                ", the first frame outside the handler, the C/C++ runtime and the "
+                                "interpreter",
+                            said->pointer, said->line});
+    const std::string meaning = signal_meaning(caught->name);
+    f.headline = title(f) + ": " + caught->name +
+                 (meaning.empty() ? "" : " (" + meaning.substr(0, meaning.find(':')) + ")");
+    if (culprit) f.headline += " in " + *culprit;
+    if (const auto site = crash_site()) f.headline += ", called from " + site->first;
+    f.headline += ", caught by the kernel's own handler, which exited with code " +
+                  std::to_string(*in_.death.exit_code);
+    if (f.headline.find(" of cell [") == std::string::npos) f.headline += cell_phrase();
+    if (!in_.traceback.is_object())
+      f.missing.push_back(
+          "python_traceback: the kernel's own signal handler replaced faulthandler's, so there is "
+          "no Python stack of the crash (its native stack is in the stderr tail)");
     return f;
   }
 

@@ -12,7 +12,7 @@ namespace kwd::protocol {
 HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, loop::EventLoop& loop,
                                    ConnectionInfo info, WireLimits limits, HeartbeatOptions options,
                                    AliveCheck alive, HangHandler on_hang,
-                                   std::function<bool()> at_rest)
+                                   std::function<bool()> at_rest, std::function<bool()> busy)
     : context_(context),
       loop_(loop),
       info_(std::move(info)),
@@ -20,7 +20,8 @@ HeartbeatMonitor::HeartbeatMonitor(zmq::context_t& context, loop::EventLoop& loo
       options_(options),
       alive_(std::move(alive)),
       on_hang_(std::move(on_hang)),
-      at_rest_(std::move(at_rest)) {
+      at_rest_(std::move(at_rest)),
+      busy_(std::move(busy)) {
   options_.interval = std::max(options_.interval, std::chrono::milliseconds(10));
   options_.timeout = std::max(options_.timeout, std::chrono::milliseconds(10));
 }
@@ -141,6 +142,12 @@ void HeartbeatMonitor::record(bool ok, double rtt_ms) {
     return;
   }
   ++misses_total_;
+  if (!options_.answered_while_busy && busy_ && busy_()) {
+    // Its cell is running, and it answers between cells: silence says nothing.
+    spdlog::debug("heartbeat: no answer while a cell runs (this kernel answers between cells)");
+    consecutive_misses_ = 0;
+    return;
+  }
   ++consecutive_misses_;
   spdlog::debug("heartbeat: no answer within {} ms ({} in a row)", options_.timeout.count(),
                 consecutive_misses_);

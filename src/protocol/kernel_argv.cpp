@@ -1,5 +1,6 @@
 #include "kwd/protocol/kernel_argv.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <filesystem>
@@ -10,8 +11,21 @@
 
 namespace kwd::protocol {
 
+namespace {
+
+// jupyter_client names the files it writes "kernel-<id>.json".
+bool named_like_a_connection_file(std::string_view arg) {
+  const std::size_t slash = arg.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? arg : arg.substr(slash + 1);
+  return name.size() > 12 && name.starts_with("kernel-") && name.ends_with(".json");
+}
+
+}  // namespace
+
 std::optional<std::string> find_connection_file(const std::vector<std::string>& argv) {
-  static constexpr std::array<std::string_view, 3> kFlags{"-f", "--f", "--connection-file"};
+  static constexpr std::array<std::string_view, 4> kFlags{"-f", "--f", "--connection-file",
+                                                          "--control_file"};
+  std::optional<std::string> positional;
   // argv[0] is the program; scanning from 1 keeps a program called "-f" out of it.
   for (std::size_t i = 1; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
@@ -21,8 +35,15 @@ std::optional<std::string> find_connection_file(const std::vector<std::string>& 
       if (arg.size() > flag.size() + 1 && arg.starts_with(flag) && arg[flag.size()] == '=')
         return arg.substr(flag.size() + 1);
     }
+    // IRkernel: `R --slave -e IRkernel::main() --args FILE`, R's way to pass a script its own
+    // arguments.
+    if (arg == "--args" && i + 1 < argv.size() && argv[i + 1].ends_with(".json"))
+      return argv[i + 1];
+    // Kernels that take the file as a plain argument (IJulia, gophernotes): only a name
+    // jupyter_client gives, so that another program's configuration file is not taken for one.
+    if (named_like_a_connection_file(arg)) positional = arg;
   }
-  return std::nullopt;
+  return positional;
 }
 
 std::string resolve_connection_file(const std::string& named) {
@@ -41,6 +62,12 @@ std::string resolve_connection_file(const std::string& named) {
   if (fs::exists(in_runtime, ec)) return in_runtime.lexically_normal().string();
   if (!path.has_parent_path()) return in_runtime.lexically_normal().string();
   return in_cwd.lexically_normal().string();
+}
+
+bool answers_heartbeat_while_busy(const std::vector<std::string>& argv) {
+  return std::none_of(argv.begin(), argv.end(), [](const std::string& arg) {
+    return arg.find("IRkernel::main(") != std::string::npos;
+  });
 }
 
 bool is_watchdog_launcher(const std::vector<std::string>& argv) {

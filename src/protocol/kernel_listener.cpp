@@ -328,7 +328,7 @@ void KernelListener::connect_heartbeat() {
     heartbeat_ = std::make_unique<HeartbeatMonitor>(
         *context_, loop_, *info_, options_.limits, options_.heartbeat,
         [pid] { return hang::process_alive(pid); }, [this](int n) { on_hang(n); },
-        options_.kernel_at_rest);
+        options_.kernel_at_rest, [this] { return activity_.execution_state() == "busy"; });
     heartbeat_->start();
   } catch (const std::exception& e) {
     heartbeat_.reset();
@@ -413,6 +413,7 @@ void KernelListener::contribute(json& report, std::int64_t at_ms, bool with_hang
   h["idle_interval_ms"] = std::max(ho.idle_interval, ho.interval).count();
   h["timeout_ms"] = ho.timeout.count();
   h["misses_to_hang"] = ho.misses_to_hang;
+  h["answered_while_busy"] = ho.answered_while_busy;
   h["watched"] = heartbeat_ != nullptr;
   h["consecutive_misses"] = heartbeat_ ? heartbeat_->consecutive_misses() : 0;
   h["misses_total"] = heartbeat_ ? heartbeat_->misses_total() : 0;

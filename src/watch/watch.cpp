@@ -96,6 +96,8 @@ void Watch::start() {
   // once and the process is watched regardless.
   auto listening = options_.listener;
   listening.kernel_at_rest = [this] { return !needs_full_rate(util::wall_ms()); };
+  if (!protocol::answers_heartbeat_while_busy(options_.kernel_argv))
+    listening.heartbeat.answered_while_busy = false;
   listener_ = std::make_unique<protocol::KernelListener>(
       loop_, options_.kernel_pid, options_.connection_file, std::move(listening), on_hang_,
       [this](bool running, bool sample, std::int64_t at_ms) { cell_edge(running, sample, at_ms); });

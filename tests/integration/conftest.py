@@ -184,6 +184,26 @@ class Watched:
             pass
 
 
+def private_jupyter(tmp_path, monkeypatch, specs):
+    """A Jupyter path of the test's own holding `specs` ({name: (argv, language)}) as
+    kernelspecs, with private data, runtime and report directories set in this process's
+    environment. Returns (kernels folder, the environment for kernels: that of this process,
+    less pytest's PYTEST_CURRENT_TEST, which ipykernel would otherwise inherit)."""
+    kernels = tmp_path / "prefix" / "share" / "jupyter" / "kernels"
+    for name, (argv, language) in specs.items():
+        (kernels / name).mkdir(parents=True)
+        (kernels / name / "kernel.json").write_text(json.dumps(
+            {"argv": argv, "display_name": name, "language": language}))
+    runtime = tmp_path / "xdg-runtime"
+    runtime.mkdir(mode=0o700)
+    for name, value in dict(
+            JUPYTER_PATH=str(kernels.parent), JUPYTER_DATA_DIR=str(tmp_path / "data"),
+            JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), XDG_RUNTIME_DIR=str(runtime),
+            TMPDIR=str(tmp_path), KERNEL_WATCHDOG_REPORT_DIR=str(tmp_path / "reports")).items():
+        monkeypatch.setenv(name, value)
+    return kernels, {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+
+
 @pytest.fixture
 def jupyter_env(tmp_path, monkeypatch):
     """A private Jupyter path holding a wrapped copy of Debian's python3 kernelspec, a

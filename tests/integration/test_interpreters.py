@@ -22,7 +22,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO_ROOT, Watched, kwd, load_reports
+from conftest import REPO_ROOT, Watched, kwd, load_reports, private_jupyter
 
 INTERPRETERS = REPO_ROOT / ".cache" / "interpreters"
 PYTHONS = {
@@ -59,28 +59,14 @@ def python():
 def jupyter(tmp_path, python, monkeypatch):
     """A private Jupyter path with the interpreter's kernelspec ("plain"), its wrapped copy
     ("watched") and a wrapped copy with a 250 MB memory limit ("limited")."""
-    kernels = tmp_path / "prefix" / "share" / "jupyter" / "kernels"
-
-    def spec(name, argv):
-        (kernels / name).mkdir(parents=True)
-        (kernels / name / "kernel.json").write_text(json.dumps(
-            {"argv": argv, "display_name": name, "language": "python"}))
-
     launch = ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    spec("plain", [python, *launch])
-    spec("isolated", [python, "-I", *launch])
-    spec("ignores-env", [python, "-E", *launch])
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(mode=0o700)
-    # jupyter_client, here, finds the kernelspecs and writes connection files by these too.
-    for name, value in dict(
-            JUPYTER_PATH=str(kernels.parent), JUPYTER_DATA_DIR=str(tmp_path / "data"),
-            JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), XDG_RUNTIME_DIR=str(runtime),
-            TMPDIR=str(tmp_path), KERNEL_WATCHDOG_REPORT_DIR=str(tmp_path / "reports")).items():
-        monkeypatch.setenv(name, value)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_CURRENT_TEST", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONSAFEPATH",
-                        "PYTHONUSERBASE", "VIRTUAL_ENV")}
+    _, env = private_jupyter(tmp_path, monkeypatch, {
+        "plain": ([python, *launch], "python"),
+        "isolated": ([python, "-I", *launch], "python"),
+        "ignores-env": ([python, "-E", *launch], "python")})
+    env = {k: v for k, v in env.items()
+           if k not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONSAFEPATH", "PYTHONUSERBASE",
+                        "VIRTUAL_ENV")}
     for name in ("plain", "isolated", "ignores-env"):
         kwd("kernelspec", "wrap", name, "--prefix", tmp_path / "prefix", "--name",
             f"{name}-watched", env=env)

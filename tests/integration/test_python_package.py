@@ -366,6 +366,43 @@ def test_interrupt_restart_shutdown_as_local_provisioner(env, tmp_path):
     assert "the kernel died" not in proc.stderr
 
 
+# Kernels that are not IPython (tests/integration/test_other_kernels.py has them under `run`,
+# the daemon and smoke): Debian's IRkernel and xeus-python from .cache/venv-xeus.
+OTHER_KERNELS = {
+    "ir": (["/usr/bin/R", "--slave", "-e", "IRkernel::main()", "--args", "{connection_file}"],
+           "R", ["x <- 1", 'Sys.sleep(0.5)\n.C("memset", double(1), 0L, 2000000000L)'],
+           "SIGSEGV"),
+    "xpython": ([str(REPO_ROOT / ".cache" / "venv-xeus" / "bin" / "python3"), "-m",
+                 "xpython_launcher", "-f", "{connection_file}"],
+                "python", ["x = 1", "import ctypes, time\ntime.sleep(0.5)\nctypes.string_at(0)"],
+                "caught by the kernel's own handler"),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(OTHER_KERNELS))
+def test_other_kernels_crash_under_the_provisioner(env, tmp_path, kernel):
+    argv, language, cells, words = OTHER_KERNELS[kernel]
+    spec = tmp_path / "jupyter" / "kernels" / kernel
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps(
+        {"argv": argv, "display_name": kernel, "language": language}))
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": language}
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in cells]
+    nbformat.write(nb, str(tmp_path / "crash.ipynb"))
+    # R's start-up script runs the system's tools by name.
+    proc = run([python(env), "-c", NBCLIENT_SCRIPT, str(tmp_path / "crash.ipynb")],
+               {**env, "JUPYTER_DEFAULT_PROVISIONER_NAME": PROVISIONER,
+                "PATH": env["PATH"] + ":/usr/bin:/bin"}, tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    [report] = load_reports(env["KERNEL_WATCHDOG_REPORT_DIR"])
+    d = report["diagnosis"]
+    assert d["cause"] == "native_crash" and words in d["headline"], d["headline"]
+    assert report["fingerprint"]["language"] == language
+    [line] = [l for l in proc.stderr.splitlines() if l.startswith("kernel-watchdog: the kernel died")]
+    assert d["headline"] in line and report["id"] in line
+
+
 SHUTDOWN_WHILE_STARTING_SCRIPT = """
 from jupyter_client import KernelManager
 km = KernelManager(kernel_name="python3")

@@ -69,6 +69,17 @@ TEST_CASE("the connection file is found in every spelling kernels accept") {
   CHECK(find_connection_file({"python", "--connection-file=/r/k.json"}) == "/r/k.json");
   CHECK_FALSE(find_connection_file({"python", "-m", "x"}));
   CHECK_FALSE(find_connection_file({"python", "-f"}));
+  // IRkernel's kernelspec, and kernels that take the file as a plain argument.
+  CHECK(find_connection_file({"R", "--slave", "-e", "IRkernel::main()", "--args",
+                              "/r/kernel-9.json"}) == "/r/kernel-9.json");
+  CHECK(find_connection_file({"R", "-e", "x()", "--args", "conn.json"}) == "conn.json");
+  CHECK(find_connection_file({"julia", "-i", "/u/IJulia/src/kernel.jl", "/r/kernel-1a.json"}) ==
+        "/r/kernel-1a.json");
+  CHECK(find_connection_file({"evcxr_jupyter", "--control_file", "/r/k.json"}) == "/r/k.json");
+  // Another program's .json argument is no connection file; a flag still wins over a name.
+  CHECK_FALSE(find_connection_file({"node", "server.js", "config.json"}));
+  CHECK_FALSE(find_connection_file({"tool", "kernel-.json"}));
+  CHECK(find_connection_file({"k", "/r/kernel-2.json", "-f", "/r/k.json"}) == "/r/k.json");
   CHECK(protocol::kernel_id_from_connection_file("/run/kernel-4f6c.json") == "4f6c");
 }
 

@@ -127,6 +127,10 @@ struct DiagnosisInput {
   nlohmann::json traceback;  // the python_traceback section, or null
   std::optional<MemoryPressure> pressure;
   std::vector<std::string> frameworks;  // lower-case names from the fingerprint
+  // The kernel's language as the fingerprint saw it ("python", "R"; "" unknown): the advice
+  // is written for it.
+  std::string language;
+  [[nodiscard]] bool r_kernel() const { return language == "R"; }
   std::optional<GpuContention> gpu_contention;
   bool loaded(const std::string& framework) const;
   // Environment variable as the fingerprint saw it at kernel start, if allow-listed and set.

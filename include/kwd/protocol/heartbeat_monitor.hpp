@@ -32,9 +32,11 @@ class HeartbeatMonitor {
   using HangHandler = std::function<void(int consecutive_misses)>;
 
   // `at_rest`: whether the kernel is at rest now, for options.idle_interval (unset: never).
+  // `busy`: whether IOPub says a cell runs, for options.answered_while_busy (unset: never).
   HeartbeatMonitor(zmq::context_t& context, loop::EventLoop& loop, ConnectionInfo info,
                    WireLimits limits, HeartbeatOptions options, AliveCheck alive,
-                   HangHandler on_hang, std::function<bool()> at_rest = {});
+                   HangHandler on_hang, std::function<bool()> at_rest = {},
+                   std::function<bool()> busy = {});
   ~HeartbeatMonitor();
   HeartbeatMonitor(const HeartbeatMonitor&) = delete;
   HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
@@ -71,6 +73,7 @@ class HeartbeatMonitor {
   AliveCheck alive_;
   HangHandler on_hang_;
   std::function<bool()> at_rest_;
+  std::function<bool()> busy_;
 
   std::optional<zmq::socket_t> socket_;
   std::optional<loop::EventLoop::TimerId> timer_;

@@ -8,7 +8,9 @@ namespace kwd::protocol {
 
 // The connection file named in a kernel's argv: `-f PATH`, `-f=PATH`, `--f=PATH`,
 // `--f PATH`, `--connection-file PATH`, `--connection-file=PATH` (ipykernel and most
-// kernels built on its launcher accept these).
+// kernels built on its launcher accept these), `--control_file PATH` (evcxr), R's
+// `--args PATH.json` (IRkernel), else a plain argument named as jupyter_client names the
+// files it writes, `kernel-<id>.json` (IJulia, gophernotes).
 std::optional<std::string> find_connection_file(const std::vector<std::string>& kernel_argv);
 
 // Where the kernel will read (or write) the file it was given, as ipykernel resolves it: an
@@ -16,6 +18,10 @@ std::optional<std::string> find_connection_file(const std::vector<std::string>& 
 // Jupyter's runtime directory ($JUPYTER_RUNTIME_DIR, or runtime/ under the user data dir);
 // a bare name found in neither is one the kernel creates in the runtime directory.
 std::string resolve_connection_file(const std::string& named);
+
+// Whether the kernel answers heartbeats while a cell runs: every kernel built on ipykernel or
+// xeus does (from a thread of its own), IRkernel does not (`R ... -e IRkernel::main()`).
+bool answers_heartbeat_while_busy(const std::vector<std::string>& kernel_argv);
 
 // `kernel-watchdog [options] run ... -- KERNEL...` or `kernel-watchdog smoke ...`: a launcher
 // that watches the kernels it starts itself.

@@ -22,6 +22,10 @@ struct HeartbeatOptions {
   std::chrono::milliseconds idle_interval{0};
   std::chrono::milliseconds timeout{1000};
   int misses_to_hang = 5;  // consecutive; 0: never call it a hang
+  // False for a kernel that answers its heartbeat from the loop that runs its cells (IRkernel:
+  // R has one thread): silence while IOPub says busy is then its normal, and only misses while
+  // it is not busy count towards a hang (a stopped or wedged process).
+  bool answered_while_busy = true;
   std::size_t history = 120;
 };
 

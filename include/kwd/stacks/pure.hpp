@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kwd/stacks/stacks.hpp"
+#include "kwd/util/demangle.hpp"
 
 // The parts of a capture that are text in, text out: tested without a process to capture.
 namespace kwd::stacks {
@@ -14,8 +15,7 @@ namespace kwd::stacks {
 // The lines of a /proc text or a dump, without their newlines.
 std::vector<std::string_view> lines_of(std::string_view text);
 
-// "_ZN3foo3barEv" -> "foo::bar()"; anything that is not a mangled C++ name comes back as it is.
-std::string demangle(std::string_view symbol);
+using util::demangle;
 
 // The name of an x86_64 (or, on aarch64, that architecture's) system call number; "" unknown.
 std::string syscall_name(long number);

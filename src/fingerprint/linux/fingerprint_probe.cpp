@@ -123,6 +123,14 @@ void FingerprintProbe::read_once_facts() {
       environment_read_ = true;
     }
   }
+  // A kernel started through a script (R's /usr/bin/R is one) execs its interpreter after the
+  // first look: what was mapped before that exec was the script's shell, not the kernel's.
+  if (!exe_error && !python_.is_null() && python_.value("executable", "") != exe.string()) {
+    python_ = nullptr;
+    seen_files_.clear();
+    owners_.clear();
+    r_.reset();
+  }
   if (python_.is_null()) {
     if (!exe_error) {
       python_ = {{"executable", exe.string()}};
@@ -178,8 +186,12 @@ void FingerprintProbe::read_maps() {
   std::vector<std::string> added;
   std::set_difference(now_mapped.begin(), now_mapped.end(), seen_files_.begin(), seen_files_.end(),
                       std::back_inserter(added));
-  for (const auto& file : added)
+  bool r_files_added = false;
+  for (const auto& file : added) {
     if (PackageIndex::split_site(file)) owner_of(file);
+    r_files_added = r_files_added || file.ends_with("/libR.so") || r_package_dir(file);
+  }
+  if (r_files_added) r_ = find_r_runtime(kernel_root(), files);
   seen_files_ = files;
   pending_files_ = std::move(files);
 }
@@ -246,8 +258,16 @@ void FingerprintProbe::rebuild(const std::vector<std::string>& files) {
     if (auto v = python_version_from(files); !v.empty()) python["version"] = v;
   }
   python["implementation"] = "CPython";
-  if (python_version_from(files).empty() && !python.contains("version"))
-    python["implementation"] = nullptr;
+  const bool is_python = !python_version_from(files).empty() || python.contains("version");
+  if (!is_python) python["implementation"] = nullptr;
+  // The kernel's language, as its loaded runtime shows it: what the advice is written for.
+  json language = nullptr;
+  if (r_)
+    language = "R";
+  else if (is_python)
+    language = "python";
+  // An R kernel embeds no Python: its executable is R's, said under "r".
+  if (r_ && !is_python) python = nullptr;
 
   json fw_list = json::array();
   for (auto& [name, entry] : frameworks)
@@ -264,6 +284,7 @@ void FingerprintProbe::rebuild(const std::vector<std::string>& files) {
                      " ms while the kernel ran; versions from "
                      "the package metadata beside the loaded files"},
       {"mapped_files", files.size()},
+      {"language", language},
       {"python", python},
       {"frameworks", std::move(fw_list)},
       {"native_libraries", std::move(libraries)},
@@ -274,6 +295,10 @@ void FingerprintProbe::rebuild(const std::vector<std::string>& files) {
        "os.environ are not seen"},
       {"incompatibilities", find_incompatibilities(versions, library_names)},
   };
+  if (r_) {
+    fingerprint_["r"] = to_json(*r_);
+    if (!python_.is_null()) fingerprint_["r"]["executable"] = python_.value("executable", "");
+  }
 }
 
 void FingerprintProbe::contribute(nlohmann::json& report) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kwd/fingerprint/package_metadata.hpp"
+#include "kwd/fingerprint/r_runtime.hpp"
 #include "kwd/probes/probe.hpp"
 #include "kwd/util/unique_fd.hpp"
 
@@ -79,6 +80,8 @@ class FingerprintProbe final : public probes::Probe {
   std::map<std::string, std::optional<Distribution>> owners_;
   const std::optional<Distribution>& owner_of(const std::string& file);
   nlohmann::json python_;
+  // libR.so and the R packages whose native code is loaded, looked up as they appear.
+  std::optional<RRuntime> r_;
   nlohmann::json environment_ = nlohmann::json::object();
   nlohmann::json fingerprint_;
 };

@@ -1,11 +1,11 @@
+#include "kwd/util/demangle.hpp"
+
 #include <cxxabi.h>
 
 #include <cstdlib>
 #include <memory>
 
-#include "kwd/stacks/pure.hpp"
-
-namespace kwd::stacks {
+namespace kwd::util {
 
 std::string demangle(std::string_view symbol) {
   // Only Itanium-mangled names: __cxa_demangle also "demangles" plain words such as "f"
@@ -19,4 +19,4 @@ std::string demangle(std::string_view symbol) {
   return out.get();
 }
 
-}  // namespace kwd::stacks
+}  // namespace kwd::util

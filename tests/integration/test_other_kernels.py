@@ -1,0 +1,296 @@
+"""Kernels that are not IPython: Debian's IRkernel (R) and xeus-python (PyPI, in
+.cache/venv-xeus; scripts/setup.sh makes it), under `run` (a wrapped kernelspec started by
+Debian's jupyter_client), the daemon and `smoke`: a segfault, a cgroup OOM kill and a clean
+shutdown each.
+
+What the reports must hold there: the signal (xeus-python's own handler turns a segfault into
+exit code 1: the report says what it was), the cell's code from IOPub, memory, the kernel's
+language and R's packages, what cannot be known (no faulthandler in R), and remedies for the
+kernel's language."""
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import time
+
+import nbformat
+import psutil
+import pytest
+
+from conftest import KWD_BINARY, REPO_ROOT, Watched, kwd, load_reports, private_jupyter
+
+XEUS_PYTHON = REPO_ROOT / ".cache" / "venv-xeus" / "bin" / "python3"
+IR_ARGV = ["R", "--slave", "-e", "IRkernel::main()", "--args", "{connection_file}"]
+
+KERNELS = {
+    "ir": {
+        "argv": IR_ARGV,
+        "language": "R",
+        # memset through .C: R passes pointers, so the length is an address: it writes on
+        # until it leaves the heap. A real SIGSEGV in native code, caught by R's handler,
+        # which a non-interactive R (a kernel) ends with by the same signal.
+        "crash": 'Sys.sleep(0.5)\n.C("memset", double(1), 0L, 2000000000L)',
+        "crash_marker": ".C(\"memset\"",
+        # Each rnorm(2e6) is 16 MB of pages written.
+        "grow": "held <- list()\nrepeat held[[length(held) + 1]] <- rnorm(2e6)",
+        "cell": "cat(6 * 7)",
+    },
+    "xpython": {
+        "argv": [str(XEUS_PYTHON), "-m", "xpython_launcher", "-f", "{connection_file}"],
+        "language": "python",
+        "crash": "import ctypes, time\ntime.sleep(0.5)\nctypes.string_at(0)",
+        "crash_marker": "ctypes.string_at(0)",
+        "grow": "held = []\nwhile True:\n    held.append(b'x' * (16 * 1024 * 1024))\n",
+        "cell": "print(6 * 7)",
+    },
+}
+# Advice that only fits a Python kernel.
+PYTHON_ADVICE = re.compile(r"faulthandler|python -X|pandas|numpy|sys\.exit|\bpip\b|torch|tf\.",
+                           re.I)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels_present():
+    missing = []
+    if not pathlib.Path("/usr/share/jupyter/kernels/ir/kernel.json").exists():
+        missing.append("Debian's r-cran-irkernel")
+    if not XEUS_PYTHON.exists():
+        missing.append(f"{XEUS_PYTHON}")
+    assert not missing, f"{', '.join(missing)} missing: scripts/setup.sh installs them"
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """A private Jupyter path with each kernel's spec ("ir", "xpython"), its wrapped copy
+    ("<name>-watched") and a wrapped copy with a 250 MB memory limit ("<name>-limited")."""
+    _, env = private_jupyter(tmp_path, monkeypatch, {
+        name: (kernel["argv"], kernel["language"]) for name, kernel in KERNELS.items()})
+    for name in KERNELS:
+        kwd("kernelspec", "wrap", name, "--prefix", tmp_path / "prefix", "--name",
+            f"{name}-watched", env=env)
+        kwd("kernelspec", "wrap", name, "--prefix", tmp_path / "prefix", "--name",
+            f"{name}-limited", "--run-option=--memory-limit=250M", env=env)
+    started = []
+
+    def start(kernel_name, stderr=None):
+        k = Watched(kernel_name, env, {"stderr": stderr} if stderr is not None else None)
+        started.append(k)
+        return k
+
+    yield {"start": start, "env": env, "tmp": tmp_path, "reports": tmp_path / "reports",
+           "runtime": tmp_path / "runtime"}
+    for k in started:
+        k.close()
+
+
+def only_report(reports):
+    found = load_reports(reports)
+    assert len(found) == 1, [r["diagnosis"]["headline"] for r in found]
+    return found[0]
+
+
+def assert_advice_fits(report, language):
+    remedies = " ".join(r["text"] + " " + r["why"] for r in report["diagnosis"]["remedies"])
+    if language == "R":
+        assert not PYTHON_ADVICE.search(remedies), report["diagnosis"]["remedies"]
+
+
+def r_version():
+    return subprocess.run(["Rscript", "-e", "cat(as.character(getRversion()))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+# --- under `run` -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_a_clean_shutdown_writes_no_report_and_leaves_stderr_as_it_was(world, name):
+    texts = {}
+    for kernel_name in (name, f"{name}-watched"):
+        path = world["tmp"] / f"stderr-{kernel_name}.txt"
+        with open(path, "wb") as sink:
+            k = world["start"](kernel_name, stderr=sink)
+            reply, outputs = k.execute(KERNELS[name]["cell"])
+            assert reply["status"] == "ok", reply
+            assert any(m["msg_type"] == "stream" and "42" in m["content"]["text"]
+                       for m in outputs), outputs
+            k.km.shutdown_kernel()
+            k.close()
+        # xeus-python prints its connection file's path, which differs from run to run.
+        texts[kernel_name] = re.sub(r"\S+\.json", "<connection file>",
+                                    path.read_text(errors="replace"))
+    assert "kernel-watchdog" not in texts[f"{name}-watched"], texts
+    assert texts[f"{name}-watched"] == texts[name]
+    assert not load_reports(world["reports"])
+
+
+def test_an_r_segfault_is_named_with_rs_message_its_cell_and_memory(world):
+    k = world["start"]("ir-watched")
+    reply, _ = k.execute("x <- 1")
+    assert reply["status"] == "ok"
+    assert k.execute_until_death(KERNELS["ir"]["crash"]) == -signal.SIGSEGV
+    report = only_report(world["reports"])
+    d = report["diagnosis"]
+    assert d["cause"] == "native_crash", d
+    assert d["headline"].startswith("Native crash: SIGSEGV") and "cell [2]" in d["headline"], d
+    # R's own crash message is the evidence it is (address and cause).
+    facts = " ".join(e["fact"] for e in d["evidence"])
+    assert "r.caught_fatal_signal" in facts and "r.fault_address" in facts, facts
+    # The cell, from IOPub (IRkernel announces it there; there is no shim in R).
+    cell = report["execution"]["cell_in_flight"]
+    assert cell and KERNELS["ir"]["crash_marker"] in cell["code"], report["execution"]
+    assert report["memory"]["peak"]["rss"] > 20 * 1024 * 1024
+    # What it cannot know, said as such; no Python stack guessed at.
+    assert report["python_traceback"] is None
+    [missing] = [m for m in d["missing"] if m.startswith("python_traceback")]
+    assert "an R kernel" in missing, missing
+    fp = report["fingerprint"]
+    assert fp["language"] == "R" and fp["python"] is None, fp
+    assert fp["r"]["version"] == r_version() and fp["r"]["home"] == "/usr/lib/R", fp["r"]
+    assert fp["r"]["executable"].endswith("/bin/exec/R"), fp["r"]
+    packages = {p["name"]: p for p in fp["r"]["packages_with_native_code"]}
+    # IRkernel's ZeroMQ binding, with its version from its DESCRIPTION.
+    assert "pbdZMQ" in packages and re.match(r"\d+\.\d+", packages["pbdZMQ"]["version"]), packages
+    assert_advice_fits(report, "R")
+    ids = [r["id"] for r in d["remedies"]]
+    assert "native.traceback" in ids and "native.matching_builds" in ids, ids
+    [builds] = [r for r in d["remedies"] if r["id"] == "native.matching_builds"]
+    assert "pbdZMQ" in builds["why"] and "update.packages" in builds["text"], builds
+
+
+def test_a_xeus_python_segfault_its_handler_turns_into_an_exit_is_named_as_one(world):
+    k = world["start"]("xpython-watched")
+    assert k.execute_until_death(KERNELS["xpython"]["crash"]) == 1
+    report = only_report(world["reports"])
+    assert report["termination"]["exit_code"] == 1
+    d = report["diagnosis"]
+    assert d["cause"] == "native_crash", d
+    assert d["headline"].startswith("Native crash: SIGSEGV"), d["headline"]
+    assert "caught by the kernel's own handler, which exited with code 1" in d["headline"], d
+    # The first frame of its native stack outside libc and the interpreter: ctypes' module.
+    assert " in _ctypes" in d["headline"], d["headline"]
+    assert "cell [1]" in d["headline"], d["headline"]
+    cell = report["execution"]["cell_in_flight"]
+    assert cell and KERNELS["xpython"]["crash_marker"] in cell["code"], report["execution"]
+    # The shim ran (xeus-python is a CPython), but xeus-python's handler replaced
+    # faulthandler's: said, not guessed.
+    assert report["watchdog"]["python_shim"]["ran"] is True
+    assert any("replaced faulthandler" in m for m in d["missing"]), d["missing"]
+    assert report["fingerprint"]["language"] == "python"
+    assert "exit.error_before_exit" not in [r["id"] for r in d["remedies"]], d["remedies"]
+
+
+def test_a_long_r_cell_is_no_hang_but_a_stopped_idle_r_kernel_is_one(world):
+    """IRkernel answers heartbeats from R's one thread, between cells: eight seconds of a
+    running cell are eight missed heartbeats, and no hang. Stopped while idle, it is one."""
+    k = world["start"]("ir-watched")
+    reply, _ = k.execute("Sys.sleep(8)\ncat('slept')", timeout=60)
+    assert reply["status"] == "ok"
+    assert not load_reports(world["reports"])
+    [kernel] = psutil.Process(k.launcher_pid).children()
+    kernel.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 30
+        while not load_reports(world["reports"]):
+            assert time.monotonic() < deadline, "no hang report for a stopped kernel"
+            time.sleep(0.2)
+    finally:
+        kernel.send_signal(signal.SIGCONT)
+    report = only_report(world["reports"])
+    assert report["kind"] == "hang" and report["diagnosis"]["cause"] == "hang", report["diagnosis"]
+    assert report["heartbeat"]["answered_while_busy"] is False
+    assert report["hang"]["process_state"].startswith("T"), report["hang"]
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_a_cgroup_oom_kill_is_named_with_advice_for_the_language(world, name):
+    k = world["start"](f"{name}-limited")
+    assert k.execute_until_death(KERNELS[name]["grow"], timeout=120) == -signal.SIGKILL
+    report = only_report(world["reports"])
+    d = report["diagnosis"]
+    assert d["cause"] == "oom_killed_cgroup", d["headline"]
+    assert "250.0 MiB" in d["headline"], d["headline"]
+    assert report["memory"]["peak"]["rss"] > 150 * 1024 * 1024
+    assert_advice_fits(report, KERNELS[name]["language"])
+    if name == "ir":
+        [working_set] = [r for r in d["remedies"] if r["id"] == "oom.smaller_working_set"]
+        assert "rm()" in working_set["text"], working_set
+
+
+# --- under the daemon ------------------------------------------------------------------------
+
+def test_the_daemon_finds_an_r_kernel_by_its_connection_file_and_reports_its_death(world):
+    socket_path = world["tmp"] / "d.sock"
+    daemon = subprocess.Popen(
+        [KWD_BINARY, "daemon", "--runtime-dir", str(world["runtime"]), "--report-dir",
+         str(world["reports"]), "--status-socket", str(socket_path), "--sample-rate", "10"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        k = world["start"]("ir")
+        deadline = time.monotonic() + 15
+        while True:
+            rows = []
+            if socket_path.exists():
+                rows = json.loads(kwd("status", "--json", "--status-socket",
+                                      socket_path).stdout)["kernels"]
+            if any(r["connection_file"] == k.km.connection_file for r in rows):
+                break
+            assert daemon.poll() is None and time.monotonic() < deadline, rows
+            time.sleep(0.1)
+        reply, _ = k.execute("x <- 1")
+        assert reply["status"] == "ok"
+        assert k.execute_until_death(KERNELS["ir"]["crash"]) == -signal.SIGSEGV
+        deadline = time.monotonic() + 15
+        while not load_reports(world["reports"]):
+            assert time.monotonic() < deadline, "no report from the daemon"
+            time.sleep(0.1)
+        report = only_report(world["reports"])
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        log = daemon.communicate(timeout=10)[0]
+    assert report["watchdog"]["mode"] == "daemon", log
+    d = report["diagnosis"]
+    assert d["cause"] == "native_crash" and "cell [2]" in d["headline"], d
+    assert KERNELS["ir"]["crash_marker"] in report["execution"]["cell_in_flight"]["code"]
+    assert report["fingerprint"]["language"] == "R"
+    assert_advice_fits(report, "R")
+
+
+# --- under smoke -----------------------------------------------------------------------------
+
+def write_notebook(path, kernel, language, cells):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": language}
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, str(path))
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_smoke_runs_the_kernel_and_names_its_crash(world, name):
+    kernel = KERNELS[name]
+    passes = write_notebook(world["tmp"] / f"{name}-passes.ipynb", name, kernel["language"],
+                            [kernel["cell"]])
+    crashes = write_notebook(world["tmp"] / f"{name}-crashes.ipynb", name, kernel["language"],
+                             [kernel["cell"], kernel["crash"]])
+    out = world["tmp"] / "out"
+    proc = subprocess.run([KWD_BINARY, "smoke", "--output-dir", str(out), str(passes),
+                           str(crashes)], capture_output=True, text=True, timeout=240,
+                          cwd=world["tmp"], env=world["env"])
+    # 2: a kernel died (1 would be a cell's error).
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert re.search(r"(?m)^PASS .*-passes\.ipynb", proc.stdout), proc.stdout
+    assert re.search(r"(?m)^ *DIED .*-crashes\.ipynb", proc.stdout), proc.stdout
+    executed = nbformat.read(str(out / f"{name}-passes.ipynb"), as_version=4)
+    assert "42" in json.dumps(executed.cells[0].outputs), executed.cells[0].outputs
+    printed = proc.stdout + proc.stderr
+    assert "Native crash: SIGSEGV" in printed, printed
+    report = only_report(out / "reports")
+    assert report["watchdog"]["mode"] == "smoke"
+    assert report["diagnosis"]["cause"] == "native_crash"
+    assert kernel["crash_marker"] in report["execution"]["cell_in_flight"]["code"]
+    assert_advice_fits(report, kernel["language"])
+    left = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+            if any(str(world["tmp"]) in a for a in (p.info["cmdline"] or []))]
+    assert not left, left
