@@ -64,6 +64,36 @@ bool base_starts(std::string_view module, std::string_view prefix) {
   return module.starts_with(prefix);
 }
 
+// The worker a stuck DataLoader waits on, from the captured children: one stopped, in
+// uninterruptible sleep, or else the first whose main thread is not waiting for work in the
+// worker loop. "worker pid 412 is stopped (T (stopped))", "worker pid 412 is in f() at x.py:9".
+std::optional<std::string> stuck_worker(const ReportView& stacks) {
+  const auto& children = stacks.array("/children");
+  std::optional<std::string> busy;
+  for (const auto& child : children) {
+    const ReportView c(child);
+    const std::string pid = c.scalar("/pid").value_or("?");
+    const std::string state = c.text("/process_state").value_or("");
+    if (state.starts_with('T') || state.starts_with('t'))
+      return "worker pid " + pid + " is stopped (" + state + ")";
+    if (state.starts_with('D'))
+      return "worker pid " + pid + " is in uninterruptible sleep (" + state + ")";
+    if (busy) continue;
+    const auto& threads = c.array("/threads");
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+      const Thread t{i, &threads[i]};
+      if (!t.view().flag("/main") || t.python().empty()) continue;
+      // An idle worker waits in _worker_loop for the next index (a multiprocessing queue's
+      // get); any other place is its work.
+      if (any_python(t, "_worker_loop", "torch/utils/data/_utils/worker.py") &&
+          any_python(t, "get", "multiprocessing/queues.py"))
+        continue;
+      busy = "worker pid " + pid + " is in " + python_where(t);
+    }
+  }
+  return busy;
+}
+
 }  // namespace
 
 std::optional<StuckReason> stuck_reason(const json& stacks) {
@@ -127,12 +157,17 @@ std::optional<StuckReason> stuck_reason(const json& stacks) {
   // PyTorch's DataLoader waits on its workers' queue; a worker that died or hangs never fills it.
   for (const auto& t : threads)
     for (const char* fn : {"_try_get_data", "_get_data", "_next_data"})
-      if (any_python(t, fn, "torch/utils/data/dataloader.py"))
+      if (any_python(t, fn, "torch/utils/data/dataloader.py")) {
+        if (auto worker = stuck_worker(s))
+          return StuckReason{"dataloader",
+                             "waiting for the DataLoader's worker processes: " + *worker,
+                             t.pointer()};
         return StuckReason{"dataloader",
                            "waiting for the DataLoader's worker processes: one stopped, "
                            "deadlocked or died (`kernel-watchdog stacks` on a worker's pid shows "
                            "where it is)",
                            t.pointer()};
+      }
 
   // A collective that never completes: some rank never joined, or a rank died.
   for (const auto& t : threads) {

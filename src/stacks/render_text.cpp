@@ -117,6 +117,21 @@ std::string render_text(const ProcessStacks& s) {
     for (const auto& f : p.frames)
       out += "    " + python_text(f) + "\n";
   }
+  if (s.children_total > 0) {
+    out += fmt::format("\n{} child process{}", s.children_total, s.children_total == 1 ? "" : "es");
+    if (s.children.size() < s.children_total) out += fmt::format(" ({} shown)", s.children.size());
+    out += "\n";
+  }
+  for (const auto& child : s.children) {
+    // Indented under the process: each child's own heading, threads and frames.
+    std::string text = render_text(child);
+    if (text.starts_with("Process ")) text.replace(0, 7, "Child process");
+    text.insert(0, "\n");
+    for (std::size_t at = 0;
+         (at = text.find('\n', at)) != std::string::npos && at + 1 < text.size(); at += 3)
+      text.insert(at + 1, "  ");
+    out += text;
+  }
   return out;
 }
 

@@ -93,6 +93,9 @@ json to_json(const ProcessStacks& s) {
     unjoined.push_back({{"python_thread", hex(p.ident)},
                         {"current", p.current},
                         {"python", python_to_json(p.frames)}});
+  auto children = json::array();
+  for (const auto& child : s.children)
+    children.push_back(to_json(child));
   return {{"pid", s.pid},
           {"found", s.found},
           {"command", or_null(s.command)},
@@ -105,7 +108,9 @@ json to_json(const ProcessStacks& s) {
           {"python_missing", or_null(s.python_missing)},
           {"order", "most recent call first"},
           {"threads", std::move(threads)},
-          {"python_unjoined", std::move(unjoined)}};
+          {"python_unjoined", std::move(unjoined)},
+          {"children", std::move(children)},
+          {"children_total", s.children_total}};
 }
 
 json to_json(const CrashStack& c) {

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from conftest import KWD_BINARY, WRAPPED, kwd, load_reports, wrap_kernelspec
@@ -380,3 +381,46 @@ def test_smoke_timeout_names_a_deadlock(tmp_path, monkeypatch):
     cell = smoke_one_cell(tmp_path, nb, interrupt_grace=5)
     assert "in a deadlock: 2 threads each wait for a lock" in cell["message"], cell["message"]
     assert "kwd_b_then_a()" in cell["message"], cell["message"]
+
+
+def test_stacks_names_the_dataloader_worker_a_cell_waits_for(kernel):
+    """A DataLoader whose worker is stuck in the dataset's own code: the kernel's main thread
+    waits in _next_data; `stacks` shows the workers too (child processes), and says which
+    worker it waits for and where that worker is."""
+    k = kernel()
+    pid = k.kernel_pid
+    msg_id = k.kc.execute(
+        "import time, torch\n"
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class KwdSlow(Dataset):\n"
+        "    def __len__(self):\n"
+        "        return 64\n"
+        "    def __getitem__(self, i):\n"
+        "        if i == 5:\n"
+        "            time.sleep(3600)\n"
+        "        return torch.zeros(1)\n"
+        "for batch in DataLoader(KwdSlow(), num_workers=2, batch_size=None):\n"
+        "    pass\n")
+    workers = []
+
+    def a_worker_sleeps():
+        workers[:] = psutil.Process(pid).children()
+        return any(syscall_of(w.pid, w.pid) == "230" for w in workers)  # clock_nanosleep
+
+    wait_until(a_worker_sleeps, "a DataLoader worker to sleep in __getitem__", timeout=90)
+    [sleeper] = [w.pid for w in workers if syscall_of(w.pid, w.pid) == "230"]
+    doc = stacks_json(pid)
+    assert doc["children_total"] == len(workers) >= 2, doc["children_total"]
+    child = {c["pid"]: c for c in doc["children"]}[sleeper]
+    # The worker's own Python stack, through the dump its shim inherited at the fork.
+    assert child["python_missing"] is None, child["python_missing"]
+    assert thread(child, sleeper)["python"][0]["function"] == "__getitem__"
+    assert tracer_of(sleeper) == 0
+
+    text = kwd("stacks", pid).stdout
+    assert ("What it waits on: waiting for the DataLoader's worker processes: worker pid "
+            f"{sleeper} is in __getitem__() at") in text, text
+    assert f"Child process {sleeper}: " in text, text
+
+    k.km.interrupt_kernel()
+    assert drain_cell(k, msg_id, timeout=60)["status"] == "error"

@@ -121,6 +121,38 @@ TEST_CASE("the DataLoader's workers, a collective, the GPU, OpenMP, the cell's o
                1133}}))));
   REQUIRE(loader);
   CHECK(loader->id == "dataloader");
+  CHECK_THAT(loader->text, Catch::Contains("one stopped, deadlocked or died"));
+
+  // With its workers captured: the one that is not waiting for work is named, with where it is;
+  // a stopped one wins over a busy one.
+  json waiting = stacks_with(thread(
+      10, true, "S (sleeping)", native({{"poll", "/lib/libc.so.6"}}),
+      python({{"_try_get_data", "/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py",
+               1133}})));
+  const auto worker = [](int pid, const char* state, json python_frames) {
+    return json{{"pid", pid},
+                {"process_state", state},
+                {"threads", json::array({thread(pid, true, state, json::array(), python_frames)})}};
+  };
+  const json idle_worker = worker(
+      21, "S (sleeping)",
+      python({{"select", "/usr/lib/python3.11/selectors.py", 415},
+              {"get", "/usr/lib/python3.11/multiprocessing/queues.py", 113},
+              {"_worker_loop",
+               "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/worker.py", 308}}));
+  const json busy_worker = worker(22, "S (sleeping)", python({{"__getitem__", "/tmp/cell.py", 8}}));
+  waiting["children"] = json::array({idle_worker, busy_worker});
+  const auto named = stuck_reason(waiting);
+  REQUIRE(named);
+  CHECK(named->text ==
+        "waiting for the DataLoader's worker processes: worker pid 22 is in __getitem__() at "
+        "cell.py:8");
+  waiting["children"].push_back(worker(23, "T (stopped)", json::array()));
+  CHECK(stuck_reason(waiting).value().text ==
+        "waiting for the DataLoader's worker processes: worker pid 23 is stopped (T (stopped))");
+  waiting["children"] = json::array({idle_worker});
+  CHECK_THAT(stuck_reason(waiting).value().text,
+             Catch::Contains("one stopped, deadlocked or died"));
 
   const auto nccl = stuck_reason(stacks_with(
       thread(10, true, "S (sleeping)",

@@ -61,7 +61,11 @@ struct ProcessStacks {
   std::string python_missing;
   std::vector<UnjoinedPythonThread> python_unjoined;
   std::int64_t frozen_us = -1;  // how long the threads were stopped; -1 when not stopped
-  std::int64_t capture_ms = 0;  // the whole capture
+  std::int64_t capture_ms = 0;  // the whole capture (its children's included)
+  // Its descendants (DataLoader workers, multiprocessing pools), each captured the same way,
+  // listed flat in the order found (breadth first), with no children of their own; capped.
+  std::vector<ProcessStacks> children;
+  std::size_t children_total = 0;  // descendants found, before the cap
 };
 
 struct CaptureOptions {
@@ -72,6 +76,9 @@ struct CaptureOptions {
   // Each part gives up after its budget: a capture never stalls its caller (or the kernel).
   std::chrono::milliseconds python_budget{1000};
   std::chrono::milliseconds native_budget{3000};
+  // How many of the process's descendants are captured too (0: none). A stuck DataLoader waits
+  // on a worker: where the worker is says why.
+  std::size_t max_children = 8;
 };
 
 // Captures the stacks of `pid`'s threads. Never throws for a process it cannot read: what is

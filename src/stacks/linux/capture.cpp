@@ -1,6 +1,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "kwd/hang/thread_snapshot.hpp"
 #include "kwd/platform/linux/procfs.hpp"
@@ -80,6 +81,36 @@ void add_native(ProcessStacks& out, const CaptureOptions& options) {
     out.native_missing = out.threads.front().native_problem;
 }
 
+// The descendants of `pid`, breadth first, from each thread's /proc children list (a child
+// belongs to the thread that forked it). At most `cap`; `total` counts all found.
+std::vector<pid_t> descendants(pid_t pid, std::size_t cap, std::size_t& total) {
+  constexpr std::size_t kMaxScanned = 256;  // a fork bomb is not walked to its end
+  std::vector<pid_t> found;
+  std::vector<pid_t> queue{pid};
+  total = 0;
+  for (std::size_t next = 0; next < queue.size() && queue.size() < kMaxScanned; ++next) {
+    const std::string task_dir = "/proc/" + std::to_string(queue[next]) + "/task";
+    for (const pid_t tid : proc::list_pids(task_dir)) {  // its numeric entries: the threads
+      const auto text = proc::read_small_file(task_dir + "/" + std::to_string(tid) + "/children");
+      if (!text) continue;
+      std::size_t at = 0;
+      while (at < text->size()) {
+        const auto end = std::min(text->find(' ', at), text->size());
+        pid_t child = 0;
+        const auto [ptr, ec] = std::from_chars(text->data() + at, text->data() + end, child);
+        if (ec == std::errc{} && ptr == text->data() + end && child > 0 &&
+            std::find(queue.begin(), queue.end(), child) == queue.end()) {
+          queue.push_back(child);
+          ++total;
+          if (found.size() < cap) found.push_back(child);
+        }
+        at = end + 1;
+      }
+    }
+  }
+  return found;
+}
+
 }  // namespace
 
 ProcessStacks capture_stacks(pid_t pid, const CaptureOptions& options) {
@@ -128,6 +159,22 @@ ProcessStacks capture_stacks(pid_t pid, const CaptureOptions& options) {
   else
     out.native_missing = "not asked for";
   if (!python_text.empty()) join_python(out, parse_python_threads(python_text));
+  if (options.max_children > 0) {
+    // The children share the budget of one capture: the caller (a hang report on the event
+    // loop) waits no longer for a kernel with workers than for one without.
+    const auto deadline = started + options.python_budget + options.native_budget;
+    CaptureOptions each = options;
+    each.max_children = 0;
+    for (const pid_t child : descendants(pid, options.max_children, out.children_total)) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) break;
+      each.python_budget = std::min(options.python_budget, left / 2);
+      each.native_budget = std::min(options.native_budget, left);
+      auto stacks = capture_stacks(child, each);
+      if (stacks.found) out.children.push_back(std::move(stacks));
+    }
+  }
   out.capture_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
   return out;
