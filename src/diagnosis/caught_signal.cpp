@@ -10,10 +10,18 @@ namespace kwd::diagnosis {
 namespace {
 
 constexpr std::size_t kMaxFrames = 64;
+// Stderr is the kernel's to write: what is read from it is capped before it reaches a headline.
+constexpr std::size_t kMaxLine = 4096;
+constexpr std::size_t kMaxName = 200;
 
-std::string_view base_name(std::string_view path) {
+std::string_view module_file_name(std::string_view path) {
   const auto slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+std::string capped(std::string text) {
+  if (text.size() > kMaxName) text = text.substr(0, kMaxName - 3) + "...";
+  return text;
 }
 
 }  // namespace
@@ -44,7 +52,7 @@ std::optional<CaughtSignal::Frame> parse_backtrace_symbol(std::string_view line)
     line.remove_suffix(1);
   // module(symbol+offset) [address]: the module is everything before the last '(' that opens
   // the symbol part (a path may itself hold parentheses).
-  if (line.empty() || line.back() != ']') return std::nullopt;
+  if (line.empty() || line.size() > kMaxLine || line.back() != ']') return std::nullopt;
   const auto bracket = line.rfind('[');
   if (bracket == std::string_view::npos || line.substr(bracket + 1).rfind("0x", 0) != 0)
     return std::nullopt;
@@ -61,7 +69,7 @@ std::optional<CaughtSignal::Frame> parse_backtrace_symbol(std::string_view line)
     const std::string_view symbol =
         plus == std::string_view::npos ? inside : inside.substr(0, plus);
     if (plus != std::string_view::npos) frame.offset = std::string(inside.substr(plus));
-    frame.function = util::demangle(symbol);
+    frame.function = capped(util::demangle(symbol));
   } else {
     frame.module = std::string(head);  // a frame with no symbol information at all
   }
@@ -96,10 +104,10 @@ std::optional<std::string> caught_signal_culprit(const CaughtSignal& caught) {
   // Frame 0 is the handler that printed the stack.
   for (std::size_t i = 1; i < caught.frames.size(); ++i) {
     const auto& frame = caught.frames[i];
-    const std::string_view module = base_name(frame.module);
+    const std::string module = capped(std::string(module_file_name(frame.module)));
     if (is_runtime_module(module)) continue;
-    if (!frame.function.empty()) return frame.function + " in " + std::string(module);
-    return std::string(module) + (frame.offset.empty() ? "" : " (" + frame.offset + ")");
+    if (!frame.function.empty()) return frame.function + " in " + module;
+    return module + (frame.offset.empty() ? "" : " (" + capped(frame.offset) + ")");
   }
   return std::nullopt;
 }

@@ -55,9 +55,12 @@ class CrashRules : public RuleContext {
   // "Error: signal 11:", its native stack, exit(1)): a native crash, said as what it was.
   std::optional<Finding> caught_by_the_kernel() const {
     if (!in_.death.exit_code || *in_.death.exit_code == 0) return std::nullopt;
+    // The handler writes to the process's own stderr (not a cell's stream on IOPub); its last
+    // message is the one that ended it (in_.hits holds only lines the kernel did not survive).
     const SignatureHit* said = nullptr;
     for (const auto& h : in_.hits)
-      if (h.signature->id == "xeus.fatal_signal" && (said == nullptr || h.offset > said->offset))
+      if (h.signature->id == "xeus.fatal_signal" && h.pointer == "/stderr_tail/text" &&
+          (said == nullptr || h.offset > said->offset))
         said = &h;
     if (said == nullptr) return std::nullopt;
     const std::string text = v_.text(said->pointer).value_or("");
@@ -65,9 +68,10 @@ class CrashRules : public RuleContext {
     const auto caught = parse_caught_signal(
         std::string_view(text).substr(said->offset, line_end - said->offset),
         line_end < text.size() ? std::string_view(text).substr(line_end + 1) : std::string_view{});
-    if (!caught) return std::nullopt;
+    if (!caught || (!kNativeCrashSignals.contains(caught->name) && caught->name != "SIGABRT"))
+      return std::nullopt;
     Finding f;
-    f.cause = CauseId::native_crash;
+    f.cause = caught->name == "SIGABRT" ? CauseId::abort : CauseId::native_crash;
     f.confidence = "high";
     termination(f);
     hit(f, *said);

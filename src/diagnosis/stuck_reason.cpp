@@ -1,5 +1,6 @@
 #include "kwd/diagnosis/stuck_reason.hpp"
 
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -69,9 +70,19 @@ bool base_starts(std::string_view module, std::string_view prefix) {
 // worker loop. "worker pid 412 is stopped (T (stopped))", "worker pid 412 is in f() at x.py:9".
 std::optional<std::string> stuck_worker(const ReportView& stacks) {
   const auto& children = stacks.array("/children");
+  const std::string kernel_command = stacks.text("/command").value_or("");
   std::optional<std::string> busy;
   for (const auto& child : children) {
     const ReportView c(child);
+    // A worker is forked from the kernel (its command line is the kernel's), or runs torch's
+    // worker loop (spawned); another child (a subprocess, a Dask worker) is not one.
+    const auto& threads = c.array("/threads");
+    const bool forked = !kernel_command.empty() && c.text("/command") == kernel_command;
+    const bool worker_loop = std::any_of(threads.begin(), threads.end(), [](const json& t) {
+      return t.is_object() &&
+             any_python(Thread{0, &t}, "_worker_loop", "torch/utils/data/_utils/worker.py");
+    });
+    if (!forked && !worker_loop) continue;
     const std::string pid = c.scalar("/pid").value_or("?");
     const std::string state = c.text("/process_state").value_or("");
     if (state.starts_with('T') || state.starts_with('t'))
@@ -79,7 +90,6 @@ std::optional<std::string> stuck_worker(const ReportView& stacks) {
     if (state.starts_with('D'))
       return "worker pid " + pid + " is in uninterruptible sleep (" + state + ")";
     if (busy) continue;
-    const auto& threads = c.array("/threads");
     for (std::size_t i = 0; i < threads.size(); ++i) {
       const Thread t{i, &threads[i]};
       if (!t.view().flag("/main") || t.python().empty()) continue;

@@ -13,6 +13,14 @@ namespace kwd::protocol {
 
 namespace {
 
+std::string_view program_name(const std::vector<std::string>& argv) {
+  if (argv.empty()) return {};
+  std::string_view program = argv[0];
+  if (const auto slash = program.rfind('/'); slash != std::string_view::npos)
+    program.remove_prefix(slash + 1);
+  return program;
+}
+
 // jupyter_client names the files it writes "kernel-<id>.json".
 bool named_like_a_connection_file(std::string_view arg) {
   const std::size_t slash = arg.rfind('/');
@@ -20,11 +28,23 @@ bool named_like_a_connection_file(std::string_view arg) {
   return name.size() > 12 && name.starts_with("kernel-") && name.ends_with(".json");
 }
 
+// The kernels known to take their connection file as a plain argument: IJulia's julia and
+// gophernotes. Others with such an argument are its clients (`jupyter console --existing`) or
+// tools looking at the file (an editor, jq): they are no kernel.
+bool takes_a_plain_connection_file(std::string_view program) {
+  return program.starts_with("julia") || program == "gophernotes";
+}
+
 }  // namespace
 
 std::optional<std::string> find_connection_file(const std::vector<std::string>& argv) {
   static constexpr std::array<std::string_view, 4> kFlags{"-f", "--f", "--connection-file",
                                                           "--control_file"};
+  const std::string_view program = program_name(argv);
+  const bool irkernel = (program == "R" || program == "Rscript") &&
+                        std::any_of(argv.begin(), argv.end(), [](const std::string& a) {
+                          return a.find("IRkernel::main") != std::string::npos;
+                        });
   std::optional<std::string> positional;
   // argv[0] is the program; scanning from 1 keeps a program called "-f" out of it.
   for (std::size_t i = 1; i < argv.size(); ++i) {
@@ -37,11 +57,10 @@ std::optional<std::string> find_connection_file(const std::vector<std::string>& 
     }
     // IRkernel: `R --slave -e IRkernel::main() --args FILE`, R's way to pass a script its own
     // arguments.
-    if (arg == "--args" && i + 1 < argv.size() && argv[i + 1].ends_with(".json"))
+    if (irkernel && arg == "--args" && i + 1 < argv.size() && argv[i + 1].ends_with(".json"))
       return argv[i + 1];
-    // Kernels that take the file as a plain argument (IJulia, gophernotes): only a name
-    // jupyter_client gives, so that another program's configuration file is not taken for one.
-    if (named_like_a_connection_file(arg)) positional = arg;
+    if (takes_a_plain_connection_file(program) && named_like_a_connection_file(arg))
+      positional = arg;
   }
   return positional;
 }

@@ -328,7 +328,11 @@ void KernelListener::connect_heartbeat() {
     heartbeat_ = std::make_unique<HeartbeatMonitor>(
         *context_, loop_, *info_, options_.limits, options_.heartbeat,
         [pid] { return hang::process_alive(pid); }, [this](int n) { on_hang(n); },
-        options_.kernel_at_rest, [this] { return activity_.execution_state() == "busy"; });
+        options_.kernel_at_rest,
+        [this, pid] {
+          // A stopped kernel answers nothing, busy or not: its silence counts.
+          return activity_.execution_state() == "busy" && !hang::process_stopped(pid);
+        });
     heartbeat_->start();
   } catch (const std::exception& e) {
     heartbeat_.reset();

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <csignal>
 
@@ -110,6 +112,49 @@ std::optional<std::uint64_t> mapping_end(std::string_view maps, std::uint64_t ad
     if (address >= low && address < high) return high;
   }
   return std::nullopt;
+}
+
+}  // namespace kwd::stacks
+
+namespace kwd::stacks {
+namespace {
+
+bool names_a_secret(std::string_view name) {
+  std::string lower(name);
+  for (auto& c : lower)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const std::string_view word :
+       {"token", "secret", "password", "passwd", "key", "credential", "auth"})
+    if (lower.find(word) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string redact_command(std::string_view command) {
+  std::string out;
+  out.reserve(command.size());
+  std::size_t at = 0;
+  while (at <= command.size()) {
+    const auto end = std::min(command.find(' ', at), command.size());
+    std::string word(command.substr(at, end - at));
+    // scheme://user:password@host: everything between "://" and the last '@' before the path.
+    if (const auto scheme = word.find("://"); scheme != std::string::npos) {
+      const auto path = word.find('/', scheme + 3);
+      const auto at_sign = word.rfind('@', path == std::string::npos ? word.size() : path);
+      if (at_sign != std::string::npos && at_sign > scheme + 3)
+        word.replace(scheme + 3, at_sign - scheme - 3, "<redacted>");
+    }
+    if (const auto equals = word.find('=');
+        equals != std::string::npos && equals > 0 &&
+        names_a_secret(std::string_view(word).substr(0, equals)))
+      word.replace(equals + 1, std::string::npos, "<redacted>");
+    out += word;
+    if (end == command.size()) break;
+    out += ' ';
+    at = end + 1;
+  }
+  return out;
 }
 
 }  // namespace kwd::stacks

@@ -126,11 +126,9 @@ std::string render_text(const ProcessStacks& s) {
     // Indented under the process: each child's own heading, threads and frames.
     std::string text = render_text(child);
     if (text.starts_with("Process ")) text.replace(0, 7, "Child process");
-    text.insert(0, "\n");
-    for (std::size_t at = 0;
-         (at = text.find('\n', at)) != std::string::npos && at + 1 < text.size(); at += 3)
-      text.insert(at + 1, "  ");
-    out += text;
+    out += "\n";
+    for (const auto line : lines_of(text))
+      out += line.empty() ? std::string("\n") : "  " + std::string(line) + "\n";
   }
   return out;
 }

@@ -370,7 +370,7 @@ def test_interrupt_restart_shutdown_as_local_provisioner(env, tmp_path):
 # the daemon and smoke): Debian's IRkernel and xeus-python from .cache/venv-xeus.
 OTHER_KERNELS = {
     "ir": (["/usr/bin/R", "--slave", "-e", "IRkernel::main()", "--args", "{connection_file}"],
-           "R", ["x <- 1", 'Sys.sleep(0.5)\n.C("memset", double(1), 0L, 2000000000L)'],
+           "R", ["x <- 1", "Sys.sleep(0.5)\ntools::pskill(Sys.getpid(), 11L)"],
            "SIGSEGV"),
     "xpython": ([str(REPO_ROOT / ".cache" / "venv-xeus" / "bin" / "python3"), "-m",
                  "xpython_launcher", "-f", "{connection_file}"],

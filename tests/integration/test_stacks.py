@@ -251,14 +251,23 @@ def test_a_traced_process_is_said_to_be_traced_not_failed():
          "import time; time.sleep(60)"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import psutil
 
-    def the_child():
+    def the_traced_child():
+        """gdb's child once gdb traces it, else None. Asked once a look: the child may not be
+        there yet, or be gdb's shell on its way to exec the program (another look may differ)."""
         children = psutil.Process(traced.pid).children()
-        return children[0].pid if children else None
+        if not children:
+            return None
+        try:
+            return children[0].pid if tracer_of(children[0].pid) == traced.pid else None
+        except FileNotFoundError:  # gone between the two reads
+            return None
 
     child = None
     try:
-        wait_until(lambda: the_child() and tracer_of(the_child()) == traced.pid, "gdb's child")
-        child = the_child()
+        found = []
+        wait_until(lambda: found.append(the_traced_child()) or found[-1] is not None,
+                   "gdb's child")
+        child = found[-1]
         out = kwd("stacks", child).stdout
         assert f"Native frames not available: the process is already traced by pid {traced.pid}" \
             in out, out
@@ -403,12 +412,19 @@ def test_stacks_names_the_dataloader_worker_a_cell_waits_for(kernel):
         "    pass\n")
     workers = []
 
+    def sleeping(worker):  # in time.sleep: the kernel's wait of a nanosleep, on any machine
+        try:
+            with open(f"/proc/{worker.pid}/wchan") as f:
+                return f.read() == "hrtimer_nanosleep"
+        except OSError:
+            return False
+
     def a_worker_sleeps():
         workers[:] = psutil.Process(pid).children()
-        return any(syscall_of(w.pid, w.pid) == "230" for w in workers)  # clock_nanosleep
+        return any(sleeping(w) for w in workers)
 
     wait_until(a_worker_sleeps, "a DataLoader worker to sleep in __getitem__", timeout=90)
-    [sleeper] = [w.pid for w in workers if syscall_of(w.pid, w.pid) == "230"]
+    [sleeper] = [w.pid for w in workers if sleeping(w)]
     doc = stacks_json(pid)
     assert doc["children_total"] == len(workers) >= 2, doc["children_total"]
     child = {c["pid"]: c for c in doc["children"]}[sleeper]

@@ -72,14 +72,20 @@ TEST_CASE("the connection file is found in every spelling kernels accept") {
   // IRkernel's kernelspec, and kernels that take the file as a plain argument.
   CHECK(find_connection_file({"R", "--slave", "-e", "IRkernel::main()", "--args",
                               "/r/kernel-9.json"}) == "/r/kernel-9.json");
-  CHECK(find_connection_file({"R", "-e", "x()", "--args", "conn.json"}) == "conn.json");
+  CHECK(find_connection_file({"/usr/lib/R/bin/exec/R", "-e", "IRkernel::main()", "--args",
+                              "conn.json"}) == "conn.json");
   CHECK(find_connection_file({"julia", "-i", "/u/IJulia/src/kernel.jl", "/r/kernel-1a.json"}) ==
         "/r/kernel-1a.json");
   CHECK(find_connection_file({"evcxr_jupyter", "--control_file", "/r/k.json"}) == "/r/k.json");
-  // Another program's .json argument is no connection file; a flag still wins over a name.
+  // Another program's .json argument is no connection file, nor a kernel's file named by its
+  // clients and tools; a flag still wins over a name.
   CHECK_FALSE(find_connection_file({"node", "server.js", "config.json"}));
-  CHECK_FALSE(find_connection_file({"tool", "kernel-.json"}));
-  CHECK(find_connection_file({"k", "/r/kernel-2.json", "-f", "/r/k.json"}) == "/r/k.json");
+  CHECK_FALSE(find_connection_file({"julia", "kernel-.json"}));
+  CHECK_FALSE(find_connection_file({"jupyter-console", "--existing", "/r/kernel-1a.json"}));
+  CHECK_FALSE(find_connection_file({"/usr/bin/vim", "/r/kernel-1a.json"}));
+  CHECK_FALSE(find_connection_file({"Rscript", "fit.R", "--args", "data.json"}));
+  CHECK_FALSE(find_connection_file({"python3", "x.py", "--args", "data.json"}));
+  CHECK(find_connection_file({"julia", "/r/kernel-2.json", "-f", "/r/k.json"}) == "/r/k.json");
   CHECK(protocol::kernel_id_from_connection_file("/run/kernel-4f6c.json") == "4f6c");
 }
 

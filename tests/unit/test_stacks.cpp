@@ -223,3 +223,15 @@ TEST_CASE("the main thread's summary names the caller of libc and the Python fra
   s.threads[0].tid = 8;
   CHECK(main_thread_summary(s).empty());
 }
+
+TEST_CASE("a command line in a report: credentials and secret options redacted") {
+  CHECK(redact_command("python3 -m ipykernel_launcher -f /run/kernel-1.json") ==
+        "python3 -m ipykernel_launcher -f /run/kernel-1.json");
+  CHECK(redact_command("psql postgres://ann:hunter2@db:5432/x --quiet") ==
+        "psql postgres://<redacted>@db:5432/x --quiet");
+  CHECK(redact_command("fetch https://host/a@b") == "fetch https://host/a@b");
+  CHECK(redact_command("tool --token=abc --Password=x API_KEY=y --level=3") ==
+        "tool --token=<redacted> --Password=<redacted> API_KEY=<redacted> --level=3");
+  CHECK(redact_command("") == "");
+  CHECK(redact_command("a  b") == "a  b");
+}

@@ -129,8 +129,10 @@ TEST_CASE("the DataLoader's workers, a collective, the GPU, OpenMP, the cell's o
       10, true, "S (sleeping)", native({{"poll", "/lib/libc.so.6"}}),
       python({{"_try_get_data", "/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py",
                1133}})));
+  waiting["command"] = "python3 -m ipykernel_launcher -f k.json";
   const auto worker = [](int pid, const char* state, json python_frames) {
     return json{{"pid", pid},
+                {"command", "python3 -m ipykernel_launcher -f k.json"},
                 {"process_state", state},
                 {"threads", json::array({thread(pid, true, state, json::array(), python_frames)})}};
   };
@@ -151,6 +153,12 @@ TEST_CASE("the DataLoader's workers, a collective, the GPU, OpenMP, the cell's o
   CHECK(stuck_reason(waiting).value().text ==
         "waiting for the DataLoader's worker processes: worker pid 23 is stopped (T (stopped))");
   waiting["children"] = json::array({idle_worker});
+  CHECK_THAT(stuck_reason(waiting).value().text,
+             Catch::Contains("one stopped, deadlocked or died"));
+  // A child that is no worker (a subprocess with a command of its own) is never the one named.
+  json other = worker(24, "T (stopped)", python({{"main", "/tmp/tool.py", 3}}));
+  other["command"] = "python3 /tmp/tool.py";
+  waiting["children"].push_back(other);
   CHECK_THAT(stuck_reason(waiting).value().text,
              Catch::Contains("one stopped, deadlocked or died"));
 

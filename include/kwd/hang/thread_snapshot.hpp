@@ -30,6 +30,9 @@ ProcessSnapshot snapshot_process(pid_t pid, std::size_t max_threads = 256);
 // The process exists and has not exited (a zombie counts as gone). Per platform.
 bool process_alive(pid_t pid);
 
+// The process is stopped (SIGSTOP, a debugger): it answers nothing until continued. Per platform.
+bool process_stopped(pid_t pid);
+
 // "T" -> "T (stopped)"; the letters of proc(5).
 std::string describe_state(char letter);
 

@@ -9,8 +9,9 @@ namespace kwd::protocol {
 // The connection file named in a kernel's argv: `-f PATH`, `-f=PATH`, `--f=PATH`,
 // `--f PATH`, `--connection-file PATH`, `--connection-file=PATH` (ipykernel and most
 // kernels built on its launcher accept these), `--control_file PATH` (evcxr), R's
-// `--args PATH.json` (IRkernel), else a plain argument named as jupyter_client names the
-// files it writes, `kernel-<id>.json` (IJulia, gophernotes).
+// `--args PATH.json` (IRkernel: R or Rscript running IRkernel::main), else, for julia (IJulia) and
+// gophernotes, a plain argument named as jupyter_client names the files it writes,
+// `kernel-<id>.json`.
 std::optional<std::string> find_connection_file(const std::vector<std::string>& kernel_argv);
 
 // Where the kernel will read (or write) the file it was given, as ipykernel resolves it: an

@@ -17,6 +17,11 @@ std::vector<std::string_view> lines_of(std::string_view text);
 
 using util::demangle;
 
+// A command line (words separated by spaces) fit for a report: a URL's credentials
+// ("postgres://user:pw@host" -> "postgres://<redacted>@host") and the values of options named
+// like secrets ("--token=abc", "--password=x", "API_KEY=x") are replaced by "<redacted>".
+std::string redact_command(std::string_view command);
+
 // The name of an x86_64 (or, on aarch64, that architecture's) system call number; "" unknown.
 std::string syscall_name(long number);
 

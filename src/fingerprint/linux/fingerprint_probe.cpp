@@ -125,7 +125,10 @@ void FingerprintProbe::read_once_facts() {
   }
   // A kernel started through a script (R's /usr/bin/R is one) execs its interpreter after the
   // first look: what was mapped before that exec was the script's shell, not the kernel's.
-  if (!exe_error && !python_.is_null() && python_.value("executable", "") != exe.string()) {
+  // An interpreter upgraded on disk reads "<path> (deleted)": the same program, not an exec.
+  std::string exe_path = exe_error ? std::string() : exe.string();
+  if (exe_path.ends_with(" (deleted)")) exe_path.resize(exe_path.size() - 10);
+  if (!exe_error && !python_.is_null() && python_.value("executable", "") != exe_path) {
     python_ = nullptr;
     seen_files_.clear();
     owners_.clear();
@@ -133,7 +136,7 @@ void FingerprintProbe::read_once_facts() {
   }
   if (python_.is_null()) {
     if (!exe_error) {
-      python_ = {{"executable", exe.string()}};
+      python_ = {{"executable", exe_path}};
       // A virtual environment records the exact version beside its interpreter.
       if (auto cfg = kernel_root().read((exe.parent_path().parent_path() / "pyvenv.cfg").string(),
                                         64 * 1024)) {
@@ -261,11 +264,12 @@ void FingerprintProbe::rebuild(const std::vector<std::string>& files) {
   const bool is_python = !python_version_from(files).empty() || python.contains("version");
   if (!is_python) python["implementation"] = nullptr;
   // The kernel's language, as its loaded runtime shows it: what the advice is written for.
+  // A Python kernel with R embedded in it (rpy2) is still a Python kernel.
   json language = nullptr;
-  if (r_)
-    language = "R";
-  else if (is_python)
+  if (is_python)
     language = "python";
+  else if (r_)
+    language = "R";
   // An R kernel embeds no Python: its executable is R's, said under "r".
   if (r_ && !is_python) python = nullptr;
 

@@ -1,11 +1,20 @@
 #include "kwd/hang/thread_snapshot.hpp"
 
+#include <libproc.h>
+#include <sys/proc.h>
+
 #include "kwd/util/process_exists.hpp"
 
 namespace kwd::hang {
 
 bool process_alive(pid_t pid) {
   return util::process_exists(pid);
+}
+
+bool process_stopped(pid_t pid) {
+  struct proc_bsdinfo info {};
+  return ::proc_pidinfo(pid, PROC_PIDTBSDINFO, 0, &info, sizeof info) == sizeof info &&
+         info.pbi_status == SSTOP;
 }
 
 // Thread states of another process need task_for_pid, which an unprivileged watchdog does

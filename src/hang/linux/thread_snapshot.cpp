@@ -35,6 +35,11 @@ bool process_alive(pid_t pid) {
   return state && *state != 'Z' && *state != 'X';
 }
 
+bool process_stopped(pid_t pid) {
+  const auto state = state_of("/proc/" + std::to_string(pid));
+  return state && (*state == 'T' || *state == 't');
+}
+
 ProcessSnapshot snapshot_process(pid_t pid, std::size_t max_threads) {
   ProcessSnapshot snap;
   const std::string base = "/proc/" + std::to_string(pid);

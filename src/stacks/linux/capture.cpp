@@ -23,6 +23,7 @@ std::string command_line(pid_t pid) {
   while (!text.empty() && text.back() == '\0')
     text.pop_back();
   std::replace(text.begin(), text.end(), '\0', ' ');
+  text = redact_command(text);
   if (text.size() > 300) text = text.substr(0, 297) + "...";
   return text;
 }
@@ -170,7 +171,7 @@ ProcessStacks capture_stacks(pid_t pid, const CaptureOptions& options) {
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) break;
       each.python_budget = std::min(options.python_budget, left / 2);
-      each.native_budget = std::min(options.native_budget, left);
+      each.native_budget = std::min(options.native_budget, left - each.python_budget);
       auto stacks = capture_stacks(child, each);
       if (stacks.found) out.children.push_back(std::move(stacks));
     }
