@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
@@ -71,6 +72,13 @@ class Watched:
     def __init__(self, kernel_name, env, start_kwargs=None, manager_kwargs=None):
         reports = pathlib.Path(env["KERNEL_WATCHDOG_REPORT_DIR"]) \
             if env.get("KERNEL_WATCHDOG_REPORT_DIR") else None
+        # A kernel's stderr goes to a file of ours unless the test gives one: where no watchdog
+        # writes a report, it is what tells a lost port from a failed start (below). close()
+        # passes it on to this test's stderr, where pytest shows it as it would have.
+        self._own_stderr = None
+        if "stderr" not in (start_kwargs or {}):
+            self._own_stderr = tempfile.NamedTemporaryFile(prefix="kernel-stderr-")
+            start_kwargs = {**(start_kwargs or {}), "stderr": self._own_stderr}
         for attempt in range(3):
             before = set(reports.glob("*")) if reports and reports.is_dir() else set()
             self.km = KernelManager(kernel_name=kernel_name, **(manager_kwargs or {}))
@@ -87,15 +95,29 @@ class Watched:
                 # starts again on new ports (random_ports_until_alive); so does this, once
                 # the failed start's crash report (written before the test did anything)
                 # is set aside. Anything else, or a third failure, is the test's failure.
+                # A test's own stderr file holds the lost start's traceback: it is read here
+                # (the only sign of a lost port where no watchdog wrote a report) and emptied,
+                # so that the test sees the stderr of the start it runs on.
                 self.kc.stop_channels()
                 new = sorted(set(reports.glob("*")) - before) if reports and reports.is_dir() else []
                 lost_a_port = any("Address already in use" in p.read_text(errors="replace")
                                   for p in new if p.suffix == ".json")
+                sink = (start_kwargs or {}).get("stderr")
+                if hasattr(sink, "name") and hasattr(sink, "truncate"):
+                    sink.flush()
+                    lost_a_port = lost_a_port or "Address already in use" in pathlib.Path(
+                        sink.name).read_text(errors="replace")
                 if attempt == 2 or self.km.is_alive() or not lost_a_port:
+                    if self._own_stderr is not None:
+                        self._own_stderr.seek(0)
+                        sys.stderr.write(self._own_stderr.read().decode(errors="replace"))
                     raise
                 self.km.cleanup_resources()
                 for path in new:
                     path.unlink()
+                if hasattr(sink, "truncate"):
+                    sink.seek(0)
+                    sink.truncate()
         # wait_for_ready re-sends kernel_info_request every second until one is answered; on a
         # slow start the extra replies arrive later and would pass for the next request's.
         while True:
@@ -182,6 +204,10 @@ class Watched:
             self.km.cleanup_resources()
         except Exception:
             pass
+        if self._own_stderr is not None and not self._own_stderr.closed:
+            self._own_stderr.seek(0)
+            sys.stderr.write(self._own_stderr.read().decode(errors="replace"))
+            self._own_stderr.close()
 
 
 def private_jupyter(tmp_path, monkeypatch, specs):
