@@ -27,6 +27,13 @@ WRAPPED = "python3-watched"
 PLAIN = "python3"
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "quiet_machine: asserts what only a machine with nothing else running gives "
+        "(the watchdog's own RSS, samples a starved core would miss); tests/CMakeLists.txt runs "
+        "a file's such tests as an entry of their own, alone")
+
+
 def sanitizer_build():
     """Whether the binary under test was built with sanitizers (scripts/sanitize.sh's
     build-asan): its memory is then the sanitizer runtime's as much as its own."""

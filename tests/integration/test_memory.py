@@ -44,6 +44,7 @@ def series(report, name):
 
 # --- 1. a real OOM kill under run --memory-limit -------------------------------------------
 
+@pytest.mark.quiet_machine
 def test_oom_kill_under_memory_limit_is_proven(start_kernel, jupyter_env):
     name = wrap_kernelspec(jupyter_env, "python3-limited", "--memory-limit=300M")
     k = start_kernel(name)
@@ -507,6 +508,7 @@ def test_no_nvidia_driver_is_reported_and_everything_else_works(how, start_kerne
 FLAT_SECONDS = float(os.environ.get("KWD_FLAT_MEMORY_SECONDS", "60"))
 
 
+@pytest.mark.quiet_machine
 def test_watchdog_memory_stays_flat_over_a_busy_session(start_kernel, jupyter_env):
     k = start_kernel()
     launcher = k.launcher_pid
