@@ -24,12 +24,18 @@ trap print_timings EXIT
 # Last run's JUnit files would pass for this run's in the table.
 rm -f build/ctest-junit.xml build-asan/ctest-junit.xml
 
+# The cores' busy and idle ticks since boot (/proc/stat's first line): a stage's share of busy
+# cores says whether more at once would help it (idle cores) or only less work would (busy).
+cpu_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit}' /proc/stat; }
 stage() {
   local name="$1"
   shift
-  local start=$SECONDS status=0
+  local start=$SECONDS status=0 busy0 idle0 busy1 idle1
+  read -r busy0 idle0 < <(cpu_ticks)
   "$@" || status=$?
-  printf '%s\t%s\t%s\n' "$name" "$((SECONDS - start))" "$([ $status = 0 ] && echo ok || echo "failed ($status)")" >>"$timings"
+  read -r busy1 idle1 < <(cpu_ticks)
+  printf '%s\t%s\t%s\t%s\n' "$name" "$((SECONDS - start))" "$([ $status = 0 ] && echo ok || echo "failed ($status)")" \
+    "$(( (busy1 - busy0) * 100 / (busy1 - busy0 + idle1 - idle0 + 1) ))" >>"$timings"
   echo "test.sh: stage '$name' took $((SECONDS - start)) s" >&2
   return $status
 }

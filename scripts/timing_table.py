@@ -4,7 +4,8 @@
     timing_table.py --stages FILE [--junit LABEL=FILE]... [--ninja-log LABEL=FILE]...
                     [--budget SECONDS] [--total SECONDS]
 
---stages: lines "name<TAB>seconds<TAB>ok|failed" that test.sh wrote, one per stage run.
+--stages: lines "name<TAB>seconds<TAB>ok|failed[<TAB>busy %]" that test.sh wrote, one per stage
+  run (busy %: the share of the cores' time that was busy over the stage).
 --junit: ctest's --output-junit file of a run (label: which build it ran against).
 --ninja-log: a build directory's .ninja_log (label: that build), for its slowest compiles.
 Files that are missing (a stage that never ran) are said to be missing, not an error: the
@@ -36,8 +37,9 @@ def read_stages(path):
     if path and path.exists():
         for line in path.read_text().splitlines():
             fields = line.split("\t")
-            if len(fields) == 3:
-                stages.append((fields[0], float(fields[1]), fields[2]))
+            if len(fields) in (3, 4):
+                busy = int(fields[3]) if len(fields) == 4 else None
+                stages.append((fields[0], float(fields[1]), fields[2], busy))
     return stages
 
 
@@ -96,9 +98,11 @@ def main():
 
     print("\n== timing: stages", file=out)
     stages = read_stages(args.stages)
-    for name, seconds, status in stages:
-        print(f"  {name:<12} {minutes(seconds)}  {'' if status == 'ok' else status}", file=out)
-    total = args.total if args.total is not None else sum(s for _, s, _ in stages)
+    for name, seconds, status, busy in stages:
+        cores = f"cores {busy:3d}% busy" if busy is not None else ""
+        print(f"  {name:<12} {minutes(seconds)}  {cores:<16} {'' if status == 'ok' else status}",
+              file=out)
+    total = args.total if args.total is not None else sum(s[1] for s in stages)
     print(f"  {'total':<12} {minutes(total)}", file=out)
 
     cases = []
