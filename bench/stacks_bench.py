@@ -5,7 +5,7 @@ The process is a Python interpreter under `kernel-watchdog run` with 100 threads
 frames deep, and a main thread asleep: what a stuck kernel with a thread pool looks like. Each
 tool is run `--repeat` times, alternating; the wall time of each run is measured here, and
 `kernel-watchdog stacks --json` also says how long it kept the threads stopped (`frozen_us`).
-py-spy comes from PyPI into a virtualenv of its own (.cache/venv-py-spy), made on first use.
+py-spy is PyPI's, in the framework virtualenv that scripts/setup.sh makes.
 
 Usage: /usr/bin/python3 bench/stacks_bench.py --watchdog build/kernel-watchdog [--repeat 10]
 """
@@ -19,7 +19,7 @@ import time
 from launcher_bench import pct
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-VENV = ROOT / ".cache" / "venv-py-spy"
+PY_SPY = ROOT / ".cache" / "venv-frameworks" / "bin" / "py-spy"
 
 TARGET = """
 import os, threading, time
@@ -36,11 +36,9 @@ time.sleep(3600)
 
 
 def py_spy():
-    exe = VENV / "bin" / "py-spy"
-    if not exe.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "py-spy"], check=True)
-    return str(exe)
+    if not PY_SPY.exists():
+        sys.exit(f"{PY_SPY} is missing: scripts/setup.sh installs it")
+    return str(PY_SPY)
 
 
 def timed(argv):

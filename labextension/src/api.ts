@@ -64,12 +64,19 @@ export interface IKernelStatus {
   now_ms: number;
 }
 
-async function request(path: string): Promise<Response> {
+async function request(path: string, init: RequestInit = {}): Promise<Response> {
   const settings = ServerConnection.makeSettings();
   const url = URLExt.join(settings.baseUrl, 'kernel-watchdog', path);
-  const response = await ServerConnection.makeRequest(url, {}, settings);
+  const response = await ServerConnection.makeRequest(url, init, settings);
   if (!response.ok) {
-    throw new Error(`${url}: ${response.status} ${response.statusText}`);
+    // The server extension says why in {"message": ...}.
+    let why = `${response.status} ${response.statusText}`;
+    try {
+      why = (await response.json()).message || why;
+    } catch {
+      // not JSON: the status says it
+    }
+    throw new Error(why);
   }
   return response;
 }
@@ -91,6 +98,16 @@ export async function reportPage(id: string): Promise<string> {
 
 export async function kernelStatus(kernelId: string): Promise<IKernelStatus> {
   return (await request(`kernels/${encodeURIComponent(kernelId)}`)).json();
+}
+
+// Where the kernel is now: `kernel-watchdog stacks` of it, as text. A POST: it stops the
+// kernel's threads for a moment.
+export async function stacks(
+  kernelId: string
+): Promise<{ kernel_id: string; notebook: string | null; taken_ms: number; text: string }> {
+  return (
+    await request(`kernels/${encodeURIComponent(kernelId)}/stacks`, { method: 'POST', body: '{}' })
+  ).json();
 }
 
 export function formatBytes(n: number): string {

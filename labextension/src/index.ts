@@ -1,13 +1,16 @@
 // kernel-watchdog's JupyterLab 4 / Notebook 7 extension: the cause of a kernel's death in a
-// notification the moment it dies, and its memory in the status bar (Notebook 7: the top bar)
-// while it runs. Everything it shows comes from the kernel-watchdog program through the
+// notification the moment it dies, its memory in the status bar (Notebook 7: the top bar)
+// while it runs, and where it is when a cell runs long ("Where is it stuck?"). Everything it shows comes from the kernel-watchdog program through the
 // package's server extension; it decides nothing itself.
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
 import { DeathWatcher } from './deaths';
 import { MemoryItem } from './memory';
+import { COMMAND, StuckWatcher } from './stuck';
 
 const deaths: JupyterFrontEndPlugin<void> = {
   id: 'kernel-watchdog:deaths',
@@ -40,4 +43,39 @@ const memory: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [deaths, memory];
+const STUCK_PLUGIN = 'kernel-watchdog:stuck';
+
+const stuck: JupyterFrontEndPlugin<void> = {
+  id: STUCK_PLUGIN,
+  description: 'Where is it stuck? The stacks of a kernel whose cell runs long',
+  autoStart: true,
+  requires: [INotebookTracker],
+  optional: [ISettingRegistry, ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    notebooks: INotebookTracker,
+    settings: ISettingRegistry | null,
+    palette: ICommandPalette | null
+  ) => {
+    const watcher = new StuckWatcher(app, notebooks);
+    app.commands.addCommand(COMMAND, {
+      label: 'Where is the kernel stuck?',
+      caption: "Every thread's stack of the current notebook's kernel (kernel-watchdog stacks)",
+      isEnabled: () => !!notebooks.currentWidget?.sessionContext.session?.kernel,
+      execute: () => watcher.showStacks()
+    });
+    palette?.addItem({ command: COMMAND, category: 'Kernel' });
+    if (settings) {
+      void settings.load(STUCK_PLUGIN).then(loaded => {
+        const apply = (): void => {
+          watcher.stuckAfterSeconds = loaded.get('stuckAfterSeconds').composite as number;
+        };
+        apply();
+        loaded.changed.connect(apply);
+      }, e => console.warn('kernel-watchdog: settings', e));
+    }
+    watcher.start();
+  }
+};
+
+export default [deaths, memory, stuck];

@@ -8,6 +8,10 @@ jupyter-config file); the program reads and renders everything, nothing here dia
     GET  {base}kernel-watchdog/reports/ID           one report: its summary and its document
     GET  {base}kernel-watchdog/reports/ID/html      the program's HTML page of it (sandboxed)
     GET  {base}kernel-watchdog/kernels/KERNEL_ID    the kernel's live memory, or "not watched"
+    POST {base}kernel-watchdog/kernels/KERNEL_ID/stacks
+                                                    where the kernel is now: `kernel-watchdog
+                                                    stacks` of it (every thread's native and
+                                                    Python frames, what it waits on)
 
 Every handler needs the server's own authentication (token or login): 403 otherwise. A report
 id that is not one of the user's reports, has a path in it or is a link out of the store: 404.
@@ -149,6 +153,27 @@ class KernelHandler(_Handler):
         self.finish(status)
 
 
+class StacksHandler(_Handler):
+    """A POST, not a GET: it stops the kernel's threads for a moment (ptrace) and asks the
+    kernel for its Python frames. Only a kernel of this server's, found by its own connection
+    file: the request names nothing else."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, kernel_id):
+        if kernel_id not in self.serverapp.kernel_manager:
+            raise web.HTTPError(404, "no such kernel")
+        connection_file = self.serverapp.kernel_manager.get_kernel(kernel_id).connection_file
+        try:
+            text = await _report_access.run_program(["stacks", connection_file])
+        except ProgramFailed as e:
+            raise web.HTTPError(500, str(e)) from None
+        notebooks = await _notebooks_by_kernel(self.serverapp)
+        self.finish({"kernel_id": kernel_id, "notebook": notebooks.get(kernel_id),
+                     "taken_ms": int(time.time() * 1000),
+                     "text": text.decode(errors="replace")})
+
+
 class DeathFeed:
     """Looks at the store twice a second (one stat of its directory); when it changed, asks
     the program for the list and emits one event per report it had not seen."""
@@ -205,6 +230,7 @@ def _load_jupyter_server_extension(serverapp):
         (url_path_join(base, "reports", report), ReportHandler),
         (url_path_join(base, "reports", report, "html"), ReportPageHandler),
         (url_path_join(base, "kernels", r"(?P<kernel_id>[^/]+)"), KernelHandler),
+        (url_path_join(base, "kernels", r"(?P<kernel_id>[^/]+)", "stacks"), StacksHandler),
     ])
     serverapp.event_logger.register_event_schema(EVENT_SCHEMA)
     feed = DeathFeed(serverapp)

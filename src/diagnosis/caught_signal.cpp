@@ -1,10 +1,10 @@
 #include "kwd/diagnosis/caught_signal.hpp"
 
 #include <charconv>
-#include <csignal>
 
 #include "kwd/diagnosis/native_modules.hpp"
 #include "kwd/util/demangle.hpp"
+#include "kwd/util/signal_name.hpp"
 
 namespace kwd::diagnosis {
 namespace {
@@ -25,27 +25,6 @@ std::string capped(std::string text) {
 }
 
 }  // namespace
-
-std::string fatal_signal_name(int number) {
-  switch (number) {
-    case SIGSEGV:
-      return "SIGSEGV";
-    case SIGBUS:
-      return "SIGBUS";
-    case SIGILL:
-      return "SIGILL";
-    case SIGFPE:
-      return "SIGFPE";
-    case SIGABRT:
-      return "SIGABRT";
-    case SIGTRAP:
-      return "SIGTRAP";
-    case SIGSYS:
-      return "SIGSYS";
-    default:
-      return "signal " + std::to_string(number);
-  }
-}
 
 std::optional<CaughtSignal::Frame> parse_backtrace_symbol(std::string_view line) {
   while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
@@ -86,7 +65,9 @@ std::optional<CaughtSignal> parse_caught_signal(std::string_view line, std::stri
   const auto [end, ec] =
       std::from_chars(digits.data(), digits.data() + digits.size(), caught.number);
   if (ec != std::errc{} || caught.number <= 0 || caught.number > 64) return std::nullopt;
-  caught.name = fatal_signal_name(caught.number);
+  // This platform's numbering: the kernel's handler printed its own.
+  caught.name =
+      util::signal_name(caught.number).value_or("signal " + std::to_string(caught.number));
   // The stack's lines follow at once; the first line that is not one ends it.
   while (!after.empty() && caught.frames.size() < kMaxFrames) {
     const auto newline = after.find('\n');

@@ -1,8 +1,8 @@
 #include "kwd/watch/termination.hpp"
 
-#include <signal.h>
-#include <string.h>
 #include <sys/wait.h>
+
+#include "kwd/util/signal_name.hpp"
 
 namespace kwd::watch {
 
@@ -26,51 +26,7 @@ std::string Termination::describe() const {
 }
 
 std::string signal_name(int signal) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
-  if (const char* abbrev = sigabbrev_np(signal)) return std::string("SIG") + abbrev;
-#else
-  switch (signal) {
-    case SIGHUP:
-      return "SIGHUP";
-    case SIGINT:
-      return "SIGINT";
-    case SIGQUIT:
-      return "SIGQUIT";
-    case SIGILL:
-      return "SIGILL";
-    case SIGTRAP:
-      return "SIGTRAP";
-    case SIGABRT:
-      return "SIGABRT";
-    case SIGBUS:
-      return "SIGBUS";
-    case SIGFPE:
-      return "SIGFPE";
-    case SIGKILL:
-      return "SIGKILL";
-    case SIGUSR1:
-      return "SIGUSR1";
-    case SIGSEGV:
-      return "SIGSEGV";
-    case SIGUSR2:
-      return "SIGUSR2";
-    case SIGPIPE:
-      return "SIGPIPE";
-    case SIGALRM:
-      return "SIGALRM";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGXCPU:
-      return "SIGXCPU";
-    case SIGXFSZ:
-      return "SIGXFSZ";
-    case SIGSYS:
-      return "SIGSYS";
-    default:
-      break;
-  }
-#endif
-  return "SIG" + std::to_string(signal);
+  return util::signal_name(signal).value_or("SIG" + std::to_string(signal));
 }
 
 }  // namespace kwd::watch

@@ -114,9 +114,47 @@ CORPUS = [
         dies=True,
         cause="abort",
         headline=[r"Check failed: d < dims\(\) \(1 vs\. 1\)", r"cell \[[0-9]+\]"],
-        evidence=[r"tensorflow\.check_failed", r"killed by SIGABRT"],
+        evidence=[r"tensorflow\.check_failed", r"killed by SIGABRT",
+                  # The abort is TensorFlow's own (absl's CHECK in its kernels' library).
+                  r"native stack at the crash: .* in (libtensorflow_framework|"
+                  r"_pywrap_tensorflow_internal|libtensorflow_cc)\.so"],
         remedies=["signature.tensorflow.check_failed"],
         framework="tensorflow",
+    ),
+    Failure(
+        name="numpy_segfault_in_its_own_loop",
+        interpreter="debian",
+        # A view whose strides point far outside its one-element buffer (as_strided trusts
+        # them: NumPy's docs warn of exactly this); the sum reads there, inside NumPy's C
+        # reduction loop, with no Python frame below the call.
+        cells=["import numpy as np\n"
+               "x = np.zeros(1)\n"
+               "y = np.lib.stride_tricks.as_strided(x, shape=(1 << 20,), strides=(1 << 40,))",
+               "def kwd_total(a):\n"
+               "    return a.sum()\n"
+               "kwd_total(y)"],
+        dies=True,
+        cause="native_crash",
+        headline=[r"SIGSEGV", r"in _multiarray_umath\.", r"cell \[[0-9]+\]"],
+        evidence=[r"killed by SIGSEGV", r"native stack at the crash: .* in _multiarray_umath\."],
+        remedies=["native.check_call"],
+        framework="numpy",
+    ),
+    Failure(
+        name="pytorch_segfault_in_its_own_kernel",
+        interpreter="debian",
+        # The same view handed to PyTorch (from_numpy keeps NumPy's strides): the sum faults in
+        # libtorch_cpu's reduction kernel.
+        cells=[TORCH_IMPORT + "\nimport numpy as np\n"
+               "x = np.zeros(1)\n"
+               "y = np.lib.stride_tricks.as_strided(x, shape=(1 << 20,), strides=(1 << 40,))",
+               "torch.from_numpy(y).sum()"],
+        dies=True,
+        cause="native_crash",
+        headline=[r"SIGSEGV", r"in libtorch_cpu\.so", r"cell \[[0-9]+\]"],
+        evidence=[r"killed by SIGSEGV", r"native stack at the crash: .* in libtorch_cpu\.so"],
+        remedies=["native.check_call"],
+        framework="torch",
     ),
     Failure(
         name="tensorflow_build_needs_avx_the_cpu_lacks",

@@ -210,6 +210,8 @@ def test_under_smoke(failure, env, tmp_path):
         matches_all(failure.headline, result["headline"], "headline")
         report = json.loads(pathlib.Path(result["report"]).read_text())
         assert report["diagnosis"]["cause"] == failure.cause
+        matches_one_each(failure.evidence, [e["fact"] for e in report["diagnosis"]["evidence"]],
+                         "evidence")
         return
     assert result["outcome"] == "failed", said
     assert cell.get("cause") == failure.cause, said

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.error
 import uuid
 from pathlib import Path
 
@@ -140,6 +141,58 @@ def test_report_ids_that_are_not_the_users_own_reports_are_404(server, tmp_path)
     # A path in the URL itself never reaches the handler as an id.
     assert server.status_of(f"kernel-watchdog/reports/../reports/{real['id']}") in (200, 404)
     assert server.status_of("kernel-watchdog/reports/x/../../../etc/passwd") == 404
+
+
+def test_where_is_it_stuck_gives_the_stacks_of_a_busy_kernel(server):
+    """The frontend's "Where is it stuck?": a POST for a kernel of this server runs
+    `kernel-watchdog stacks` on it (found by the server's own connection file) and gives its
+    text; the kernel goes on. Unknown kernels are 404, no token is 403, a GET is 405."""
+    kernel_id = server.start_session("stuck.ipynb")
+    code = ("import threading\n"
+            "def kwd_waits_for_ever():\n"
+            "    lock = threading.Lock()\n"
+            "    lock.acquire()\n"
+            "    lock.acquire()\n"
+            "kwd_waits_for_ever()\n")
+
+    async def stuck_and_asked():
+        # The websocket stays open while the cell runs (the requests below block this loop;
+        # the kernel runs on without it).
+        kernel, _ = await execute_on_websocket(server, kernel_id, code)
+        try:
+            asked_while_stuck()
+        finally:
+            kernel.close()
+
+    def asked_while_stuck():
+        path = f"kernel-watchdog/kernels/{kernel_id}/stacks"
+
+        def stuck_in_the_cell():
+            status, headers, body = server.request(path, method="POST", body={})
+            assert status == 200 and headers["Content-Type"].startswith("application/json")
+            doc = json.loads(body)
+            return doc if "kwd_waits_for_ever" in doc["text"] else None
+        doc = wait_for(stuck_in_the_cell, what="the cell's function in the stacks")
+        assert doc["kernel_id"] == kernel_id and doc["notebook"] == "stuck.ipynb", doc
+        assert "What it waits on: waiting for a lock that is never released: " in doc["text"], \
+            doc["text"]
+        assert server.status_of(path) == 405  # a GET: taking stacks is not a read
+        for token in (None, "not-the-token"):
+            try:
+                server.request(path, method="POST", body={}, token=token)
+                raise AssertionError("a POST without the token was answered")
+            except urllib.error.HTTPError as e:
+                assert e.code == 403, (token, e.code)
+        try:
+            server.request(f"kernel-watchdog/kernels/{uuid.uuid4()}/stacks", method="POST",
+                           body={})
+            raise AssertionError("an unknown kernel was answered")
+        except urllib.error.HTTPError as e:
+            assert e.code == 404
+        # The kernel was let go: it still takes an interrupt, which ends the wait.
+        assert server.request(f"api/kernels/{kernel_id}/interrupt", method="POST",
+                              body={})[0] == 204
+    asyncio.run(stuck_and_asked())
 
 
 def test_an_unwatched_kernel_says_how_to_watch_it_and_an_unknown_one_is_404(server):

@@ -4,7 +4,8 @@ driven in Debian's Chromium by playwright-core (tests/ui/drive_jupyter.cjs; npm,
 download). A notebook's cell segfaults its watched kernel: the notification says the cause
 and the cell, the cell is marked, "Copy summary" copies it and "Open report" opens the
 report inside the app, sandboxed (Lab: a tab; Notebook 7: its down panel). A cell grows memory under the kernel's cgroup limit: the status
-item shows the memory, then its warning, before the kernel is killed.
+item shows the memory, then its warning, before the kernel is killed. A cell that runs long
+gets the "Where is it stuck?" offer, whose stacks open in a tab.
 
 Screenshots go to $KWD_UI_SCREENSHOTS when set (the README's come from there), else the test's
 folder. Needs node, tests/ui/node_modules (scripts/setup.sh) and /usr/bin/chromium."""
@@ -24,6 +25,13 @@ from test_python_package import target_package  # noqa: F401 (the installed whee
 DRIVER = REPO_ROOT / "tests" / "ui" / "drive_jupyter.cjs"
 NODE_MODULES = REPO_ROOT / "tests" / "ui" / "node_modules"
 SEGFAULT = "import ctypes\nctypes.string_at(0)"
+# A lock taken twice: the cell waits for ever, and `stacks` says on what.
+STUCK = ("import threading\n"
+         "def kwd_waits_for_ever():\n"
+         "    lock = threading.Lock()\n"
+         "    lock.acquire()\n"
+         "    lock.acquire()\n"
+         "kwd_waits_for_ever()")
 # About 40 MiB a second: the 400 MiB limit is reached in about 9 s.
 GROW = ("import time\nheld = []\nwhile True:\n"
         "    held.append(bytearray(8 * 1024 * 1024))\n    time.sleep(0.2)")
@@ -100,6 +108,23 @@ def test_a_segfault_is_said_in_a_notification_with_the_cell_and_the_report_opens
     # assert timings).
     print(f"{ui}: notification {seen['toast_ms'] - report['kernel']['died_at_ms']} ms after "
           "the death")
+
+
+def test_a_cell_that_runs_long_offers_where_it_is_stuck_and_shows_the_stacks(lab, tmp_path):
+    # The offer after 3 s (the setting's default is 60), through JupyterLab's own settings.
+    settings = tmp_path / "config" / "lab" / "user-settings" / "kernel-watchdog"
+    settings.mkdir(parents=True)
+    (settings / "stuck.jupyterlab-settings").write_text('{"stuckAfterSeconds": 3}')
+    write_notebook(lab.notebooks, "stuck.ipynb", STUCK)
+    seen = drive(lab, "stuck-lab", "lab/tree/stuck.ipynb", tmp_path)
+    assert "stuck.ipynb: a cell has run for over 3 s" in seen["toast_text"], seen
+    assert "Where is it stuck?" in seen["buttons"], seen
+    text = seen["stacks_text"]
+    # The cell's own function, in the main thread's Python frames, and what it waits on.
+    assert "kwd_waits_for_ever" in text, text
+    assert "What it waits on: waiting for a lock that is never released" in text, text
+    assert seen["stacks_area"] == "main" and seen["tab_label"] == "Where stuck.ipynb is", seen
+    print(f"offer {seen['toast_ms'] - seen['cell_started_ms']} ms after the cell started")
 
 
 @pytest.mark.parametrize("ui", ["lab", "notebook7"])

@@ -7,6 +7,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import nbformat
@@ -48,9 +49,21 @@ def smoke(tmp_path, monkeypatch):
     out_dir = tmp_path / "out"
 
     def _run(*args, timeout=240, env=None):
+        before = set((out_dir / "reports").glob("*.json"))
         proc = subprocess.run([KWD_BINARY, "smoke", "--output-dir", str(out_dir), *map(str, args)],
                               capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
                               env=env)
+        # A kernel that never became ready (seen once in CI under ASan, not since): its hang
+        # report says where each thread of it was. Shown with the test's output if it fails.
+        for report in sorted(set((out_dir / "reports").glob("*.json")) - before):
+            try:
+                hang = json.loads(report.read_text()).get("kind") == "hang"
+            except ValueError:
+                hang = False
+            if hang:
+                shown = subprocess.run([KWD_BINARY, "reports", "show", str(report)],
+                                       capture_output=True, text=True, timeout=60)
+                print(f"== hang report {report}:\n{shown.stdout}{shown.stderr}", file=sys.stderr)
         # No kernel is left behind: every kernel's connection file lies under this TMPDIR.
         left = []
         for p in psutil.process_iter(["cmdline"]):

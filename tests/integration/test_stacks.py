@@ -7,6 +7,7 @@ untraced and working, and let gdb attach after it.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from conftest import KWD_BINARY, WRAPPED, kwd, load_reports, wrap_kernelspec
+from conftest import KWD_BINARY, REPO_ROOT, WRAPPED, kwd, load_reports, wrap_kernelspec
 from test_smoke import write_notebook
 
 STUCK_C = r"""
@@ -162,6 +163,23 @@ def test_gdb_still_attaches_after_stacks(stuck_in_c):
     assert "Operation not permitted" not in gdb.stderr, gdb.stderr
     assert f"[Inferior 1 (process {pid}) detached]" in gdb.stdout, gdb.stdout + gdb.stderr
     assert gdb.returncode == 0, gdb.stderr
+    assert tracer_of(pid) == 0
+    release()
+
+
+def test_py_spy_still_attaches_after_stacks(stuck_in_c):
+    """py-spy (from PyPI, in the framework virtualenv) reads a watched kernel as it reads any
+    Python process, before and after `stacks`: nothing of ours is left attached."""
+    k, release = stuck_in_c
+    pid = k.kernel_pid
+    py_spy = REPO_ROOT / ".cache" / "venv-frameworks" / "bin" / "py-spy"
+    assert py_spy.exists(), f"{py_spy} is missing: scripts/setup.sh installs it"
+    for _ in ("before", "after"):
+        dump = subprocess.run([str(py_spy), "dump", "--pid", str(pid)], capture_output=True,
+                              text=True, timeout=120)
+        assert dump.returncode == 0, dump.stdout + dump.stderr
+        assert '"MainThread"' in dump.stdout and "<module> (" in dump.stdout, dump.stdout
+        kwd("stacks", pid)
     assert tracer_of(pid) == 0
     release()
 
@@ -371,6 +389,22 @@ def test_stacks_says_a_cell_waits_for_input_no_one_answers(kernel):
     assert drain_cell(k, msg_id)["status"] == "ok"
 
 
+def test_smoke_fails_a_cell_that_asks_for_input_at_once(tmp_path, monkeypatch):
+    """Under smoke nothing can answer input(): it asks the kernel not to offer stdin
+    (allow_stdin false), so the cell fails with ipykernel's own error instead of waiting for
+    the cell timeout."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    nb = write_notebook(tmp_path / "asks.ipynb", ["name = input('your name? ')\n"])
+    proc = subprocess.run(
+        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "600",
+         "--json", str(nb)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (cell,) = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    assert cell["status"] == "failed" and "stacks" not in cell, cell
+    assert cell["message"].startswith("StdinNotImplementedError: "), cell["message"]
+
+
 def test_smoke_timeout_names_a_deadlock(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
@@ -440,3 +474,43 @@ def test_stacks_names_the_dataloader_worker_a_cell_waits_for(kernel):
 
     k.km.interrupt_kernel()
     assert drain_cell(k, msg_id, timeout=60)["status"] == "error"
+
+
+def test_smoke_timeout_names_the_stopped_dataloader_worker(tmp_path, monkeypatch):
+    """A DataLoader worker stopped in the dataset's code (SIGSTOP: a debugger's breakpoint, a
+    job-control stop, a container frozen): the cell waits for ever. smoke's timeout says which
+    worker, that it is stopped, and the worker's stack is in the cell's stacks."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    nb = write_notebook(tmp_path / "loader.ipynb", [
+        "import os, signal, torch\n"
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class KwdStops(Dataset):\n"
+        "    def __len__(self):\n"
+        "        return 64\n"
+        "    def __getitem__(self, i):\n"
+        "        if i == 5:\n"
+        "            os.kill(os.getpid(), signal.SIGSTOP)\n"
+        "        return torch.zeros(1)\n",
+        "for batch in DataLoader(KwdStops(), num_workers=2, batch_size=None):\n"
+        "    pass\n"])
+    # The first cell imports torch (seconds on a loaded machine): the timeout leaves it time.
+    proc = subprocess.run(
+        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "30",
+         "--interrupt-grace", "2", "--json", str(nb)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    first, cell = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    assert first["status"] == "passed", first
+    message = cell["message"]
+    stopped = re.search(r"waiting for the DataLoader's worker processes: worker pid ([0-9]+) "
+                        r"is stopped", message)
+    assert stopped, message
+    worker = {c["pid"]: c for c in cell["stacks"]["children"]}[int(stopped.group(1))]
+    # Stopped, it cannot run its own dump; its native stack is read all the same: the stop
+    # is in the kill() the dataset's __getitem__ made.
+    assert "stopped" in (worker["python_missing"] or ""), worker
+    assert worker["native_missing"] is None, worker
+    (main,) = [t for t in worker["threads"] if t["main"]]
+    assert "kill" in functions(main["native"]), functions(main["native"])
+

@@ -2,7 +2,9 @@
 // browser download: executablePath). One scenario per run; prints one JSON object of what it
 // saw (texts, times) for tests/ui/test_jupyterlab_ui.py to judge, and saves screenshots.
 //   node drive_jupyter.cjs SCENARIO URL OUT_DIR
-// SCENARIO: crash-lab | grow-lab | crash-notebook7 | grow-notebook7 | missed-lab
+// SCENARIO: crash-lab | grow-lab | crash-notebook7 | grow-notebook7 | missed-lab | stuck-lab
+// stuck-lab: runs a cell that never ends, waits for the "has run for over" notification,
+// clicks "Where is it stuck?" and reads the stacks it opens.
 // missed-lab: opens JupyterLab, leaves it (prints "LEFT"), waits for a line on stdin (the
 // test has crashed a kernel meanwhile), opens it again and waits for the notification.
 const { chromium } = require('playwright-core');
@@ -56,6 +58,25 @@ async function main() {
     seen.memory_title = await memory.getAttribute('title');
     seen.memory_in = await memory.evaluate(n =>
       n.closest('#jp-top-panel, #top-panel, #top-panel-wrapper') ? 'top' : n.closest('.jp-StatusBar-Widget, #jp-main-statusbar') ? 'statusbar' : 'elsewhere');
+    if (scenario === 'stuck-lab') {
+      seen.cell_started_ms = await runCell(page);
+      const offer = page.locator('.Toastify__toast', { hasText: 'has run for over' }).first();
+      await offer.waitFor({ timeout: TIMEOUT });
+      seen.toast_ms = Date.now();
+      seen.toast_text = await offer.textContent();
+      seen.buttons = await offer.locator('button').allTextContents();
+      await page.waitForTimeout(800); // the toast's slide-in, for the picture
+      await page.screenshot({ path: path.join(outDir, `${scenario}-notification.png`) });
+      await offer.getByRole('button', { name: 'Where is it stuck?' }).click();
+      const stacks = page.locator('.kwd-stacks-text');
+      await stacks.waitFor({ timeout: TIMEOUT });
+      seen.stacks_text = await stacks.textContent();
+      seen.stacks_area = await stacks.evaluate(n => n.closest('#jp-main-dock-panel') ? 'main' : 'elsewhere');
+      seen.tab_label = await page.locator('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel').last().textContent().catch(() => null);
+      await page.waitForTimeout(300);
+      await page.screenshot({ path: path.join(outDir, `${scenario}-stacks.png`) });
+      return;
+    }
     if (scenario.startsWith('grow')) {
       // Sample the item while memory grows, until the death notification.
       const started = await runCell(page);

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "kwd/util/json_text.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/process_exists.hpp"
+#include "kwd/util/signal_name.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace fs = std::filesystem;
@@ -410,4 +412,16 @@ TEST_CASE("random names are the length asked, from the alphabet, evenly spread a
     CHECK(count > 830);
     CHECK(count < 1170);
   }
+}
+
+TEST_CASE("signal names are the platform's; a number it does not name has none") {
+  CHECK(kwd::util::signal_name(SIGSEGV) == "SIGSEGV");
+  CHECK(kwd::util::signal_name(SIGABRT) == "SIGABRT");
+  CHECK(kwd::util::signal_name(SIGKILL) == "SIGKILL");
+#ifdef SIGRTMIN
+  // The real-time signals have numbers, not names ("SIGRTMIN+6" is a sum, not a name).
+  CHECK_FALSE(kwd::util::signal_name(SIGRTMIN + 6).has_value());
+#endif
+  CHECK_FALSE(kwd::util::signal_name(0).has_value());
+  CHECK_FALSE(kwd::util::signal_name(4242).has_value());
 }

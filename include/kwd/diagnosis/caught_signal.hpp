@@ -33,7 +33,4 @@ std::optional<CaughtSignal::Frame> parse_backtrace_symbol(std::string_view line)
 // the interpreter: "comm_open(...) in libxeus.so.1", or "libfoo.so (+0x35a89)".
 std::optional<std::string> caught_signal_culprit(const CaughtSignal& caught);
 
-// SIGSEGV for 11 on Linux (this platform's numbering: the kernel's handler printed its own).
-std::string fatal_signal_name(int number);
-
 }  // namespace kwd::diagnosis
