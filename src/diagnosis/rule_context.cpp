@@ -196,6 +196,18 @@ void RuleContext::traceback(Finding& f) const {
 
 namespace {
 
+// How far up a stripped library's own frames the culprit's name is looked for.
+constexpr std::size_t kMaxUnnamedDepth = 8;
+
+// A library's own way of dying on purpose (Abseil's and glog's CHECK, TensorFlow's
+// LogMessageFatal): its frames sit between abort() and the code whose check failed, which is
+// the culprit ("TensorShapeBase::dim_size", not "LogMessage::FailWithoutStackTrace").
+bool reports_a_failure(const std::string& function) {
+  return function.find("LogMessage") != std::string::npos &&
+         (function.find("log_internal::") != std::string::npos ||
+          function.starts_with("google::") || function.find("::internal::") != std::string::npos);
+}
+
 std::string base_name(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -219,8 +231,22 @@ std::optional<std::pair<std::string, std::string>> RuleContext::native_culprit()
     const std::string module = base_name(frame.text("/module").value_or(""));
     if (module.empty() || is_runtime_module(module)) continue;
     const auto function = frame.text("/function");
+    if (function && reports_a_failure(*function)) continue;
     std::string what =
         function && !function->empty() ? shorten(*function, 80) + " in " + module : module;
+    if (!function || function->empty()) {
+      // A stripped library (distributions' builds of NumPy, PyTorch) names only the functions
+      // it exports: the nearest named one of the same library the fault came through says
+      // which part of it faulted ("libtorch_cpu.so (under at::TensorIteratorBase::...)").
+      for (std::size_t j = i + 1; j < frames.size() && j <= i + kMaxUnnamedDepth; ++j) {
+        const ReportView caller(frames[j]);
+        if (caller.text("/module") != frame.text("/module")) break;
+        if (const auto named = caller.text("/function"); named && !named->empty()) {
+          what += " (under " + shorten(*named, 80) + ")";
+          break;
+        }
+      }
+    }
     return std::make_pair(what, "/crash_stack/frames/" + std::to_string(i));
   }
   return std::nullopt;

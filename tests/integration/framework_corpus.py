@@ -115,8 +115,9 @@ CORPUS = [
         cause="abort",
         headline=[r"Check failed: d < dims\(\) \(1 vs\. 1\)", r"cell \[[0-9]+\]"],
         evidence=[r"tensorflow\.check_failed", r"killed by SIGABRT",
-                  # The abort is TensorFlow's own (absl's CHECK in its kernels' library).
-                  r"native stack at the crash: .* in (libtensorflow_framework|"
+                  # The abort is TensorFlow's own: the function whose CHECK failed (past
+                  # Abseil's logging frames), in TensorFlow's library.
+                  r"native stack at the crash: tensorflow::.* in (libtensorflow_framework|"
                   r"_pywrap_tensorflow_internal|libtensorflow_cc)\.so"],
         remedies=["signature.tensorflow.check_failed"],
         framework="tensorflow",
@@ -136,7 +137,8 @@ CORPUS = [
         dies=True,
         cause="native_crash",
         headline=[r"SIGSEGV", r"in _multiarray_umath\.", r"cell \[[0-9]+\]"],
-        evidence=[r"killed by SIGSEGV", r"native stack at the crash: .* in _multiarray_umath\."],
+        # Debian's NumPy is stripped: the library is named, its static functions are not.
+        evidence=[r"killed by SIGSEGV", r"native stack at the crash: (.* in )?_multiarray_umath\."],
         remedies=["native.check_call"],
         framework="numpy",
     ),
@@ -151,8 +153,11 @@ CORPUS = [
                "torch.from_numpy(y).sum()"],
         dies=True,
         cause="native_crash",
-        headline=[r"SIGSEGV", r"in libtorch_cpu\.so", r"cell \[[0-9]+\]"],
-        evidence=[r"killed by SIGSEGV", r"native stack at the crash: .* in libtorch_cpu\.so"],
+        # Debian's libtorch_cpu is stripped of its static functions: the nearest exported one
+        # the fault came through names the part of PyTorch (TensorIterator's loop).
+        headline=[r"SIGSEGV", r"in libtorch_cpu\.so[.0-9]* \(under at::", r"cell \[[0-9]+\]"],
+        evidence=[r"killed by SIGSEGV",
+                  r"native stack at the crash: libtorch_cpu\.so[.0-9]* \(under at::"],
         remedies=["native.check_call"],
         framework="torch",
     ),

@@ -148,6 +148,41 @@ TEST_CASE("the diagnosis names the first native frame outside the runtimes and t
              !Catch::Contains("libc.so.6") && !Catch::Contains("__memmove"));
 }
 
+TEST_CASE("a stripped library's unnamed frame is named by the nearest exported one above it") {
+  json report = recorded_segfault();
+  CrashStack c;
+  c.fault = {1, 1, SIGSEGV, 1, 0, 0x4000};
+  const char* torch = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13";
+  c.frames = {frame(0x4000, "", torch), frame(0x4100, "", torch),
+              frame(0x4200, "at::TensorIteratorBase::serial_for_each(at::Range) const", torch),
+              frame(0x5000, "_PyEval_EvalFrameDefault", "/usr/bin/python3.11")};
+  CHECK_THAT(diagnosis_with(report, c)["headline"].get<std::string>(),
+             Catch::Contains("in libtorch_cpu.so.1.13 (under "
+                             "at::TensorIteratorBase::serial_for_each(at::Range) const)"));
+  // Only the same library's frames: a name in the caller's library is not the culprit's.
+  c.frames = {frame(0x4000, "", torch), frame(0x4100, "PyObject_Call", "/usr/bin/python3.11")};
+  const std::string alone = diagnosis_with(report, c)["headline"];
+  CHECK_THAT(alone, Catch::Contains("in libtorch_cpu.so.1.13") && !Catch::Contains("(under"));
+}
+
+TEST_CASE("a CHECK's logging frames are passed over for the code whose check failed") {
+  json report = recorded_segfault();
+  CrashStack c;
+  c.fault = {1, 1, SIGABRT, -6, 0, 0x4000};
+  const char* tf = "/venv/tensorflow/libtensorflow_framework.so.2";
+  c.frames = {
+      frame(0x4000, "abort", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+      frame(0x4100, "absl::lts_20250814::log_internal::LogMessage::FailWithoutStackTrace()", tf),
+      frame(0x4200, "absl::lts_20250814::log_internal::LogMessage::Flush()", tf),
+      frame(0x4300, "tensorflow::TensorShapeBase<tensorflow::TensorShape>::dim_size(int) const",
+            tf),
+      frame(0x5000, "_PyEval_EvalFrameDefault", "/usr/bin/python3.11")};
+  const std::string headline = diagnosis_with(report, c)["headline"];
+  CHECK_THAT(headline, Catch::Contains("tensorflow::TensorShapeBase<tensorflow::TensorShape>::"
+                                       "dim_size(int) const in libtensorflow_framework.so.2"));
+  CHECK_THAT(headline, !Catch::Contains("LogMessage"));
+}
+
 TEST_CASE("no native frames: the reason is in the diagnosis's missing") {
   json report = recorded_segfault();
   CrashStack c;
