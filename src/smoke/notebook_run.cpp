@@ -63,10 +63,30 @@ void NotebookRun::remove_run_dir() {
 }
 
 void NotebookRun::cancel_timers() {
-  for (auto* timer : {&deadline_, &retry_, &peaks_timer_, &shutdown_timer_}) {
+  for (auto* timer : {&deadline_, &retry_, &peaks_timer_, &shutdown_timer_, &restart_timer_}) {
     if (*timer) loop_.cancel(**timer);
     timer->reset();
   }
+}
+
+bool NotebookRun::lost_a_port_at_start() const {
+  // As jupyter_client's restarter does (random_ports_until_alive): only a kernel that never
+  // answered, and only for this error, and only a few times.
+  return state_ == State::starting && !kernel_info_seen_ && port_retries_ < kMaxPortRetries &&
+         kernel_ &&
+         kernel_->stderr_tail().contents().find("Address already in use") != std::string::npos;
+}
+
+void NotebookRun::start_again() {
+  cancel_timers();
+  client_.reset();
+  if (kernel_) kernel_->release_memory_limit();
+  kernel_.reset();
+  remove_run_dir();
+  kernel_info_seen_ = false;
+  iopub_seen_ = false;
+  draining_ = false;
+  start();
 }
 
 void NotebookRun::on_hang() {
@@ -77,6 +97,19 @@ void NotebookRun::on_hang() {
 void NotebookRun::on_kernel_death(const watch::ProcessEnd& end, std::int64_t at_ms) {
   if (we_ended_it_ || state_ == State::shutting_down) {
     finish();
+    return;
+  }
+  if (lost_a_port_at_start()) {
+    ++port_retries_;
+    spdlog::warn(
+        "{}: the kernel could not bind a port another process took first (Address "
+        "already in use); starting it again on new ports ({} of {})",
+        notebook_.path.string(), port_retries_, kMaxPortRetries);
+    // Not from inside the kernel's own death callback, which start_again() would destroy.
+    restart_timer_ = loop_.after(std::chrono::milliseconds(0), [this] {
+      restart_timer_.reset();
+      start_again();
+    });
     return;
   }
   kernel_failed(end.status ? "the kernel " + end.status->describe() : "the kernel ended", &end,

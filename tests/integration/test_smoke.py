@@ -496,6 +496,44 @@ def test_kernel_that_cannot_start_is_a_death_with_its_cause(smoke, tmp_path, mon
     assert result_of(cases[0]) == "skipped"
 
 
+# A kernelspec whose first start finds its shell port taken (the wrapper binds it and hands the
+# socket to the kernel it execs), as when another process takes a port between smoke choosing
+# it and the kernel binding it; later starts run the kernel as it is.
+LOSES_ITS_PORT_ONCE = """
+import json, os, socket, sys
+connection, marker = sys.argv[1], sys.argv[2]
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", json.load(open(connection))["shell_port"]))
+    taken.listen()
+    os.set_inheritable(taken.fileno(), True)
+os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", connection])
+"""
+
+
+def test_a_kernel_that_lost_a_port_at_start_is_started_again_on_new_ports(smoke, tmp_path,
+                                                                          monkeypatch):
+    """jupyter_client's restarter starts a kernel again on new ports when it dies of
+    "Address already in use" before answering; so does smoke, and the notebook passes."""
+    run, out_dir = smoke
+    spec_dir = tmp_path / "jp" / "kernels" / "unlucky"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps(
+        {"argv": ["/usr/bin/python3", "-c", LOSES_ITS_PORT_ONCE, "{connection_file}",
+                  str(tmp_path / "lost-once")], "display_name": "unlucky",
+         "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jp"))
+    nb = write_notebook(tmp_path / "u.ipynb", ["x = 6 * 7\nprint(x)"], kernel="unlucky")
+    proc = run(nb, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "lost-once").exists()  # the first start did lose its port
+    assert "Address already in use); starting it again on new ports (1 of 2)" in proc.stderr
+    (result,) = json.loads(proc.stdout[proc.stdout.index("{"):])["notebooks"]
+    assert result["outcome"] == "passed", result
+    assert not list((out_dir / "reports").glob("*.json")), "the lost start is no crash"
+
+
 def test_kernel_that_never_becomes_ready_names_its_kernelspec_and_the_timeout(smoke, tmp_path,
                                                                               monkeypatch):
     """A kernelspec whose process lives but never binds the kernel's sockets: the report says

@@ -28,6 +28,8 @@ class NotebookRun {
   // Private directories "<prefix><pid>-<random>" in $TMPDIR; a runner sweeps those of dead
   // pids (killed with SIGKILL) when it starts.
   static constexpr std::string_view kRunDirPrefix = "kernel-watchdog-smoke-";
+  // How many times a kernel that lost a port at start is started again (lost_a_port_at_start).
+  static constexpr int kMaxPortRetries = 2;
   using DoneHandler = std::function<void()>;
 
   // `host_sources` is shared by every notebook of the run: one kernel log reader and one
@@ -67,6 +69,10 @@ class NotebookRun {
 
   // The end (notebook_run.cpp): a death, a hang, or the shutdown after the last cell.
   void on_kernel_death(const watch::ProcessEnd& end, std::int64_t at_ms);
+  // The kernel died before it answered, of a port another process took between our choosing
+  // it and its binding it (ports are chosen as jupyter_client does: bind 0, read, close).
+  [[nodiscard]] bool lost_a_port_at_start() const;
+  void start_again();
   void on_hang();
   void kernel_failed(const std::string& cell_verdict, const watch::ProcessEnd* end,
                      std::int64_t at_ms);
@@ -119,6 +125,8 @@ class NotebookRun {
   std::optional<loop::EventLoop::TimerId> retry_;
   std::optional<loop::EventLoop::TimerId> peaks_timer_;
   std::optional<loop::EventLoop::TimerId> shutdown_timer_;
+  std::optional<loop::EventLoop::TimerId> restart_timer_;
+  int port_retries_ = 0;  // starts again after a lost port (lost_a_port_at_start)
 };
 
 }  // namespace kwd::smoke
