@@ -50,10 +50,14 @@ NotebookRun::NotebookRun(loop::EventLoop& loop, zmq::context_t& zmq, const Smoke
 }
 
 NotebookRun::~NotebookRun() {
+  drop_kernel();
+}
+
+void NotebookRun::drop_kernel() {
   cancel_timers();
   client_.reset();
   if (kernel_ && kernel_->started() && !kernel_->dead()) kernel_->send_signal(SIGKILL);
-  kernel_.reset();
+  kernel_.reset();  // its memory limit is released with it
   remove_run_dir();
 }
 
@@ -78,11 +82,7 @@ bool NotebookRun::lost_a_port_at_start() const {
 }
 
 void NotebookRun::start_again() {
-  cancel_timers();
-  client_.reset();
-  if (kernel_) kernel_->release_memory_limit();
-  kernel_.reset();
-  remove_run_dir();
+  drop_kernel();
   kernel_info_seen_ = false;
   iopub_seen_ = false;
   draining_ = false;

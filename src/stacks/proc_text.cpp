@@ -26,6 +26,16 @@ std::optional<std::string_view> status_field(std::string_view text, std::string_
   return std::nullopt;
 }
 
+bool names_a_secret(std::string_view name) {
+  std::string lower(name);
+  for (auto& c : lower)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const std::string_view word :
+       {"token", "secret", "password", "passwd", "key", "credential", "auth"})
+    if (lower.find(word) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string_view> lines_of(std::string_view text) {
@@ -113,23 +123,6 @@ std::optional<std::uint64_t> mapping_end(std::string_view maps, std::uint64_t ad
   }
   return std::nullopt;
 }
-
-}  // namespace kwd::stacks
-
-namespace kwd::stacks {
-namespace {
-
-bool names_a_secret(std::string_view name) {
-  std::string lower(name);
-  for (auto& c : lower)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const std::string_view word :
-       {"token", "secret", "password", "passwd", "key", "credential", "auth"})
-    if (lower.find(word) != std::string::npos) return true;
-  return false;
-}
-
-}  // namespace
 
 std::string redact_command(std::string_view command) {
   std::string out;

@@ -341,20 +341,34 @@ def test_a_hang_report_says_where_each_thread_was(kernel, jupyter_env, tmp_path)
 
 # --- smoke: a cell timeout says where the cell was stuck ----------------------------------------
 
-def smoke_one_cell(tmp_path, nb, interrupt_grace):
+@pytest.fixture
+def smoke_cells(tmp_path, monkeypatch):
+    """smoke_cells(notebook, *options) -> (exit status, the notebook's cells, what smoke said)
+    of `smoke --json`, run in tmp_path with a private TMPDIR and Jupyter runtime dir."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+
+    def run(nb, *options):
+        proc = subprocess.run(
+            [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), *map(str, options),
+             "--json", str(nb)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        said = proc.stdout + proc.stderr
+        try:
+            cells = json.loads(proc.stdout)["notebooks"][0]["cells"]
+        except (ValueError, KeyError, IndexError):
+            raise AssertionError(f"no JSON result (status {proc.returncode}):\n{said}") from None
+        return proc.returncode, cells, said
+    return run
+
+
+def smoke_one_cell(smoke_cells, nb, interrupt_grace):
     """`smoke --json` of a one-cell notebook with a 3 s cell timeout, which must fail: the cell."""
-    proc = subprocess.run(
-        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "3",
-         "--interrupt-grace", str(interrupt_grace), "--json", str(nb)],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path)
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    (cell,) = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    status, (cell,), said = smoke_cells(nb, "--timeout", 3, "--interrupt-grace", interrupt_grace)
+    assert status != 0, said
     return cell
 
 
-def test_smoke_timeout_says_where_the_cell_was_stuck(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+def test_smoke_timeout_says_where_the_cell_was_stuck(tmp_path, smoke_cells):
     source = tmp_path / "stuck.c"
     source.write_text(STUCK_C)
     library = tmp_path / "libkwdstuck.so"
@@ -365,7 +379,7 @@ def test_smoke_timeout_says_where_the_cell_was_stuck(tmp_path, monkeypatch):
         "def kwd_waits_for_c():\n"
         f"    ctypes.CDLL({str(library)!r}).kwd_stuck_in_c(r)\n"
         "kwd_waits_for_c()\n"])
-    cell = smoke_one_cell(tmp_path, nb, interrupt_grace=1)
+    cell = smoke_one_cell(smoke_cells, nb, interrupt_grace=1)
     # Blocked in C, SIGINT cannot end it: killed after the grace, and the message still says
     # where it was.
     assert "kwd_stuck_in_c (libkwdstuck.so)" in cell["message"], cell["message"]
@@ -389,25 +403,18 @@ def test_stacks_says_a_cell_waits_for_input_no_one_answers(kernel):
     assert drain_cell(k, msg_id)["status"] == "ok"
 
 
-def test_smoke_fails_a_cell_that_asks_for_input_at_once(tmp_path, monkeypatch):
+def test_smoke_fails_a_cell_that_asks_for_input_at_once(tmp_path, smoke_cells):
     """Under smoke nothing can answer input(): it asks the kernel not to offer stdin
     (allow_stdin false), so the cell fails with ipykernel's own error instead of waiting for
     the cell timeout."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
     nb = write_notebook(tmp_path / "asks.ipynb", ["name = input('your name? ')\n"])
-    proc = subprocess.run(
-        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "600",
-         "--json", str(nb)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    (cell,) = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    status, (cell,), said = smoke_cells(nb, "--timeout", 600)
+    assert status == 1, said
     assert cell["status"] == "failed" and "stacks" not in cell, cell
     assert cell["message"].startswith("StdinNotImplementedError: "), cell["message"]
 
 
-def test_smoke_timeout_names_a_deadlock(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+def test_smoke_timeout_names_a_deadlock(tmp_path, smoke_cells):
     nb = write_notebook(tmp_path / "deadlock.ipynb", [
         "import threading, time\n"
         "a, b = threading.Lock(), threading.Lock()\n"
@@ -421,7 +428,7 @@ def test_smoke_timeout_names_a_deadlock(tmp_path, monkeypatch):
         "    time.sleep(0.3)\n"
         "    with b:\n"
         "        pass\n"])
-    cell = smoke_one_cell(tmp_path, nb, interrupt_grace=5)
+    cell = smoke_one_cell(smoke_cells, nb, interrupt_grace=5)
     assert "in a deadlock: 2 threads each wait for a lock" in cell["message"], cell["message"]
     assert "kwd_b_then_a()" in cell["message"], cell["message"]
 
@@ -476,12 +483,10 @@ def test_stacks_names_the_dataloader_worker_a_cell_waits_for(kernel):
     assert drain_cell(k, msg_id, timeout=60)["status"] == "error"
 
 
-def test_smoke_timeout_names_the_stopped_dataloader_worker(tmp_path, monkeypatch):
+def test_smoke_timeout_names_the_stopped_dataloader_worker(tmp_path, smoke_cells):
     """A DataLoader worker stopped in the dataset's code (SIGSTOP: a debugger's breakpoint, a
     job-control stop, a container frozen): the cell waits for ever. smoke's timeout says which
     worker, that it is stopped, and the worker's stack is in the cell's stacks."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
     nb = write_notebook(tmp_path / "loader.ipynb", [
         "import os, signal, torch\n"
         "from torch.utils.data import DataLoader, Dataset\n"
@@ -495,12 +500,8 @@ def test_smoke_timeout_names_the_stopped_dataloader_worker(tmp_path, monkeypatch
         "for batch in DataLoader(KwdStops(), num_workers=2, batch_size=None):\n"
         "    pass\n"])
     # The first cell imports torch (seconds on a loaded machine): the timeout leaves it time.
-    proc = subprocess.run(
-        [KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "--timeout", "30",
-         "--interrupt-grace", "2", "--json", str(nb)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    first, cell = json.loads(proc.stdout)["notebooks"][0]["cells"]
+    status, (first, cell), said = smoke_cells(nb, "--timeout", 30, "--interrupt-grace", 2)
+    assert status != 0, said
     assert first["status"] == "passed", first
     message = cell["message"]
     stopped = re.search(r"waiting for the DataLoader's worker processes: worker pid ([0-9]+) "

@@ -80,6 +80,9 @@ class NotebookRun {
   void finish();
   void cancel_timers();
   void remove_run_dir();
+  // The kernel (killed if it lives), its client, timers and connection directory: at the end,
+  // and before a start again.
+  void drop_kernel();
 
   // "12.3 s", as the run's messages say a duration; seconds since a util::steady_ns().
   static std::string format_seconds(double s);
