@@ -81,8 +81,21 @@ bool NotebookRun::lost_a_port_at_start() const {
          kernel_->stderr_tail().contents().find("Address already in use") != std::string::npos;
 }
 
+void NotebookRun::end_a_kernel_stuck_after_a_lost_port() {
+  if (!lost_a_port_at_start() || !kernel_->started() || kernel_->dead()) return;
+  // A kernel that dies of it on its own (its first bind failed) is given the moment to.
+  constexpr std::int64_t kGraceNs = 1'000'000'000;
+  const auto now = util::steady_ns();
+  if (lost_port_seen_ns_ == 0) lost_port_seen_ns_ = now;
+  if (now - lost_port_seen_ns_ < kGraceNs) return;
+  spdlog::info("{}: the kernel that could not bind its port has not exited; ending it",
+               notebook_.path.string());
+  kernel_->send_signal(SIGKILL);  // its death (on_kernel_death) starts it again
+}
+
 void NotebookRun::start_again() {
   drop_kernel();
+  lost_port_seen_ns_ = 0;
   kernel_info_seen_ = false;
   iopub_seen_ = false;
   draining_ = false;

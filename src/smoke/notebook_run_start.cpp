@@ -182,7 +182,10 @@ void NotebookRun::start() {
                           format_seconds(options_.startup_timeout_s) + " startup timeout",
                       nullptr, util::wall_ms());
       });
-  peaks_timer_ = loop_.every(std::chrono::milliseconds(100), [this] { sample_peaks(); });
+  peaks_timer_ = loop_.every(std::chrono::milliseconds(100), [this] {
+    sample_peaks();
+    end_a_kernel_stuck_after_a_lost_port();
+  });
 }
 
 void NotebookRun::on_kernel_info_reply() {

@@ -86,6 +86,7 @@ class Watched:
         if "stderr" not in (start_kwargs or {}):
             self._own_stderr = tempfile.NamedTemporaryFile(prefix="kernel-stderr-")
             start_kwargs = {**(start_kwargs or {}), "stderr": self._own_stderr}
+        sink = (start_kwargs or {}).get("stderr")
         for attempt in range(3):
             before = set(reports.glob("*")) if reports and reports.is_dir() else set()
             self.km = KernelManager(kernel_name=kernel_name, **(manager_kwargs or {}))
@@ -93,35 +94,33 @@ class Watched:
             self.kc = self.km.client()
             self.kc.start_channels()
             try:
-                self.kc.wait_for_ready(timeout=60)
+                self._wait_until_ready(lambda: self._lost_a_port(reports, before, sink))
                 break
             except RuntimeError:
                 # jupyter_client picks free TCP ports and closes them before the kernel binds
                 # them; under parallel tests another process can take one first, and the
-                # kernel dies at start with "Address already in use". Its own restarter
-                # starts again on new ports (random_ports_until_alive); so does this, once
-                # the failed start's crash report (written before the test did anything)
-                # is set aside. Anything else, or a third failure, is the test's failure.
-                # A test's own stderr file holds the lost start's traceback: it is read here
-                # (the only sign of a lost port where no watchdog wrote a report) and emptied,
-                # so that the test sees the stderr of the start it runs on.
+                # kernel fails at start with "Address already in use". Its own restarter
+                # starts again on new ports (random_ports_until_alive) when the kernel dies of
+                # it; so does this, and also when the kernel lives on after the error (ipykernel
+                # 6 and 7 wait for ever in their exit when the lost port was not the first they
+                # bound), once it is ended and the failed start's crash report (written before
+                # the test did anything) is set aside. Anything else, or a third failure, is
+                # the test's failure.
                 self.kc.stop_channels()
-                new = sorted(set(reports.glob("*")) - before) if reports and reports.is_dir() else []
-                lost_a_port = any("Address already in use" in p.read_text(errors="replace")
-                                  for p in new if p.suffix == ".json")
-                sink = (start_kwargs or {}).get("stderr")
-                if hasattr(sink, "name") and hasattr(sink, "truncate"):
-                    sink.flush()
-                    lost_a_port = lost_a_port or "Address already in use" in pathlib.Path(
-                        sink.name).read_text(errors="replace")
-                if attempt == 2 or self.km.is_alive() or not lost_a_port:
+                lost_a_port, new = self._lost_a_port(reports, before, sink)
+                if attempt == 2 or not lost_a_port:
                     if self._own_stderr is not None:
                         self._own_stderr.seek(0)
                         sys.stderr.write(self._own_stderr.read().decode(errors="replace"))
                     raise
-                self.km.cleanup_resources()
+                if self.km.is_alive():
+                    self.km.shutdown_kernel(now=True)
+                else:
+                    self.km.cleanup_resources()
                 for path in new:
-                    path.unlink()
+                    path.unlink(missing_ok=True)
+                # A test's own stderr file held the lost start's traceback: emptied, so that
+                # the test sees the stderr of the start it runs on.
                 if hasattr(sink, "truncate"):
                     sink.seek(0)
                     sink.truncate()
@@ -132,6 +131,31 @@ class Watched:
                 self.kc.get_shell_msg(timeout=0.3)
             except queue.Empty:
                 break
+
+    def _wait_until_ready(self, lost_a_port):
+        """wait_for_ready for up to 60 s, giving up early on a kernel that lost a port."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.kc.wait_for_ready(timeout=min(5, max(deadline - time.monotonic(), 1)))
+                return
+            except RuntimeError:
+                if time.monotonic() >= deadline or not self.km.is_alive() or lost_a_port()[0]:
+                    raise
+
+    @staticmethod
+    def _lost_a_port(reports, before, sink):
+        """Whether this start failed with "Address already in use", told by the crash
+        reports written since `before` or by the kernel's stderr file (the only sign where no
+        watchdog writes a report); and those new reports."""
+        new = sorted(set(reports.glob("*")) - before) if reports and reports.is_dir() else []
+        lost = any("Address already in use" in p.read_text(errors="replace")
+                   for p in new if p.suffix == ".json")
+        if hasattr(sink, "name") and hasattr(sink, "flush"):
+            sink.flush()
+            lost = lost or "Address already in use" in pathlib.Path(sink.name).read_text(
+                errors="replace")
+        return lost, new
 
     @property
     def launcher_pid(self):

@@ -72,6 +72,11 @@ class NotebookRun {
   // The kernel died before it answered, of a port another process took between our choosing
   // it and its binding it (ports are chosen as jupyter_client does: bind 0, read, close).
   [[nodiscard]] bool lost_a_port_at_start() const;
+  // ipykernel 6 and 7 do not die of it when the lost port is not the first they bind: the
+  // traceback is printed and the interpreter then waits for ever in its exit (zmq_ctx_term, on
+  // the sockets already bound). Such a kernel is ended, a moment after the error, so that its
+  // death starts it again.
+  void end_a_kernel_stuck_after_a_lost_port();
   void start_again();
   void on_hang();
   void kernel_failed(const std::string& cell_verdict, const watch::ProcessEnd* end,
@@ -129,7 +134,8 @@ class NotebookRun {
   std::optional<loop::EventLoop::TimerId> peaks_timer_;
   std::optional<loop::EventLoop::TimerId> shutdown_timer_;
   std::optional<loop::EventLoop::TimerId> restart_timer_;
-  int port_retries_ = 0;  // starts again after a lost port (lost_a_port_at_start)
+  int port_retries_ = 0;                // starts again after a lost port (lost_a_port_at_start)
+  std::int64_t lost_port_seen_ns_ = 0;  // when a living kernel's stderr first said so
 };
 
 }  // namespace kwd::smoke
