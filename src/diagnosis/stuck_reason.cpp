@@ -40,6 +40,15 @@ std::string native_named(const Thread& t, const auto& matches) {
   return {};
 }
 
+// The kernel's own machinery: IPython's history writer and ipykernel's threads take locks as
+// part of their work (a cell's start sets the history thread writing), and on a loaded machine
+// a capture finds one in such a wait. It is never the lock a cell is stuck on.
+bool kernel_machinery(std::string_view file) {
+  for (const std::string_view package : {"/IPython/", "/ipykernel/", "/jupyter_client/"})
+    if (file.find(package) != std::string_view::npos) return true;
+  return false;
+}
+
 bool any_python(const Thread& t, std::string_view function, std::string_view file_part) {
   for (const auto& f : t.python())
     if (text_of(f, "function") == function &&
@@ -129,8 +138,9 @@ std::optional<StuckReason> stuck_reason(const json& stacks) {
                        main->pointer()};
 
   // Python threads blocked taking a lock in their own code (not threading's Event or Condition,
-  // nor queue.Queue: those wait for work, as idle helper threads do), the main thread among
-  // them, and none running: each waits for a lock another holds, or one taken twice.
+  // nor queue.Queue: those wait for work, as idle helper threads do; nor the kernel's own
+  // machinery), the main thread among them, and none running: each waits for a lock another
+  // holds, or one taken twice.
   std::vector<const Thread*> on_locks;
   bool any_running = false;
   bool main_on_lock = false;
@@ -142,7 +152,8 @@ std::optional<StuckReason> stuck_reason(const json& stacks) {
     });
     const auto& py = t.python();
     const std::string file = py.empty() ? std::string() : text_of(py[0], "file");
-    if (!acquiring || py.empty() || file.ends_with("/threading.py") || file.ends_with("/queue.py"))
+    if (!acquiring || py.empty() || file.ends_with("/threading.py") ||
+        file.ends_with("/queue.py") || kernel_machinery(file))
       continue;
     on_locks.push_back(&t);
     main_on_lock = main_on_lock || t.index == main->index;

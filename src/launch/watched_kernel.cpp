@@ -212,8 +212,13 @@ void WatchedKernel::on_crash_message() {
     // Only the kernel's own first fatal signal is read; a forked child of it does not report
     // (the handler checks), and anything else on the socket is not ours.
     if (fault && child_ && fault->pid == child_->pid() && !crash_stack_ && !dead_) {
+      const auto reported_at_ms = util::wall_ms();
       if (watch_) watch_->kernel_dying();
       crash_stack_ = stacks::capture_crash_stack(*fault, kCrashCaptureBudget);
+      crash_stack_->reported_at_ms = reported_at_ms;
+      // Once more while the thread still waits: after this, only faulthandler's dump and the
+      // exit stand between the timeline's last sample and the death.
+      if (watch_) watch_->sample_now();
       spdlog::debug("the kernel's thread {} took signal {}: {} native frames read in {} ms",
                     fault->tid, fault->signal, crash_stack_->frames.size(),
                     crash_stack_->capture_ms);

@@ -125,7 +125,8 @@ json to_json(const CrashStack& c) {
           {"truncated", c.truncated},
           {"missing", or_null(c.missing)},
           {"frozen_us", c.frozen_us >= 0 ? json(c.frozen_us) : json(nullptr)},
-          {"capture_ms", c.capture_ms}};
+          {"capture_ms", c.capture_ms},
+          {"reported_at_ms", c.reported_at_ms > 0 ? json(c.reported_at_ms) : json(nullptr)}};
 }
 
 }  // namespace kwd::stacks

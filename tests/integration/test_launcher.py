@@ -178,8 +178,12 @@ def test_memory_timeline_and_stderr_tail_before_death(start_kernel, jupyter_env)
     samples = mem["samples"]
     assert len(samples["t_ms"]) == len(samples["rss"]) >= 10
     assert max(v for v in samples["rss"] if v is not None) >= 500 * 1024 * 1024
-    assert 0 <= mem["last_sample_before_death_ms"] <= 100
-    assert report["kernel"]["died_at_ms"] - samples["t_ms"][-1] <= 100
+    # The memory is read again while the faulting thread waits in the crash handler: the
+    # timeline reaches the crash itself, not the sampler's last tick before it (an order of
+    # events, not a duration: on a loaded machine the tick can be late).
+    crash = report["crash_stack"]
+    assert crash["reported_at_ms"] <= samples["t_ms"][-1] <= report["kernel"]["died_at_ms"]
+    assert mem["last_sample_before_death_ms"] >= 0
     text = report["stderr_tail"]["text"]
     assert "last words from the kernel" in text
     # The last thing the kernel wrote before dying, followed only by what the dying

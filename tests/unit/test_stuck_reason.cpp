@@ -93,6 +93,21 @@ TEST_CASE("two threads each waiting for a lock the other holds") {
                                       python({{"twice", "/tmp/ipykernel_10/3.py", 2}}, true))));
   REQUIRE(alone);
   CHECK(alone->id == "lock_wait");
+  // IPython's history thread caught writing the cell's input (seen under CI's load, IPython
+  // 9): a lock wait of the kernel's machinery, not a second party to a deadlock.
+  const auto with_history = stuck_reason(stacks_with(
+      thread(10, true, "S (sleeping)", lock_wait,
+             python({{"twice", "/tmp/ipykernel_10/3.py", 2}}, true)),
+      json::array({thread(
+          13, false, "S (sleeping)", lock_wait,
+          python({{"_writeout_input_cache",
+                   "/venv/lib/python3.11/site-packages/IPython/core/history.py", 1174},
+                  {"writeout_cache", "/venv/lib/python3.11/site-packages/IPython/core/history.py",
+                   1197}}))})));
+  REQUIRE(with_history);
+  CHECK(with_history->id == "lock_wait");
+  CHECK_THAT(with_history->text, Catch::Contains("thread 10 in twice() at 3.py:2") &&
+                                     !Catch::Contains("_writeout_input_cache"));
 }
 
 TEST_CASE("idle helper threads and a main thread blocked in C are no deadlock") {

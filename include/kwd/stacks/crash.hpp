@@ -37,6 +37,7 @@ struct CrashStack {
   std::string missing;              // why frames are missing or short; "" when none are
   std::int64_t frozen_us = -1;
   std::int64_t capture_ms = 0;
+  std::int64_t reported_at_ms = 0;  // when the handler's message reached the watchdog (epoch ms)
 };
 
 // SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP: the signals the handler reports.
