@@ -8,7 +8,9 @@
    tick over 10 s at 10 Hz with every slow reading at its own rate (tree rescans, swap,
    PSS, cgroup limits, meminfo), and a forced full sample (the worst case).
 2. Idle cost. `kernel-watchdog run` with a real ipykernel, idle, default rates, for
-   --idle-seconds (60): its CPU time as a share of one core, and its RSS.
+   --idle-seconds (60): its CPU time as a share of one core, and its RSS; beside it, over the
+   same window, a plain kernel: the watched kernel's own CPU and RSS against it (what the
+   shim costs the kernel while nothing happens).
 3. --flat-seconds N (600 for the issue's 10-minute session; 0 skips it): the watchdog's RSS
    through a busy session (short-lived subprocesses, memory up and down, output), as the
    integration test checks over a shorter window.
@@ -151,23 +153,41 @@ def wrapped_kernelspec(watchdog, prefix):
 
 
 def bench_idle(watchdog, prefix, seconds):
-    km, kc = start(wrapped_kernelspec(watchdog, prefix))
+    """A watched and a plain kernel, idle side by side over the same window: the watchdog's own
+    cost, and what being watched costs the kernel itself (its shim: faulthandler, the crash
+    handler, the stacks dump's signal, the cell hooks), against the plain kernel."""
+    watched_km, watched_kc = start(wrapped_kernelspec(watchdog, prefix))
+    plain_km, plain_kc = start("python3")
     try:
-        launcher = km.provisioner.process.pid
-        run_cell(kc, "import numpy as np")
+        launcher = watched_km.provisioner.process.pid
+        kernels = {"watched": kernel_pid_under(launcher),
+                   "plain": plain_km.provisioner.process.pid}
+        for kc in (watched_kc, plain_kc):
+            run_cell(kc, "import numpy as np")
         time.sleep(5)  # start-up settles
-        cpu0, t0 = cpu_ns(launcher), time.monotonic()
+        pids = {"watchdog": launcher, **kernels}
+        cpu0, t0 = {k: cpu_ns(p) for k, p in pids.items()}, time.monotonic()
         time.sleep(seconds)
-        cpu1, t1 = cpu_ns(launcher), time.monotonic()
-        share = (cpu1 - cpu0) / ((t1 - t0) * 1e9) * 100
+        cpu1, t1 = {k: cpu_ns(p) for k, p in pids.items()}, time.monotonic()
+
+        def share(k):
+            return (cpu1[k] - cpu0[k]) / ((t1 - t0) * 1e9) * 100
         print(f"idle kernel under the watchdog for {t1 - t0:.0f} s at default rates "
-              f"(10 Hz memory, 2 Hz GPU):")
-        print(f"  watchdog CPU: {(cpu1 - cpu0) / 1e6:.1f} ms = {share:.4f} % of one core "
-              f"(target < 0.1 %)")
+              f"(10 Hz memory, 2 Hz GPU), beside a plain kernel over the same window:")
+        print(f"  watchdog CPU: {(cpu1['watchdog'] - cpu0['watchdog']) / 1e6:.1f} ms = "
+              f"{share('watchdog'):.4f} % of one core (target < 0.1 %)")
         print(f"  watchdog RSS: {rss(launcher) / MiB:.2f} MiB (target < 8 MiB)")
+        print(f"  kernel CPU:   watched {(cpu1['watched'] - cpu0['watched']) / 1e6:.1f} ms, plain "
+              f"{(cpu1['plain'] - cpu0['plain']) / 1e6:.1f} ms "
+              f"({share('watched'):.4f} % against {share('plain'):.4f} % of one core)")
+        watched_rss, plain_rss = rss(kernels["watched"]), rss(kernels["plain"])
+        print(f"  kernel RSS:   watched {watched_rss / MiB:.2f} MiB, plain {plain_rss / MiB:.2f} MiB "
+              f"({(watched_rss - plain_rss) / MiB:+.2f} MiB: the shim, its crash handler and "
+              f"dump registration)")
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        for km, kc in ((watched_km, watched_kc), (plain_km, plain_kc)):
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
 
 
 def bench_flat(watchdog, prefix, seconds):

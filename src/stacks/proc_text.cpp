@@ -101,8 +101,8 @@ std::optional<pid_t> tracer_pid(std::string_view status_text) {
   return pid;
 }
 
-bool catches_signal(std::string_view status_text, int signo) {
-  const auto value = status_field(status_text, "SigCgt");
+bool signal_in_mask(std::string_view status_text, std::string_view field, int signo) {
+  const auto value = status_field(status_text, field);
   if (!value || signo < 1 || signo > 64) return false;
   const auto word = first_word(*value);
   std::uint64_t mask = 0;

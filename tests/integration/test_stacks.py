@@ -403,6 +403,30 @@ def test_stacks_says_a_cell_waits_for_input_no_one_answers(kernel):
     assert drain_cell(k, msg_id)["status"] == "ok"
 
 
+def test_stacks_says_a_cell_is_busy_in_its_own_loop(kernel):
+    """A loop that never ends: the main thread runs (it is runnable at every look, before and
+    after the capture), in the cell's own function, and is said to be busy there."""
+    k = kernel()
+    pid = k.kernel_pid
+    k.kc.execute("def kwd_spins_for_ever():\n"
+                 "    n = 0\n"
+                 "    while True:\n"
+                 "        n += 1\n"
+                 "kwd_spins_for_ever()\n")
+    wait_until(lambda: "kwd_spins_for_ever" in kwd("stacks", pid).stdout, "the loop to run")
+    text = kwd("stacks", pid).stdout
+    assert "What it waits on: busy running the cell's own Python code: " \
+        "kwd_spins_for_ever() at " in text, text
+    assert tracer_of(pid) == 0
+    k.km.interrupt_kernel()
+    for _ in range(3):  # what reaches it while it stops on the interrupt's error is aborted
+        reply, _ = k.execute("1 + 1")
+        if reply["status"] != "aborted":
+            break
+        time.sleep(0.2)
+    assert reply["status"] == "ok", reply
+
+
 def test_smoke_fails_a_cell_that_asks_for_input_at_once(tmp_path, smoke_cells):
     """Under smoke nothing can answer input(): it asks the kernel not to offer stdin
     (allow_stdin false), so the cell fails with ipykernel's own error instead of waiting for

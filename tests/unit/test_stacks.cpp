@@ -63,6 +63,10 @@ TEST_CASE("TracerPid and SigCgt are read from /proc/PID/status") {
   CHECK_FALSE(catches_signal(status, 2));
   CHECK_FALSE(catches_signal("SigCgt:\tzz\n", 44));
   CHECK_FALSE(catches_signal(status, 0));
+  const char* thread = "SigPnd:\t0000000000000000\nSigBlk:\t0000080000000000\n";
+  CHECK(signal_in_mask(thread, "SigBlk", 44));
+  CHECK_FALSE(signal_in_mask(thread, "SigPnd", 44));
+  CHECK_FALSE(signal_in_mask(thread, "ShdPnd", 44));  // absent
 }
 
 TEST_CASE("a stack pointer finds the top of its mapping") {

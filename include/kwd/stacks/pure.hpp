@@ -32,8 +32,14 @@ std::string blocked_syscall(std::string_view text);
 // /proc/PID/status's "TracerPid:" value; nullopt when the field is absent.
 std::optional<pid_t> tracer_pid(std::string_view status_text);
 
+// Whether the signal mask of /proc/PID[/task/TID]/status's `field` ("SigCgt", "SigBlk",
+// "SigPnd") holds signal `signo`; false when the field is absent or unreadable.
+bool signal_in_mask(std::string_view status_text, std::string_view field, int signo);
+
 // Whether /proc/PID/status's "SigCgt:" mask says the process catches signal `signo`.
-bool catches_signal(std::string_view status_text, int signo);
+inline bool catches_signal(std::string_view status_text, int signo) {
+  return signal_in_mask(status_text, "SigCgt", signo);
+}
 
 // The end of the /proc/PID/maps mapping that holds `address` (a thread's stack top, for a stack
 // pointer); nullopt when no mapping holds it.

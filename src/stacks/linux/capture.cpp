@@ -82,6 +82,19 @@ void add_native(ProcessStacks& out, const CaptureOptions& options) {
     out.native_missing = out.threads.front().native_problem;
 }
 
+// The thread to run the Python dump's handler: the main thread unless it cannot take a signal
+// now (uninterruptible sleep, stopped, a zombie), then any that can; 0 when none can.
+pid_t dump_thread(pid_t pid, const std::vector<ThreadStacks>& threads) {
+  const auto can_take = [](const ThreadStacks& t) {
+    return t.state.starts_with("S") || t.state.starts_with("R");
+  };
+  for (const auto& t : threads)
+    if (t.tid == pid && can_take(t)) return t.tid;
+  for (const auto& t : threads)
+    if (can_take(t)) return t.tid;
+  return 0;
+}
+
 // The descendants of `pid`, breadth first, from each thread's /proc children list (a child
 // belongs to the thread that forked it). At most `cap`; `total` counts all found.
 std::vector<pid_t> descendants(pid_t pid, std::size_t cap, std::size_t& total) {
@@ -149,7 +162,8 @@ ProcessStacks capture_stacks(pid_t pid, const CaptureOptions& options) {
     // A debugger stops the process at the signal (gdb does, for SIG44, by default).
     out.python_missing = traced + ": its dump is not asked for";
   } else if (options.python) {
-    auto dump = linux_stacks::request_python_dump(pid, options.python_budget);
+    auto dump = linux_stacks::request_python_dump(pid, dump_thread(pid, out.threads),
+                                                  options.python_budget);
     python_text = std::move(dump.text);
     out.python_missing = std::move(dump.missing);
   } else {

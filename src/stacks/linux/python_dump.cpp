@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -54,7 +55,7 @@ std::size_t size_of(int fd) {
 
 }  // namespace
 
-PythonDump request_python_dump(pid_t pid, std::chrono::milliseconds budget) {
+PythonDump request_python_dump(pid_t pid, pid_t thread, std::chrono::milliseconds budget) {
   PythonDump out;
   const auto deadline = Clock::now() + budget;
   const auto path = find_memfd(pid, out.missing);
@@ -86,21 +87,48 @@ PythonDump request_python_dump(pid_t pid, std::chrono::milliseconds budget) {
     out.missing = std::string("cannot empty the kernel's dump file: ") + std::strerror(errno);
     return out;
   }
-  if (::kill(pid, signo) != 0) {
+  // faulthandler registers its handler without SA_NODEFER: the signal stays blocked in the
+  // thread that runs it until the handler returns, and the dump is whole once the thread's
+  // status shows it neither pending nor blocked. Only for a thread that did not block it
+  // already; otherwise the signal goes to the process, and the dump is taken as whole once
+  // the file has stopped growing for a moment (it has no end mark).
+  const std::string thread_status =
+      thread > 0 ? "/proc/" + std::to_string(pid) + "/task/" + std::to_string(thread) + "/status"
+                 : std::string();
+  bool directed = false;
+  if (thread > 0) {
+    const auto before = platform::linux_proc::read_small_file(thread_status);
+    directed = before && !signal_in_mask(*before, "SigBlk", signo);
+  }
+  const int sent =
+      directed ? static_cast<int>(::syscall(SYS_tgkill, pid, thread, signo)) : ::kill(pid, signo);
+  if (sent != 0) {
     out.missing = std::string("cannot signal the kernel: ") + std::strerror(errno);
     return out;
   }
-  // faulthandler writes the whole dump from its signal handler, with no end mark: done once
-  // the file has stopped growing for a moment.
   constexpr auto kSettled = std::chrono::milliseconds(20);
   std::size_t seen = 0;
   auto grew_at = Clock::now();
   while (Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::microseconds(directed ? 500 : 2000));
     const std::size_t now = size_of(file.get());
     if (now != seen) {
       seen = now;
       grew_at = Clock::now();
+    }
+    if (directed) {
+      const auto text = platform::linux_proc::read_small_file(thread_status);
+      if (!text) {
+        directed = false;  // the thread ended: back to waiting for the file to settle
+        continue;
+      }
+      // Neither bit and nothing written is the moment between the signal's dequeue and the
+      // handler's start: not done yet.
+      if (seen > 0 && !signal_in_mask(*text, "SigPnd", signo) &&
+          !signal_in_mask(*text, "SigBlk", signo)) {
+        seen = size_of(file.get());
+        break;
+      }
     } else if (seen > 0 && Clock::now() - grew_at >= kSettled) {
       break;
     }

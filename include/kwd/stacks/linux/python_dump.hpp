@@ -21,6 +21,11 @@ struct PythonDump {
 // (an uncaught real-time signal would kill it), empties the file, sends the signal and reads
 // what faulthandler wrote, waiting no longer than `budget`. Two askers at once take turns
 // (flock on the file). Never throws.
-PythonDump request_python_dump(pid_t pid, std::chrono::milliseconds budget);
+//
+// `thread` (0: none) is a thread to send the signal to, one that is not in uninterruptible
+// sleep: the dump is then known to be whole the moment that thread has left the handler (the
+// signal neither pending nor blocked in its /proc status), with no wait for the file to stop
+// growing.
+PythonDump request_python_dump(pid_t pid, pid_t thread, std::chrono::milliseconds budget);
 
 }  // namespace kwd::stacks::linux_stacks
