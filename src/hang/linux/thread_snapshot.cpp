@@ -21,9 +21,13 @@ std::optional<std::string> read_text(const std::string& path) {
   return text;
 }
 
-std::optional<char> state_of(const std::string& dir) {
+std::optional<platform::linux_proc::ProcStat> stat_of(const std::string& dir) {
   const auto text = platform::linux_proc::read_small_file(dir + "/stat");
-  const auto stat = text ? platform::linux_proc::parse_proc_stat(*text) : std::nullopt;
+  return text ? platform::linux_proc::parse_proc_stat(*text) : std::nullopt;
+}
+
+std::optional<char> state_of(const std::string& dir) {
+  const auto stat = stat_of(dir);
   if (!stat) return std::nullopt;
   return stat->state;
 }
@@ -69,12 +73,12 @@ ProcessSnapshot snapshot_process(pid_t pid, std::size_t max_threads) {
   for (pid_t tid : tids) {
     if (snap.threads.size() >= max_threads) break;
     const std::string dir = base + "/task/" + std::to_string(tid);
-    const auto state = state_of(dir);
-    if (!state) continue;  // the thread ended meanwhile
+    const auto stat = stat_of(dir);
+    if (!stat) continue;  // the thread ended meanwhile
     ThreadState t;
     t.tid = tid;
-    t.name = read_text(dir + "/comm").value_or("");
-    t.state = describe_state(*state);
+    t.name = stat->comm;  // what /proc/.../comm says, one file fewer per thread
+    t.state = describe_state(stat->state);
     // "0" means not blocked in the kernel; unprivileged readers of other users see "0" too.
     t.wchan = read_text(dir + "/wchan").value_or("");
     if (t.wchan == "0") t.wchan.clear();

@@ -33,7 +33,7 @@ Libdw load() {
   find(lib.report_end, "dwfl_report_end");
   find(lib.linux_proc_report, "dwfl_linux_proc_report");
   find(lib.linux_proc_find_elf, "dwfl_linux_proc_find_elf");
-  find(lib.standard_find_debuginfo, "dwfl_standard_find_debuginfo");
+  find(lib.build_id_find_debuginfo, "dwfl_build_id_find_debuginfo");
   find(lib.attach_state, "dwfl_attach_state");
   find(lib.getthread_frames, "dwfl_getthread_frames");
   find(lib.thread_state_registers, "dwfl_thread_state_registers");

@@ -162,7 +162,12 @@ void unwind(const Libdw& lib, pid_t pid, const std::vector<ThreadImage>& images,
   static char* debuginfo_path = nullptr;
   static Dwfl_Callbacks callbacks{};
   callbacks.find_elf = lib.linux_proc_find_elf;
-  callbacks.find_debuginfo = lib.standard_find_debuginfo;
+  // Separate debug info by build ID, on this machine only (/usr/lib/debug/.build-id, where
+  // Debian's, Ubuntu's and Fedora's -dbg/-debuginfo packages put it). The standard lookup
+  // would then ask the debuginfod servers in $DEBUGINFOD_URLS (set by default on Ubuntu and
+  // Fedora) for every module without it, over the network, inside a capture's budget; and
+  // loading libdebuginfod (libcurl, GnuTLS, Kerberos...) alone cost each capture ~10 ms.
+  callbacks.find_debuginfo = lib.build_id_find_debuginfo;
   callbacks.debuginfo_path = &debuginfo_path;
   static Dwfl_Thread_Callbacks thread_callbacks{};
   thread_callbacks.next_thread = next_thread;

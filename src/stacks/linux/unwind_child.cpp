@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "kwd/stacks/stacks_json.hpp"
@@ -44,9 +45,21 @@ void write_all(int fd, const std::string& text) noexcept {
     write_all(out, head.dump() + "\n");
     // Leave a margin before the parent's own deadline for the last line to arrive.
     const auto names_until = deadline - (deadline - Clock::now()) / 4;
-    unwind(lib, pid, frozen.images, max_frames, names_until, [out](const UnwoundThread& t) {
+    // A pool's threads share most of their frames: each distinct frame is sent once, the
+    // first time a thread has it ("new_frames", numbered in the order sent), and a thread's
+    // stack as those numbers.
+    std::map<std::pair<std::uint64_t, int>, std::size_t> sent;
+    unwind(lib, pid, frozen.images, max_frames, names_until, [&](const UnwoundThread& t) {
+      std::vector<NativeFrame> fresh;
+      json ids = json::array();
+      for (const auto& frame : t.frames) {
+        const auto [at, added] = sent.try_emplace({frame.pc, frame.line}, sent.size());
+        if (added) fresh.push_back(frame);
+        ids.push_back(at->second);
+      }
       write_all(out, json{{"tid", t.tid},
-                          {"frames", frames_to_json(t.frames)},
+                          {"new_frames", frames_to_json(fresh)},
+                          {"frame_ids", std::move(ids)},
                           {"truncated", t.truncated},
                           {"problem", t.problem}}
                              .dump() +
@@ -60,7 +73,8 @@ void write_all(int fd, const std::string& text) noexcept {
   ::_exit(0);
 }
 
-void take_line(const std::string& line, NativeCapture& out) {
+// `table`: the distinct frames the child sent so far, in order (their numbers).
+void take_line(const std::string& line, NativeCapture& out, std::vector<NativeFrame>& table) {
   const auto doc = json::parse(line, nullptr, false);
   if (!doc.is_object()) return;
   if (const auto e = doc.find("error"); e != doc.end() && e->is_string()) {
@@ -72,7 +86,11 @@ void take_line(const std::string& line, NativeCapture& out) {
   } else {
     UnwoundThread t;
     t.tid = doc.value("tid", 0);
-    t.frames = frames_from_json(doc.value("frames", json::array()));
+    for (auto& frame : frames_from_json(doc.value("new_frames", json::array())))
+      table.push_back(std::move(frame));
+    for (const auto& id : doc.value("frame_ids", json::array()))
+      if (id.is_number_unsigned() && id.get<std::size_t>() < table.size())
+        t.frames.push_back(table[id.get<std::size_t>()]);
     t.truncated = doc.value("truncated", false);
     t.problem = doc.value("problem", "");
     out.threads.push_back(std::move(t));
@@ -112,6 +130,7 @@ NativeCapture capture_native(const Libdw& lib, pid_t pid, const std::vector<pid_
   write_end.reset();
 
   std::string pending;
+  std::vector<NativeFrame> table;
   bool ended = false;
   while (!ended) {
     const auto left =
@@ -131,7 +150,7 @@ NativeCapture capture_native(const Libdw& lib, pid_t pid, const std::vector<pid_
     pending.append(buffer, static_cast<std::size_t>(n));
     for (auto newline = pending.find('\n'); newline != std::string::npos;
          newline = pending.find('\n')) {
-      take_line(pending.substr(0, newline), out);
+      take_line(pending.substr(0, newline), out, table);
       pending.erase(0, newline + 1);
     }
   }

@@ -20,7 +20,7 @@ struct Libdw {
   decltype(&dwfl_report_end) report_end = nullptr;
   decltype(&dwfl_linux_proc_report) linux_proc_report = nullptr;
   decltype(&dwfl_linux_proc_find_elf) linux_proc_find_elf = nullptr;
-  decltype(&dwfl_standard_find_debuginfo) standard_find_debuginfo = nullptr;
+  decltype(&dwfl_build_id_find_debuginfo) build_id_find_debuginfo = nullptr;
   decltype(&dwfl_attach_state) attach_state = nullptr;
   decltype(&dwfl_getthread_frames) getthread_frames = nullptr;
   decltype(&dwfl_thread_state_registers) thread_state_registers = nullptr;

@@ -21,8 +21,9 @@ struct NativeCapture {
 // Stops, copies and unwinds `tids` of `pid` in a child process (as systemd-coredump unwinds):
 // the child is the tracer, so when it exits — done, crashed inside libdw, or killed at
 // `budget` — the kernel detaches every thread it still traced, and nothing it does can take
-// the caller down. The child writes one JSON line a thread into a pipe; what arrived before
-// the budget ran out is kept.
+// the caller down. The child writes one JSON line a thread into a pipe (each distinct frame
+// once, the first time a thread has it; then its number); what arrived before the budget ran
+// out is kept.
 NativeCapture capture_native(const Libdw& lib, pid_t pid, const std::vector<pid_t>& tids,
                              std::size_t max_frames, std::chrono::milliseconds budget);
 
