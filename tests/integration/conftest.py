@@ -196,7 +196,8 @@ class Watched:
                 msg = self.kc.get_iopub_msg(timeout=min(left, 0.5) if death_ends else left)
             except queue.Empty:
                 continue
-            if msg["parent_header"].get("msg_id") != msg_id:
+            # A kernel may publish with no parent at all (xeus-python, seen in CI): not the cell's.
+            if (msg["parent_header"] or {}).get("msg_id") != msg_id:
                 continue
             outputs.append(msg)
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
@@ -204,7 +205,7 @@ class Watched:
         # Skip replies to other requests (wait_for_ready can leave a kernel_info_reply behind).
         while True:
             reply = self.kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
-            if reply["parent_header"].get("msg_id") == msg_id:
+            if (reply["parent_header"] or {}).get("msg_id") == msg_id:
                 return reply["content"], outputs
 
     def execute_until_death(self, code, timeout=60):

@@ -221,9 +221,12 @@ class Container:
             preexec_fn=lambda: procs.write_text(str(os.getpid())))
         self.kernel_pid = self.wait_for_kernel()
 
-    def wait_for_kernel(self, timeout=30):
-        """The kernel's pid in the host's table, once its ports answer inside the pod."""
+    def wait_for_kernel(self, timeout=60):
+        """The kernel's pid in the host's table, once its ports answer inside the pod. 60 s, as
+        every kernel start of the suite waits (conftest.Watched): a loaded CI machine has
+        taken over 30 s; each readiness check ends with the deadline."""
         deadline = time.monotonic() + timeout
+        seen = None
         while time.monotonic() < deadline:
             assert self.outer.poll() is None, f"container ended: {self.outer.stderr.read()}"
             for pid in (int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()):
@@ -231,11 +234,18 @@ class Container:
                     argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                 except OSError:
                     continue
-                if argv[1:3] == [b"-m", b"ipykernel_launcher"] and \
-                        self.client(None, pid).get("status") == "ok":
+                if argv[1:3] != [b"-m", b"ipykernel_launcher"]:
+                    continue
+                seen = pid
+                left = max(1.0, min(20.0, deadline - time.monotonic()))
+                if self.client(None, pid, timeout=left).get("status") == "ok":
                     return pid
             time.sleep(0.2)
-        raise AssertionError("the kernel did not start in its container")
+        # Where the kernel was, for whoever reads the failure.
+        where = subprocess.run([KWD_BINARY, "stacks", str(seen)], capture_output=True,
+                               text=True, timeout=60).stdout if seen else \
+            "no ipykernel process in the container's cgroup"
+        raise AssertionError(f"the kernel did not start in its container in {timeout} s:\n{where}")
 
     def client(self, code, pid=None, shutdown=False, timeout=20):
         """Runs `code` in the kernel from inside its network namespace (None: waits until

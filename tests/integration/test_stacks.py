@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -152,6 +153,25 @@ def test_stacks_names_the_c_function_and_library_a_cell_is_stuck_in(stuck_in_c):
     assert [m["content"]["data"]["text/plain"] for m in outputs
             if m["msg_type"] == "execute_result"] == ["42"]
     assert tracer_of(pid) == 0
+
+
+def test_stacks_never_asks_a_debuginfod_server(stuck_in_c):
+    """Ubuntu and Fedora set DEBUGINFOD_URLS for every login (profile.d): libdw's standard
+    lookup then asks those servers over the network for each module without local debug info.
+    A capture looks on this machine only: a server listening there is never called, and the
+    frames come as without it."""
+    k, release = stuck_in_c
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.setblocking(False)
+    env = dict(os.environ, DEBUGINFOD_URLS=f"http://127.0.0.1:{server.getsockname()[1]}")
+    doc = stacks_json(k.kernel_pid, env=env)
+    assert "kwd_stuck_in_c" in functions(thread(doc, k.kernel_pid)["native"])
+    with pytest.raises(BlockingIOError):
+        server.accept()
+    server.close()
+    release()
 
 
 def test_gdb_still_attaches_after_stacks(stuck_in_c):
