@@ -63,6 +63,8 @@ metrics::DaemonFigures Daemon::metrics_figures() const {
   metrics::DaemonFigures f;
   f.version = KWD_VERSION;
   for (const auto& [pid, k] : kernels_) {
+    // A kernel whose death is counted is no longer one watched, in the same publication.
+    if (ended_.contains({pid, k.process.start_time})) continue;
     metrics::KernelFigures figures;
     figures.kernel_id = k.kernel_id;
     figures.notebook = k.notebook;

@@ -248,11 +248,15 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
     last_death_by_cause_[key] = {written.path ? written.path->stem().string() : std::string(),
                                  k.notebook, k.container ? k.container->pod_name : std::string(),
                                  static_cast<double>(at_ms) / 1000.0};
-    if (metrics_server_ || !options_.metrics_textfile.empty())
-      loop_.after(std::chrono::milliseconds(0), [this] { publish_metrics(); });
   }
-  // Not from inside the watch's own handler: it is destroyed on the loop's next pass.
-  loop_.after(std::chrono::milliseconds(0), [this, pid] { kernels_.erase(pid); });
+  // Not from inside the watch's own handler: it is destroyed on the loop's next pass. The
+  // metrics are published then, at once: the dead kernel's gauges (an RSS of 0, its last time
+  // to a limit) would otherwise stand until the next publication.
+  const bool publish = metrics_server_ || !options_.metrics_textfile.empty();
+  loop_.after(std::chrono::milliseconds(0), [this, pid, publish] {
+    kernels_.erase(pid);
+    if (publish) publish_metrics();
+  });
 }
 
 nlohmann::json Daemon::kubernetes_section(const Kernel& k) {
