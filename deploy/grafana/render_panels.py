@@ -82,32 +82,48 @@ def scale(unit, top):
     return 1, {"s": "s", "none": ""}.get(unit, unit or "")
 
 
-def unit_of(panel):
-    return panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "none")
-
-
 def draw_timeseries(ax, panel, results, start, end):
-    unit = unit_of(panel)
-    bars = panel.get("fieldConfig", {}).get("defaults", {}).get("custom", {}).get(
-        "drawStyle") == "bars"
-    top = max((abs(float(v)) for _, series in results for s in series for _, v in s["values"]),
-              default=0)
-    divisor, unit_name = scale(unit, top)
+    defaults = panel.get("fieldConfig", {}).get("defaults", {})
+    custom = defaults.get("custom", {})
+    bars = custom.get("drawStyle") == "bars"
+    stacked = custom.get("stacking", {}).get("mode") == "normal"
+    peaks = [max(abs(float(v)) for _, v in s["values"]) for _, series in results for s in series
+             if s["values"]]
+    divisor, unit_name = scale(defaults.get("unit", "none"),
+                               sum(peaks) if stacked else max(peaks, default=0))
     dashed_refs = {o["matcher"]["options"]
                    for o in panel.get("fieldConfig", {}).get("overrides", [])
                    if o["matcher"]["id"] == "byFrameRefID" and
                    any(prop["id"] == "custom.lineStyle" for prop in o["properties"])}
+    # Series stacked as Grafana stacks them: each on those before it, at the query's steps.
+    steps = sorted({float(t) for _, series in results for s in series for t, _ in s["values"]})
+    below = dict.fromkeys(steps, 0.0)
     for target, series in results:
         dashed = target["refId"] in dashed_refs
         for s in series:
-            ts = [float(t) - end for t, _ in s["values"]]
-            vs = [float(v) / divisor for _, v in s["values"]]
+            values = {float(t): float(v) / divisor for t, v in s["values"]}
+            ts = sorted(values)
             name = legend(target.get("legendFormat"), s["metric"])
             if bars:
-                ax.bar(ts, vs, width=max(1.0, (end - start) / 200), label=name, alpha=0.7)
+                ax.bar([t - end for t in ts], [values[t] for t in ts],
+                       bottom=[below[t] for t in ts] if stacked else None,
+                       width=max(1.0, (end - start) / 200), label=name, alpha=0.7)
+            elif stacked:
+                base = [below[t] for t in steps]
+                ax.fill_between([t - end for t in steps], base,
+                                [b + values.get(t, 0.0) for b, t in zip(base, steps)],
+                                label=name, alpha=0.5, step="post")
             else:
-                ax.plot(ts, vs, label=name, linestyle="--" if dashed else "-", linewidth=1.2)
+                ax.plot([t - end for t in ts], [values[t] for t in ts], label=name,
+                        linestyle="--" if dashed else "-", linewidth=1.2)
+            if stacked:
+                for t in ts:
+                    below[t] += values[t]
     ax.set_xlim(start - end, 0)
+    if "min" in defaults:
+        ax.set_ylim(bottom=defaults["min"] / divisor)
+    if "max" in defaults:
+        ax.set_ylim(top=defaults["max"] / divisor)
     ax.set_xlabel("seconds before the end", fontsize=7)
     ax.set_ylabel(unit_name, fontsize=7)
     ax.tick_params(labelsize=7)
@@ -123,7 +139,8 @@ def draw_stat(ax, panel, results):
     if not values:
         ax.text(0.5, 0.45, "No data", ha="center", va="center", fontsize=14)
         return
-    divisor, name = scale(unit_of(panel), sum(values))
+    divisor, name = scale(panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "none"),
+                          sum(values))
     ax.text(0.5, 0.4, f"{sum(values) / divisor:.4g} {name}".strip(), ha="center", va="center",
             fontsize=22)
 
@@ -200,8 +217,8 @@ def render(prometheus, start, end, out, dashboard_file=DASHBOARD, overrides=None
             fig.text(0.01, bottom + height / 2, p["title"], fontsize=13, weight="bold",
                      va="center")
             continue
-        ax = fig.add_axes([left + 0.03 * width, bottom + 0.12 * height,
-                           width * 0.94, height * (0.70 if p["type"] == "timeseries" else 0.78)])
+        ax = fig.add_axes([left + 0.06 * width, bottom + 0.12 * height,
+                           width * 0.91, height * (0.70 if p["type"] == "timeseries" else 0.78)])
         results = []
         for t in p["targets"]:
             expr = expand(t["expr"], variables, range_s, rate_interval)
