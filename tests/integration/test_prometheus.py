@@ -406,7 +406,8 @@ def test_alerts_and_panels_on_a_real_prometheus_before_and_after_an_oom_kill(wor
         assert near[0]["labels"]["node"] == "test-node"
         assert 0 < float(near[0]["value"]) < 300
         remedy = near[0]["annotations"]["remedy"]
-        assert near[0]["annotations"]["runbook_url"].endswith("docs/alerts.md#kernelmemorylimitnear")
+        assert near[0]["annotations"]["runbook_url"].endswith(
+            "docs/alerts.md#kernelmemorylimitnear")
         # Two kernels on a GPU 95% full: contention, pending for its 5 minutes.
         contention = prom.wait_for(
             "KernelGpuMemoryContention", lambda: prom.alerts("KernelGpuMemoryContention",
