@@ -26,6 +26,10 @@ packages=(
   python3-jupyter-server
   # daemon: /metrics is read by the Prometheus project's own text parser
   python3-prometheus-client
+  # deploy/prometheus and deploy/grafana: a real Prometheus scrapes the daemon, promtool checks
+  # and unit-tests the rules and lints a scrape, PyYAML reads the rules, matplotlib draws the
+  # dashboard's panels (tests/integration/test_prometheus.py)
+  prometheus python3-yaml python3-matplotlib
   # the HTML report is checked in headless Chromium, the terminal view in tmux
   chromium tmux
   # reports show times in the reader's time zone; a unit test reads Europe/Berlin's

@@ -6,13 +6,14 @@ kubeconform fetches its schemas from GitHub by default; here they come from pack
     (kubernetes_validate/kubernetes-json-schema/v<VERSION>-local-strict/), whose $refs point
     into a shared _definitions.json; each kind used is written out standalone (its
     definitions inlined), the form kubeconform reads;
-  - ServiceMonitor: the CRD the Prometheus Operator's Go module ships
-    (example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml), its
-    openAPIV3Schema as a JSON schema (what kubeconform's openapi2jsonschema.py does).
+  - ServiceMonitor and PrometheusRule: the CRDs the Prometheus Operator's Go module ships
+    (example/prometheus-operator-crd/monitoring.coreos.com_{servicemonitors,prometheusrules}.yaml),
+    each openAPIV3Schema as a JSON schema (what kubeconform's openapi2jsonschema.py does).
 Each kustomization (base, monitoring) is rendered with `kubectl kustomize` and every object
 checked with -strict (unknown fields are errors).
 
-  deploy/kubernetes/validate.py --schemas DIR --crd FILE [--kubeconform BIN] [--version 1.31.0]
+  deploy/kubernetes/validate.py --schemas DIR --crd FILE [--crd FILE...] [--kubeconform BIN]
+                                [--version 1.31.0]
 """
 import argparse
 import json
@@ -78,7 +79,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--schemas", required=True,
                     help="kubernetes_validate/kubernetes-json-schema of the kubernetes-validate package")
-    ap.add_argument("--crd", required=True, help="monitoring.coreos.com_servicemonitors.yaml")
+    ap.add_argument("--crd", required=True, action="append",
+                    help="a CRD file (repeated): monitoring.coreos.com_servicemonitors.yaml, "
+                         "monitoring.coreos.com_prometheusrules.yaml")
     ap.add_argument("--kubeconform", default="kubeconform")
     ap.add_argument("--version", default="1.31.0")
     args = ap.parse_args()
@@ -102,8 +105,9 @@ def main():
             name = f"{kind}{suffix}.json"
             if (schema_dir / name).exists() and not (out / name).exists():
                 (out / name).write_text(json.dumps(standalone(schema_dir, name, definitions)))
-        for name, schema in crd_schema(args.crd).items():
-            (out / name).write_text(json.dumps(schema))
+        for crd in args.crd:
+            for name, schema in crd_schema(crd).items():
+                (out / name).write_text(json.dumps(schema))
         proc = subprocess.run(
             [args.kubeconform, "-strict", "-summary", "-output", "text",
              "-kubernetes-version", args.version,

@@ -63,6 +63,8 @@ metrics::DaemonFigures Daemon::metrics_figures() const {
   metrics::DaemonFigures f;
   f.version = KWD_VERSION;
   for (const auto& [pid, k] : kernels_) {
+    // A kernel whose death is counted is no longer one watched, in the same publication.
+    if (ended_.contains({pid, k.process.start_time})) continue;
     metrics::KernelFigures figures;
     figures.kernel_id = k.kernel_id;
     figures.notebook = k.notebook;
@@ -78,6 +80,8 @@ metrics::DaemonFigures Daemon::metrics_figures() const {
       figures.rss_bytes = s->rss;
       figures.gpu_bytes = s->gpu_used;
     }
+    for (const auto& l : watch::live_limits(*k.watch).all)
+      figures.limits.push_back({l.name, l.bytes, l.used, l.time_to_limit_s});
     f.kernels.push_back(std::move(figures));
   }
   for (const auto& p : under_launcher_)
@@ -86,6 +90,8 @@ metrics::DaemonFigures Daemon::metrics_figures() const {
   f.kubernetes = options_.all_users;
   f.deaths_by_cause = deaths_by_cause_;
   f.reports_written = static_cast<std::int64_t>(reports_written_);
+  f.last_death_by_cause = last_death_by_cause_;
+  f.report_write_failures = static_cast<std::int64_t>(report_write_failures_);
   rusage usage{};
   if (::getrusage(RUSAGE_SELF, &usage) == 0)
     f.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +

@@ -239,15 +239,24 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
       last_death_by_file_[file_key(k)] = written.path->stem().string();
       ++reports_written_;
     }
+    if (!written.path || written.in_fallback) ++report_write_failures_;
     if (options_.all_users) print_report_line(written.document, written.path);
-    ++deaths_by_cause_[{
+    const std::pair<std::string, std::string> key{
         diagnosis::ReportView(written.document).text("/diagnosis/cause").value_or("unknown"),
-        k.container ? k.container->namespace_name : std::string()}];
-    if (metrics_server_ || !options_.metrics_textfile.empty())
-      loop_.after(std::chrono::milliseconds(0), [this] { publish_metrics(); });
+        k.container ? k.container->namespace_name : std::string()};
+    ++deaths_by_cause_[key];
+    last_death_by_cause_[key] = {written.path ? written.path->stem().string() : std::string(),
+                                 k.notebook, k.container ? k.container->pod_name : std::string(),
+                                 static_cast<double>(at_ms) / 1000.0};
   }
-  // Not from inside the watch's own handler: it is destroyed on the loop's next pass.
-  loop_.after(std::chrono::milliseconds(0), [this, pid] { kernels_.erase(pid); });
+  // Not from inside the watch's own handler: it is destroyed on the loop's next pass. The
+  // metrics are published then, at once: the dead kernel's gauges (an RSS of 0, its last time
+  // to a limit) would otherwise stand until the next publication.
+  const bool publish = metrics_server_ || !options_.metrics_textfile.empty();
+  loop_.after(std::chrono::milliseconds(0), [this, pid, publish] {
+    kernels_.erase(pid);
+    if (publish) publish_metrics();
+  });
 }
 
 nlohmann::json Daemon::kubernetes_section(const Kernel& k) {
@@ -282,6 +291,7 @@ void Daemon::on_hang(pid_t pid, const protocol::HangEvidence& hang) {
   const auto written = watch::write_report(*it->second.watch, context, it->second.kernel_id,
                                            report_dir_for(it->second));
   if (written.path) ++reports_written_;
+  if (!written.path || written.in_fallback) ++report_write_failures_;
   if (options_.all_users) print_report_line(written.document, written.path);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <set>
 
 namespace kwd::metrics {
 namespace {
@@ -74,13 +75,24 @@ std::string render(const DaemonFigures& f, bool process_metrics) {
   out += fmt::format("kernel_watchdog_build_info{{version=\"{}\"}} 1\n", escape(f.version));
 
   family(out, "kernel_watchdog_kernels", "gauge",
-         "Kernels watched by the daemon, by state (idle, busy, starting, hung, unknown).");
+         "Kernels watched by the daemon, by state (idle, busy, starting, hung, unknown) and, on "
+         "a Kubernetes node, namespace.");
   constexpr std::array<const char*, 5> kStates{"idle", "busy", "starting", "hung", "unknown"};
-  for (const char* state : kStates) {
-    std::int64_t n = 0;
+  // On a Kubernetes node every state of each namespace that has a kernel, and of "" (kernels of
+  // the node itself) always, so that a sum over the node has a sample at every state.
+  std::set<std::string> namespaces{""};
+  if (f.kubernetes)
     for (const auto& k : f.kernels)
-      n += k.state == state ? 1 : 0;
-    out += fmt::format("kernel_watchdog_kernels{{state=\"{}\"}} {}\n", state, n);
+      namespaces.insert(k.namespace_name);
+  for (const auto& namespace_name : namespaces) {
+    const std::string where =
+        f.kubernetes ? fmt::format(",namespace=\"{}\"", escape(namespace_name)) : std::string();
+    for (const char* state : kStates) {
+      std::int64_t n = 0;
+      for (const auto& k : f.kernels)
+        n += k.state == state && (!f.kubernetes || k.namespace_name == namespace_name) ? 1 : 0;
+      out += fmt::format("kernel_watchdog_kernels{{state=\"{}\"{}}} {}\n", state, where, n);
+    }
   }
 
   family(out, "kernel_watchdog_kernels_under_launcher", "gauge",
@@ -102,6 +114,33 @@ std::string render(const DaemonFigures& f, bool process_metrics) {
              "GPU memory held by a watched kernel's processes (NVML); absent without a GPU.",
              &KernelFigures::gpu_bytes);
 
+  // One gauge per kernel and limit (label `limit`), from the kernel's live memory.limits.
+  const auto per_limit = [&](const char* name, const char* help, const auto& value) {
+    family(out, name, "gauge", help);
+    for (const auto& k : f.kernels)
+      for (const auto& l : k.limits)
+        if (const auto v = value(l))
+          out += fmt::format("{}{{{},limit=\"{}\"}} {}\n", name, kernel_labels(k, f.kubernetes),
+                             escape(l.name), *v);
+  };
+  per_limit(
+      "kernel_watchdog_kernel_memory_limit_bytes",
+      "A ceiling a watched kernel's memory is held to: limit=cgroup (its memory cgroup's "
+      "limit), mem_total (the machine's memory), gpu_total (all GPUs' memory).",
+      [](const LimitFigures& l) { return std::optional<std::string>(std::to_string(l.bytes)); });
+  per_limit(
+      "kernel_watchdog_kernel_memory_limit_used_bytes",
+      "What counts against that ceiling now: the cgroup's usage, the machine's memory in "
+      "use (MemTotal - MemAvailable), all GPUs' memory in use.",
+      [](const LimitFigures& l) { return std::optional<std::string>(std::to_string(l.used)); });
+  per_limit("kernel_watchdog_kernel_time_to_memory_limit_seconds",
+            "When the kernel reaches that ceiling at the rate of the last 10 s; absent while "
+            "what counts against it is not growing.",
+            [](const LimitFigures& l) {
+              return l.time_to_limit_s ? std::optional(fmt::format("{:.3f}", *l.time_to_limit_s))
+                                       : std::nullopt;
+            });
+
   family(out, "kernel_watchdog_kernel_deaths_total", "counter",
          "Kernel deaths nobody asked for since the daemon started, by diagnosed cause (and, "
          "on a Kubernetes node, the kernel's namespace).");
@@ -116,9 +155,28 @@ std::string render(const DaemonFigures& f, bool process_metrics) {
           fmt::format("kernel_watchdog_kernel_deaths_total{{cause=\"{}\"}} {}\n", escape(cause), n);
   }
 
+  family(out, "kernel_watchdog_kernel_last_death_timestamp_seconds", "gauge",
+         "When the newest kernel death of each cause (and namespace) was, in seconds since the "
+         "epoch; the report that tells it in report_id (\"\" when none could be written).");
+  for (const auto& [key, death] : f.last_death_by_cause) {
+    const auto& [cause, namespace_name] = key;
+    const std::string where = f.kubernetes ? fmt::format(",namespace=\"{}\",pod=\"{}\"",
+                                                         escape(namespace_name), escape(death.pod))
+                                           : std::string();
+    out += fmt::format(
+        "kernel_watchdog_kernel_last_death_timestamp_seconds{{cause=\"{}\"{},notebook=\"{}\","
+        "report_id=\"{}\"}} {:.3f}\n",
+        escape(cause), where, escape(death.notebook), escape(death.report_id), death.at_seconds);
+  }
+
   family(out, "kernel_watchdog_reports_written_total", "counter",
          "Crash and hang reports written since the daemon started.");
   out += fmt::format("kernel_watchdog_reports_written_total {}\n", f.reports_written);
+
+  family(out, "kernel_watchdog_report_write_failures_total", "counter",
+         "Crash and hang reports that could not be written to the report store (written to "
+         "the fallback store in the temporary directory instead, or nowhere).");
+  out += fmt::format("kernel_watchdog_report_write_failures_total {}\n", f.report_write_failures);
 
   // The standard process collector's names, so existing dashboards read the daemon itself;
   // not in a textfile, where node_exporter's own process metrics have those names.

@@ -27,11 +27,16 @@ nlohmann::json live_memory(const Watch& watch) {
       out["rss_change_60s_bytes"] = s->rss - old.rss;
       break;
     }
-  out["limits"] = timeline::limits_to_json(timeline::compute_limits(timeline::after_startup(
-      recent, watch.listener() ? watch.listener()->activity().ready_at_ms() : std::nullopt,
-      watch.kernel_started_at_ms())));
+  out["limits"] = timeline::limits_to_json(live_limits(watch));
   out["sampled_at_ms"] = s->t_ms;
   return out;
+}
+
+timeline::Limits live_limits(const Watch& watch) {
+  return timeline::compute_limits(timeline::after_startup(
+      watch.timeline().recent(),
+      watch.listener() ? watch.listener()->activity().ready_at_ms() : std::nullopt,
+      watch.kernel_started_at_ms()));
 }
 
 std::filesystem::path live_status_dir() {

@@ -106,6 +106,7 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
   const report::ReportStore fallback(report::ReportStore::fallback_dir(), limits);
   try {
     out.path = fallback.write(id, report::to_text(out.document));
+    out.in_fallback = true;
     const logging::LogFields fields(report_fields(kernel_id, out.document, *out.path));
     spdlog::warn("kernel {} {}{}; {} report (fallback location): {}", watch.pid(), what,
                  verdict(out.document), kind, out.path->string());

@@ -197,3 +197,63 @@ TEST_CASE("Metrics text on a Kubernetes node: namespace, pod and container label
   // Off Kubernetes the families keep their labels as they were.
   CHECK(metrics::render(two_kernels()).find("namespace=") == std::string::npos);
 }
+
+TEST_CASE("Metrics text: each kernel's memory limits, and the time to reach one while it grows") {
+  metrics::DaemonFigures f = two_kernels();
+  f.kernels[1].limits = {{"cgroup", 400 << 20, 300 << 20, 12.5},
+                         {"mem_total", 8LL << 30, 3LL << 30, std::nullopt}};
+  const std::string text = metrics::render(f);
+  const std::string kernel = "kernel_id=\"aa11\",notebook=\"\",kernel_name=\"\",pid=\"4343\"";
+  CHECK(has_line(text, "# TYPE kernel_watchdog_kernel_memory_limit_bytes gauge"));
+  CHECK(has_line(text, "kernel_watchdog_kernel_memory_limit_bytes{" + kernel +
+                           ",limit=\"cgroup\"} 419430400"));
+  CHECK(has_line(text, "kernel_watchdog_kernel_memory_limit_used_bytes{" + kernel +
+                           ",limit=\"mem_total\"} 3221225472"));
+  CHECK(has_line(text, "kernel_watchdog_kernel_time_to_memory_limit_seconds{" + kernel +
+                           ",limit=\"cgroup\"} 12.500"));
+  // Not growing toward the machine's memory: no time to it, rather than an infinite one.
+  CHECK(text.find("kernel_watchdog_kernel_time_to_memory_limit_seconds{" + kernel +
+                  ",limit=\"mem_total\"}") == std::string::npos);
+  // The kernel without limits has no sample in those families.
+  CHECK(text.find("memory_limit_bytes{kernel_id=\"0f1e\"") == std::string::npos);
+}
+
+TEST_CASE("Metrics text: the newest death of each cause names its report; failed writes count") {
+  metrics::DaemonFigures f = two_kernels();
+  f.last_death_by_cause = {
+      {{"oom_killed", ""}, {"20261128T011853.475Z-b97d-1-TXLL", "a.ipynb", "", 1700000100.5}}};
+  f.report_write_failures = 3;
+  std::string text = metrics::render(f);
+  CHECK(has_line(text,
+                 "kernel_watchdog_kernel_last_death_timestamp_seconds{cause=\"oom_killed\","
+                 "notebook=\"a.ipynb\",report_id=\"20261128T011853.475Z-b97d-1-TXLL\"} "
+                 "1700000100.500"));
+  CHECK(has_line(text, "# TYPE kernel_watchdog_report_write_failures_total counter"));
+  CHECK(has_line(text, "kernel_watchdog_report_write_failures_total 3"));
+  // On a Kubernetes node, the namespace and the pod of that death too.
+  f.kubernetes = true;
+  f.last_death_by_cause = {{{"oom_killed", "jhub"}, {"r1", "", "jupyter-bob", 5}}};
+  text = metrics::render(f);
+  CHECK(has_line(text,
+                 "kernel_watchdog_kernel_last_death_timestamp_seconds{cause=\"oom_killed\","
+                 "namespace=\"jhub\",pod=\"jupyter-bob\",notebook=\"\",report_id=\"r1\"} 5.000"));
+  // No failure yet: the counter is there at 0, so that increase() sees the first one.
+  CHECK(has_line(metrics::render(metrics::DaemonFigures{}),
+                 "kernel_watchdog_report_write_failures_total 0"));
+}
+
+TEST_CASE("Metrics text on a Kubernetes node: kernels by state and namespace") {
+  metrics::DaemonFigures f = two_kernels();
+  f.kubernetes = true;
+  f.kernels[1].namespace_name = "jhub";
+  const std::string text = metrics::render(f);
+  CHECK(has_line(text, "kernel_watchdog_kernels{state=\"idle\",namespace=\"jhub\"} 1"));
+  CHECK(has_line(text, "kernel_watchdog_kernels{state=\"busy\",namespace=\"jhub\"} 0"));
+  CHECK(has_line(text, "kernel_watchdog_kernels{state=\"busy\",namespace=\"\"} 1"));
+  CHECK(has_line(text, "kernel_watchdog_kernels{state=\"idle\",namespace=\"\"} 0"));
+  // No kernel at all: the node's own namespace ("") still has every state.
+  metrics::DaemonFigures empty;
+  empty.kubernetes = true;
+  CHECK(
+      has_line(metrics::render(empty), "kernel_watchdog_kernels{state=\"hung\",namespace=\"\"} 0"));
+}

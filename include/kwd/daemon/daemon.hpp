@@ -165,6 +165,10 @@ class Daemon {
   std::uint64_t reports_written_ = 0;
   // (cause, namespace): deaths nobody asked for; namespace "" outside a pod.
   std::map<std::pair<std::string, std::string>, std::int64_t> deaths_by_cause_;
+  // The same keys: the newest death of each, with its report.
+  std::map<std::pair<std::string, std::string>, metrics::DeathFigures> last_death_by_cause_;
+  // Reports the report store could not take (see WrittenReport::in_fallback).
+  std::uint64_t report_write_failures_ = 0;
   std::unique_ptr<JupyterSessions> sessions_;
   static constexpr std::int64_t kKernelspecsFreshMs = 2'000;
   std::vector<kernelspec::Kernelspec> kernelspecs_;

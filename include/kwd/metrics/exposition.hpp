@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,16 @@
 namespace kwd::metrics {
 
 // What the daemon knows at one instant, for Prometheus. Bytes and seconds (base units).
+
+// A ceiling a kernel's memory is held to (the report's memory.limits): "cgroup", "mem_total"
+// (the machine's memory) or "gpu_total" (all GPUs' memory).
+struct LimitFigures {
+  std::string name;
+  std::int64_t bytes = 0;
+  std::int64_t used = 0;                  // what counts against it now
+  std::optional<double> time_to_limit_s;  // at the rate of the last 10 s; nullopt: not growing
+};
+
 struct KernelFigures {
   std::string kernel_id;
   std::string notebook;     // "" when not known
@@ -21,6 +32,15 @@ struct KernelFigures {
   std::string namespace_name;
   std::string pod;
   std::string container;
+  std::vector<LimitFigures> limits;
+};
+
+// The newest death of one (cause, namespace): which report tells it.
+struct DeathFigures {
+  std::string report_id;  // "" when no report could be written
+  std::string notebook;   // "" when not known
+  std::string pod;        // its pod's, on a Kubernetes node
+  double at_seconds = 0;  // since the epoch
 };
 
 struct DaemonFigures {
@@ -32,7 +52,11 @@ struct DaemonFigures {
   bool kubernetes = false;
   // (cause, namespace) -> deaths nobody asked for; the namespace is "" off Kubernetes.
   std::map<std::pair<std::string, std::string>, std::int64_t> deaths_by_cause;
+  // The same keys: the newest death of each.
+  std::map<std::pair<std::string, std::string>, DeathFigures> last_death_by_cause;
   std::int64_t reports_written = 0;
+  // Reports that did not reach the report store (written to the fallback store, or nowhere).
+  std::int64_t report_write_failures = 0;
   double cpu_seconds = 0;
   std::int64_t resident_bytes = -1;
   double start_time_seconds = 0;  // since the epoch

@@ -12,6 +12,7 @@ namespace kwd::watch {
 struct WrittenReport {
   nlohmann::json document;
   std::optional<std::filesystem::path> path;  // nullopt: nowhere could take it
+  bool in_fallback = false;  // the report store could not take it; the fallback store did
 };
 
 // Builds the crash (context.end set) or hang (context.end null) report of a watched kernel
