@@ -1,5 +1,7 @@
 #include "kwd/launch/child_process.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <unistd.h>
 
@@ -41,9 +43,14 @@ struct SpawnAttributes {
 ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
   if (request.argv.empty()) throw SpawnError("no kernel command given", EINVAL);
   SpawnAttributes sa;
-  // No POSIX_SPAWN_SETPGROUP / setsid: the kernel stays in our process group on purpose.
   // Handlers we installed do not survive exec, but ignored dispositions (SIGPIPE) would.
-  posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETSIGDEF);
+  short flags = POSIX_SPAWN_SETSIGDEF;
+  if (request.own_process_group) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    posix_spawnattr_setpgroup(&sa.attr, 0);
+    posix_spawn_file_actions_addopen(&sa.actions, 0, "/dev/null", O_RDONLY, 0);
+  }
+  posix_spawnattr_setflags(&sa.attr, flags);
   posix_spawnattr_setsigdefault(&sa.attr, &request.reset_to_default);
   if (request.stderr_fd >= 0) posix_spawn_file_actions_adddup2(&sa.actions, request.stderr_fd, 2);
   if (request.stdout_fd >= 0) posix_spawn_file_actions_adddup2(&sa.actions, request.stdout_fd, 1);
@@ -61,11 +68,18 @@ ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
   if (rc != 0) {
     throw SpawnError("cannot start " + request.argv[0] + ": " + std::strerror(rc), rc);
   }
+  child.group_leader_ = request.own_process_group;
   return child;
 }
 
 bool ChildProcess::send_signal(int signal) const {
-  return ::kill(pid_, signal) == 0;
+  return ::kill(group_leader_ ? -pid_ : pid_, signal) == 0;
+}
+
+void ChildProcess::kill_group_leftovers(bool reaped) const {
+  if (!group_leader_ || pid_ <= 0) return;
+  if (reaped && ::kill(pid_, 0) == 0) return;
+  ::kill(-pid_, SIGKILL);
 }
 
 }  // namespace kwd::launch

@@ -34,6 +34,8 @@ WatchedKernel::~WatchedKernel() {
   if (crash_socket_) loop_.unwatch_fd(crash_socket_.get());
   if (last_words_timer_) loop_.cancel(*last_words_timer_);
   watch_.reset();
+  // smoke's kernels lead their own group: nothing they started outlives them.
+  if (child_) child_->kill_group_leftovers(dead_);
   release_memory_limit();
 }
 
@@ -154,6 +156,7 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   auto child_stderr = stderr_->take_child_end();
   request.stderr_fd = child_stderr.get();
   if (!launch_.passthrough) request.stdout_fd = child_stderr.get();
+  request.own_process_group = launch_.own_process_group;
   sigemptyset(&request.reset_to_default);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD})
     sigaddset(&request.reset_to_default, s);

@@ -139,6 +139,7 @@ void NotebookRun::start() {
                             : options_.cwd)
           .string();
   launch.passthrough = false;
+  launch.own_process_group = true;
   launch.memory_limit = options_.memory_limit;
   launch.nvml_library = options_.nvml_library;
   launch.host_sources = host_sources_;

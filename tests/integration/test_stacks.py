@@ -558,4 +558,12 @@ def test_smoke_timeout_names_the_stopped_dataloader_worker(tmp_path, smoke_cells
     assert worker["native_missing"] is None, worker
     (main,) = [t for t in worker["threads"] if t["main"]]
     assert "kill" in functions(main["native"]), functions(main["native"])
+    # smoke ends the kernel's whole process group, as jupyter_client does: the stopped worker
+    # went with it (it was left stopped for ever before, one more each run).
+    def gone():
+        try:
+            return psutil.Process(worker["pid"]).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+    wait_until(gone, "the stopped worker to end with its kernel", timeout=10)
 

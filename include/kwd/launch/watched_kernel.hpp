@@ -39,6 +39,11 @@ struct KernelLaunch {
   // `run` passes the kernel's stderr through to its own (the contract); `smoke` keeps it for
   // the report only, and its stdout with it (a terminal of many kernels is no place for it).
   bool passthrough = true;
+  // `smoke`: the kernel leads a process group of its own, as jupyter_client starts kernels, so
+  // that ending it (a timeout, a hang, the run's end) ends its DataLoader workers and pools,
+  // stopped ones too; what is left of the group when this is destroyed is killed. `run` keeps
+  // the kernel in its own group: the manager signals that group and must reach both.
+  bool own_process_group = false;
   std::size_t stderr_buffer_bytes = 256 * 1024;
   std::chrono::milliseconds sample_interval{100};
   std::chrono::seconds full_rate_window{120};
