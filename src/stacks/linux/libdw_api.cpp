@@ -43,6 +43,8 @@ Libdw load() {
   find(lib.thread_dwfl, "dwfl_thread_dwfl");
   find(lib.addrmodule, "dwfl_addrmodule");
   find(lib.module_addrinfo, "dwfl_module_addrinfo");
+  find(lib.module_getsymtab, "dwfl_module_getsymtab");
+  find(lib.module_getsym_info, "dwfl_module_getsym_info");
   find(lib.module_info, "dwfl_module_info");
   find(lib.module_getsrc, "dwfl_module_getsrc");
   find(lib.lineinfo, "dwfl_lineinfo");

@@ -3,6 +3,7 @@
 #include <dwarf.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -15,6 +16,68 @@ namespace kwd::stacks::linux_stacks {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A module's function symbols sorted by address, read once: libdwfl's own lookup scans the
+// whole symbol table for each address, and TensorFlow's libtensorflow_cc.so.2 has 1.2 million
+// symbols (a crash's 40 frames there ran past the capture's budget on a loaded machine).
+struct SymbolIndex {
+  struct Entry {
+    Dwarf_Addr start = 0;
+    GElf_Xword size = 0;
+    const char* name = nullptr;  // libdw's, valid for the Dwfl's life
+    int binding = 0;             // 2 global, 1 weak, 0 local: the name shown among aliases
+  };
+  // By start; at one address, global names first, then weak, then local, each in the table's
+  // order (libdwfl's own preference: `__poll` before its weak alias `poll`).
+  std::vector<Entry> entries;
+  bool usable = false;  // false: the module's table could not be read (addrinfo then)
+};
+
+SymbolIndex index_symbols(const Libdw& lib, Dwfl_Module* module) {
+  SymbolIndex index;
+  const int count = lib.module_getsymtab(module);
+  if (count <= 0) return index;
+  index.entries.reserve(static_cast<std::size_t>(count));
+  for (int i = 1; i < count; ++i) {
+    GElf_Sym symbol{};
+    GElf_Addr address = 0;
+    const char* name =
+        lib.module_getsym_info(module, i, &symbol, &address, nullptr, nullptr, nullptr);
+    const int type = GELF_ST_TYPE(symbol.st_info);
+    if (name == nullptr || *name == '\0' || symbol.st_shndx == SHN_UNDEF || address == 0 ||
+        (type != STT_FUNC && type != STT_GNU_IFUNC))
+      continue;
+    const int bind = GELF_ST_BIND(symbol.st_info);
+    index.entries.push_back({address, symbol.st_size, name,
+                             bind == STB_GLOBAL ? 2
+                             : bind == STB_WEAK ? 1
+                                                : 0});
+  }
+  std::stable_sort(index.entries.begin(), index.entries.end(), [](const auto& a, const auto& b) {
+    return a.start != b.start ? a.start < b.start : a.binding > b.binding;
+  });
+  index.usable = true;
+  return index;
+}
+
+// The function whose [start, start + size) holds `at` (a sizeless one reaches to the next).
+const SymbolIndex::Entry* find_symbol(const SymbolIndex& index, Dwarf_Addr at) {
+  auto after = std::upper_bound(index.entries.begin(), index.entries.end(), at,
+                                [](Dwarf_Addr a, const auto& e) { return a < e.start; });
+  // Nested or overlapping symbols: the nearest start below that still covers `at`.
+  for (auto it = after; it != index.entries.begin();) {
+    --it;
+    const bool covers = it->size > 0 ? at < it->start + it->size : it + 1 == after;
+    if (covers) {
+      // Aliases at one address: the first (the strongest binding) is the one shown.
+      while (it != index.entries.begin() && (it - 1)->start == it->start)
+        --it;
+      return &*it;
+    }
+    if (after - it > 8) break;  // no enclosing symbol close by: none
+  }
+  return nullptr;
+}
 
 // What libdwfl's callbacks reach through their void* arguments. Nothing here may throw out
 // of a callback: libdw is C.
@@ -29,6 +92,7 @@ struct Session {
   // threads share most of their frames, and naming one (symbol, demangling, line) costs far
   // more than unwinding to it (bench/stacks_bench.py's 101 threads: 340 ms to 45 ms).
   std::unordered_map<Dwarf_Addr, NativeFrame> named;
+  std::unordered_map<Dwfl_Module*, SymbolIndex> symbols;  // built at a module's first frame
 };
 
 struct ThreadWalk {
@@ -88,7 +152,7 @@ bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) noexcept {
   return true;
 }
 
-NativeFrame describe(const Session& s, Dwfl* dwfl, Dwarf_Addr pc, bool activation) {
+NativeFrame describe(Session& s, Dwfl* dwfl, Dwarf_Addr pc, bool activation) {
   const Libdw& lib = *s.lib;
   NativeFrame frame;
   frame.pc = pc;
@@ -101,13 +165,22 @@ NativeFrame describe(const Session& s, Dwfl* dwfl, Dwarf_Addr pc, bool activatio
       lib.module_info(module, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
   if (name != nullptr) frame.module = name;
   frame.offset = pc - start;
-  GElf_Off offset = 0;
-  GElf_Sym symbol{};
-  const char* function =
-      lib.module_addrinfo(module, at, &offset, &symbol, nullptr, nullptr, nullptr);
-  if (function != nullptr) {
-    frame.function = demangle(function);
-    frame.offset = pc - (at - offset);
+  auto known = s.symbols.find(module);
+  if (known == s.symbols.end()) known = s.symbols.emplace(module, index_symbols(lib, module)).first;
+  if (known->second.usable) {
+    if (const auto* symbol = find_symbol(known->second, at)) {
+      frame.function = demangle(symbol->name);
+      frame.offset = pc - symbol->start;
+    }
+  } else {
+    GElf_Off offset = 0;
+    GElf_Sym symbol{};
+    const char* function =
+        lib.module_addrinfo(module, at, &offset, &symbol, nullptr, nullptr, nullptr);
+    if (function != nullptr) {
+      frame.function = demangle(function);
+      frame.offset = pc - (at - offset);
+    }
   }
   if (Clock::now() < s.deadline && !diagnosis::is_runtime_module(frame.module)) {
     if (Dwfl_Line* line = lib.module_getsrc(module, at)) {
@@ -123,7 +196,7 @@ NativeFrame describe(const Session& s, Dwfl* dwfl, Dwarf_Addr pc, bool activatio
 
 int on_frame(Dwfl_Frame* state, void* arg) noexcept {
   auto& walk = *static_cast<ThreadWalk*>(arg);
-  const Session& s = *walk.session;
+  Session& s = *walk.session;
   try {
     if (walk.out->frames.size() >= s.max_frames) {
       walk.out->truncated = true;
@@ -184,7 +257,7 @@ void unwind(const Libdw& lib, pid_t pid, const std::vector<ThreadImage>& images,
   if (lib.report_end(dwfl.get(), nullptr, nullptr) != 0)
     throw std::runtime_error(std::string("dwfl_report_end: ") + lib.errmsg(-1));
 
-  Session session{&lib, pid, &images, max_frames, deadline, 0, {}};
+  Session session{&lib, pid, &images, max_frames, deadline, 0, {}, {}};
   if (!lib.attach_state(dwfl.get(), nullptr, pid, &thread_callbacks, &session))
     throw std::runtime_error(std::string("dwfl_attach_state: ") + lib.errmsg(-1));
 

@@ -30,6 +30,8 @@ struct Libdw {
   decltype(&dwfl_thread_dwfl) thread_dwfl = nullptr;
   decltype(&dwfl_addrmodule) addrmodule = nullptr;
   decltype(&dwfl_module_addrinfo) module_addrinfo = nullptr;
+  decltype(&dwfl_module_getsymtab) module_getsymtab = nullptr;
+  decltype(&dwfl_module_getsym_info) module_getsym_info = nullptr;
   decltype(&dwfl_module_info) module_info = nullptr;
   decltype(&dwfl_module_getsrc) module_getsrc = nullptr;
   decltype(&dwfl_lineinfo) lineinfo = nullptr;
