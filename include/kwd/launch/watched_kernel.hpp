@@ -42,7 +42,7 @@ struct KernelLaunch {
   // `smoke`: the kernel leads a process group of its own, as jupyter_client starts kernels, so
   // that ending it (a timeout, a hang, the run's end) ends its DataLoader workers and pools,
   // stopped ones too; what is left of the group when this is destroyed is killed. `run` keeps
-  // the kernel in its own group: the manager signals that group and must reach both.
+  // the kernel in the watchdog's group: the manager signals that group and must reach both.
   bool own_process_group = false;
   std::size_t stderr_buffer_bytes = 256 * 1024;
   std::chrono::milliseconds sample_interval{100};
