@@ -17,9 +17,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A module's function symbols sorted by address, read once: libdwfl's own lookup scans the
-// whole symbol table for each address, and TensorFlow's libtensorflow_cc.so.2 has 1.2 million
-// symbols (a crash's 40 frames there ran past the capture's budget on a loaded machine).
+// A module's function symbols sorted by address, read once and searched by halves: naming each
+// frame with libdwfl's per-address lookup was the slow part in TensorFlow's libtensorflow_cc.so.2
+// (about 1.2 million symbols; a CHECK abort's capture, 650 -> 312 ms, had run past its budget on
+// a loaded machine).
 struct SymbolIndex {
   struct Entry {
     Dwarf_Addr start = 0;
@@ -208,10 +209,10 @@ int on_frame(Dwfl_Frame* state, void* arg) noexcept {
     // The address and, in the low bit, whether it is an activation (a user-space address
     // leaves the top bit free for the shift).
     const Dwarf_Addr key = (pc << 1U) | (activation ? 1U : 0U);
-    auto named = walk.session->named.find(key);
-    if (named == walk.session->named.end()) {
+    auto named = s.named.find(key);
+    if (named == s.named.end()) {
       Dwfl* dwfl = s.lib->thread_dwfl(s.lib->frame_thread(state));
-      named = walk.session->named.emplace(key, describe(s, dwfl, pc, activation)).first;
+      named = s.named.emplace(key, describe(s, dwfl, pc, activation)).first;
     }
     walk.out->frames.push_back(named->second);
     return DWARF_CB_OK;
