@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -62,6 +63,17 @@ bool parse_history(const std::string& text, std::string& into) {
   return true;
 }
 
+bool parse_jobs(const std::string& text, int& into) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > 256) {
+    spdlog::error("-j: '{}' is not a number from 1 to 256, nor auto", text);
+    return false;
+  }
+  into = value;
+  return true;
+}
+
 // --merge-junit: the positionals are the shards' JUnit files.
 int merge_junit_files(const std::string& out, const std::vector<std::string>& inputs) {
   try {
@@ -86,6 +98,7 @@ Command add_smoke_command(CLI::App& app) {
   auto max_gpu = std::make_shared<std::string>();
   auto shard = std::make_shared<std::string>();
   auto merge_junit = std::make_shared<std::string>();
+  auto jobs = std::make_shared<std::string>("1");
   auto* smoke = app.add_subcommand(
       "smoke",
       "Run notebooks top to bottom, each in a fresh kernel under watch, and say per cell what\n"
@@ -103,7 +116,13 @@ Command add_smoke_command(CLI::App& app) {
       "  kernel-watchdog smoke --shard K/4 --durations .smoke-durations.json --junit shard-K.xml "
       "notebooks/*.ipynb\n"
       "  kernel-watchdog smoke --merge-junit smoke.xml shard-*.xml\n"
-      "  (once in a while, all in one job: --store-durations --durations .smoke-durations.json)");
+      "  (once in a while, all in one job: --store-durations --durations .smoke-durations.json)\n"
+      "Memory-aware (-j auto): notebooks start as their recorded peaks fit in the memory smoke\n"
+      "runs in (its cgroup's limit, else the machine's available memory), never seen ones first\n"
+      "and one at a time; one that grows past what is left is stopped before the OOM killer\n"
+      "acts and runs again alone, with its new peak. Keep the history to pack better next time:\n"
+      "  kernel-watchdog smoke -j auto --durations .smoke-history.json --store-durations "
+      "notebooks/*.ipynb");
   smoke->add_option("--kernel", options->kernel_name,
                     "Kernelspec to run (default: the notebook's metadata.kernelspec.name, else "
                     "python3); a spec wrapped by `kernelspec wrap` is unwrapped");
@@ -136,9 +155,15 @@ Command add_smoke_command(CLI::App& app) {
                     "Memory budget per notebook: the first cell whose peak RSS (the kernel's "
                     "process tree) crosses it fails; the rest keep running");
   smoke->add_option("--max-gpu", *max_gpu, "GPU memory budget per notebook (NVML), as --max-rss");
-  smoke->add_option("-j,--jobs", options->jobs, "Notebooks run at once, each in its own kernel")
-      ->check(CLI::Range(1, 256))
+  smoke
+      ->add_option("-j,--jobs", *jobs,
+                   "Notebooks run at once, each in its own kernel: a number, or auto (as many as "
+                   "the CPUs, and only as many as fit in memory: --memory-aware)")
       ->capture_default_str();
+  smoke->add_flag("--memory-aware", options->memory_aware,
+                  "Start a notebook only when the peak memory it reached last time (from "
+                  "--durations, else metadata.kernel_watchdog.peak_memory) fits in the memory "
+                  "smoke runs in beside the others; -j N is then a ceiling. Implied by -j auto");
   smoke
       ->add_option("--output-dir", options->output_dir,
                    "Where executed notebooks and crash reports (JSON and HTML) go")
@@ -167,12 +192,14 @@ Command add_smoke_command(CLI::App& app) {
                     "CI jobs: every N-th by path, or balanced by --durations; each notebook is "
                     "in exactly one part when every job is given the same notebooks");
   smoke->add_option("--durations", options->durations,
-                    "A JSON file of seconds per notebook (what --store-durations writes) that "
-                    "balances --shard");
+                    "The history file: seconds and peak memory per notebook (what "
+                    "--store-durations writes; docs/smoke-history.md), which balances --shard "
+                    "and packs -j auto");
   smoke->add_flag(
       "--store-durations", options->store_durations,
-      "Write how long each notebook took into the --durations file (merged with "
-      "what it holds); commit it, and the next sharded runs take as long as each other");
+      "Write how long each notebook took and the memory it peaked at into the --durations "
+      "file (merged with what it holds); commit it, and the next runs are balanced and packed "
+      "by it");
   smoke->add_option("--merge-junit", *merge_junit,
                     "Merge the JUnit files that the jobs of a sharded run wrote (given as the "
                     "positionals) into this file, and run nothing");
@@ -189,6 +216,11 @@ Command add_smoke_command(CLI::App& app) {
                 spdlog::error("--shard: '{}' is not K/N with 1 <= K <= N (e.g. 2/4)", *shard);
                 return 4;
               }
+            }
+            if (*jobs == "auto") {
+              options->jobs_auto = options->memory_aware = true;
+            } else if (!parse_jobs(*jobs, options->jobs)) {
+              return 4;
             }
             if (options->store_durations && options->durations.empty()) {
               spdlog::error("--store-durations: give the file with --durations FILE");

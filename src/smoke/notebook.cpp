@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
+
+#include "kwd/util/size_parse.hpp"
 
 namespace kwd::smoke {
 namespace {
@@ -157,6 +161,19 @@ Notebook parse_fields(std::string_view text, const std::filesystem::path& path) 
       nb.timeout_s = (*exec)["timeout"].get<double>();
     if (exec->contains("allow_errors") && (*exec)["allow_errors"].is_boolean())
       nb.allow_errors = (*exec)["allow_errors"].get<bool>();
+  }
+
+  if (const auto ours = metadata.find("kernel_watchdog");
+      ours != metadata.end() && ours->is_object() && ours->contains("peak_memory")) {
+    const auto& peak = (*ours)["peak_memory"];
+    std::optional<std::uint64_t> bytes;
+    if (peak.is_number_unsigned()) bytes = peak.get<std::uint64_t>();
+    if (peak.is_string()) bytes = util::parse_size(peak.get<std::string>());
+    if (bytes && *bytes <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      nb.declared_peak_rss = static_cast<std::int64_t>(*bytes);
+    else
+      nb.warnings.push_back(
+          "metadata.kernel_watchdog.peak_memory is not a size (e.g. \"2G\" or bytes): ignored");
   }
 
   std::size_t number = 0;

@@ -207,6 +207,25 @@ void NotebookRun::shut_down() {
   });
 }
 
+std::int64_t NotebookRun::current_rss() const {
+  if (!kernel_ || !kernel_->started()) return 0;
+  const auto* latest = kernel_->watch().timeline().latest();
+  return latest != nullptr && latest->rss > 0 ? latest->rss : 0;
+}
+
+void NotebookRun::stop_to_run_again() {
+  if (state_ == State::done) return;
+  stopped_to_run_again_ = true;
+  we_ended_it_ = true;
+  state_ = State::shutting_down;
+  cancel_timers();
+  client_.reset();  // what the kernel still says is of no use now
+  if (kernel_ && kernel_->started() && !kernel_->dead())
+    kernel_->send_signal(SIGKILL);
+  else
+    finish();
+}
+
 void NotebookRun::check_death() {
   if (kernel_ && state_ != State::done) kernel_->check_death();
 }
@@ -218,8 +237,17 @@ void NotebookRun::finish() {
   // The kernel is gone (or never started): its memory cgroup goes now, not at our exit.
   if (kernel_) kernel_->release_memory_limit();
   result_.seconds = seconds_since(started_ns_);
-  if (result_.outcome == Outcome::passed && result_.first_failure() != nullptr)
-    result_.outcome = Outcome::failed;
+  if (!stopped_to_run_again_) {
+    if (result_.outcome == Outcome::passed && result_.first_failure() != nullptr)
+      result_.outcome = Outcome::failed;
+    write_executed_notebook();
+  }
+  remove_run_dir();
+  // Told from the loop, not from inside a handler of this run's own sockets or timers.
+  loop_.after(std::chrono::milliseconds(0), [this] { on_done_(); });
+}
+
+void NotebookRun::write_executed_notebook() {
   try {
     // Written as it is made: a notebook of large outputs is not held a second time as text.
     result_.executed = util::SafeDir::open_private(options_.output_dir)
@@ -233,9 +261,6 @@ void NotebookRun::finish() {
   } catch (const std::exception& e) {
     spdlog::error("{}: cannot write the executed notebook: {}", notebook_.path.string(), e.what());
   }
-  remove_run_dir();
-  // Told from the loop, not from inside a handler of this run's own sockets or timers.
-  loop_.after(std::chrono::milliseconds(0), [this] { on_done_(); });
 }
 
 std::string NotebookRun::progress() const {

@@ -97,6 +97,15 @@ std::string junit_xml(const std::vector<NotebookResult>& results) {
     if (r.report)
       out << fmt::format("      <property name=\"crash_report\" value=\"{}\"/>\n",
                          xml_text(r.report->string()));
+    if (r.scheduling) {
+      if (r.scheduling->estimate)
+        out << fmt::format("      <property name=\"estimate_bytes\" value=\"{}\"/>\n",
+                           *r.scheduling->estimate);
+      out << fmt::format("      <property name=\"wait_s\" value=\"{:.3f}\"/>\n",
+                         r.scheduling->wait_s);
+      out << fmt::format("      <property name=\"requeues\" value=\"{}\"/>\n",
+                         r.scheduling->requeues.size());
+    }
     out << "    </properties>\n";
     std::set<std::string> names;
     for (const auto& cell : r.cells) {
@@ -173,6 +182,13 @@ nlohmann::json results_json(const std::vector<NotebookResult>& results) {
     if (r.report_html) nb["report_html"] = r.report_html->string();
     if (r.executed) nb["executed"] = r.executed->string();
     if (!r.warnings.empty()) nb["warnings"] = r.warnings;
+    if (r.scheduling) {
+      nlohmann::json scheduling = {{"wait_s", r.scheduling->wait_s},
+                                   {"requeues", r.scheduling->requeues}};
+      scheduling["estimate_bytes"] =
+          r.scheduling->estimate ? nlohmann::json(*r.scheduling->estimate) : nlohmann::json();
+      nb["scheduling"] = std::move(scheduling);
+    }
     notebooks.push_back(std::move(nb));
   }
   return {{"exit_status", exit_status(results)}, {"notebooks", std::move(notebooks)}};
@@ -195,6 +211,24 @@ std::string notebook_line(const NotebookResult& r, bool color) {
       r.seconds, bytes_or_dash(r.peak_rss));
   if (r.peak_gpu) line += ", GPU " + bytes_or_dash(r.peak_gpu);
   return line + "\n";
+}
+
+std::string scheduling_table(const std::vector<NotebookResult>& results) {
+  std::size_t width = 8;
+  for (const auto& r : results)
+    width = std::max(width, report::terminal_safe(r.path.string()).size());
+  std::string out = fmt::format("\n{:<{}}  {:>10}  {:>10}  {:>10}  {:>7}  {}\n", "notebook", width,
+                                "estimate", "peak", "GPU peak", "wait", "requeues");
+  for (const auto& r : results) {
+    if (!r.scheduling) continue;
+    out += fmt::format(
+        "{:<{}}  {:>10}  {:>10}  {:>10}  {:>5.1f} s  {}\n", report::terminal_safe(r.path.string()),
+        width, bytes_or_dash(r.scheduling->estimate), bytes_or_dash(r.peak_rss),
+        bytes_or_dash(r.peak_gpu), r.scheduling->wait_s, r.scheduling->requeues.size());
+    for (const auto& why : r.scheduling->requeues)
+      out += "  ran again: " + report::terminal_safe(why) + "\n";
+  }
+  return out;
 }
 
 std::string failure_details(const NotebookResult& r) {

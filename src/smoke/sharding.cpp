@@ -2,13 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <numeric>
-#include <stdexcept>
-
-#include "kwd/util/private_files.hpp"
 
 namespace kwd::smoke {
 namespace {
@@ -33,38 +27,6 @@ std::optional<Shard> parse_shard(std::string_view text) {
 
 std::string notebook_key(const std::filesystem::path& notebook) {
   return notebook.lexically_normal().generic_string();
-}
-
-Durations load_durations(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) {
-    std::error_code error;
-    if (!std::filesystem::exists(file, error)) return {};
-    throw std::runtime_error(file.string() + ": cannot be read");
-  }
-  const auto json = nlohmann::json::parse(in, nullptr, false);
-  if (!json.is_object())
-    throw std::runtime_error(file.string() +
-                             ": not a durations file (a JSON object of notebook: seconds)");
-  Durations out;
-  for (const auto& [key, value] : json.items()) {
-    if (!value.is_number() || value.get<double>() < 0)
-      throw std::runtime_error(file.string() + ": \"" + key + "\" has no number of seconds");
-    out[key] = value.get<double>();
-  }
-  return out;
-}
-
-void store_durations(const std::filesystem::path& file, const Durations& measured) {
-  Durations all = load_durations(file);
-  for (const auto& [key, seconds] : measured)
-    all[key] = seconds;
-  nlohmann::json json = nlohmann::json::object();
-  for (const auto& [key, seconds] : all)
-    json[key] = std::round(seconds * 1000) / 1000;
-  const auto absolute = std::filesystem::absolute(file);
-  util::write_file_atomically(absolute.parent_path(), absolute.filename().string(),
-                              json.dump(2) + "\n", 0644);
 }
 
 std::vector<std::string> select_shard(const std::vector<std::string>& notebooks, Shard shard,

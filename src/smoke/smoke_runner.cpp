@@ -11,15 +11,20 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
+#include "kwd/platform/memory_room.hpp"
 #include "kwd/probes/host_sources.hpp"
 #include "kwd/report/terminal_text.hpp"
+#include "kwd/smoke/history.hpp"
 #include "kwd/smoke/notebook_run.hpp"
 #include "kwd/smoke/result_writers.hpp"
 #include "kwd/smoke/sharding.hpp"
+#include "kwd/smoke/suite_schedule.hpp"
 #include "kwd/util/private_files.hpp"
+#include "kwd/util/size_parse.hpp"
 
 namespace kwd::smoke {
 namespace {
@@ -54,17 +59,88 @@ void write_text_file(const std::filesystem::path& path, const std::string& text,
   if (std::fclose(f) != 0 || !ok) throw std::runtime_error(path.string() + ": write failed");
 }
 
+// -j auto: what the kernels may hold together. The room smoke runs in, less what is in use
+// there now (smoke itself among it) and a margin for what sampling every 100 ms cannot see
+// coming: a kernel can allocate a lot between two samples.
+std::optional<std::int64_t> memory_budget() {
+  std::string problem;
+  const auto room = platform::memory_room(problem);
+  if (!room) {
+    std::cerr << "kernel-watchdog smoke: -j auto: cannot tell how much memory the kernels may "
+                 "use ("
+              << problem << "); give -j N instead\n";
+    return std::nullopt;
+  }
+  const std::int64_t margin = std::max<std::int64_t>(room->limit / 10, std::int64_t{128} << 20);
+  const std::int64_t budget = std::max<std::int64_t>(room->limit - room->in_use - margin, 0);
+  std::cerr << fmt::format(
+      "kernel-watchdog smoke: -j auto: {} for the kernels: {} of {}, less {} in use and a {} "
+      "margin\n",
+      util::format_bytes(budget), util::format_bytes(room->limit), room->source,
+      util::format_bytes(room->in_use), util::format_bytes(margin));
+  return budget;
+}
+
+Job job_of(std::size_t index, const Notebook& notebook, const History& history,
+           const Durations& durations) {
+  Job job;
+  job.index = index;
+  job.name = notebook.path.string();
+  const auto key = notebook_key(notebook.path);
+  if (const auto found = history.find(key); found != history.end() && found->second.peak_rss)
+    job.estimate = found->second.peak_rss;
+  else
+    job.estimate = notebook.declared_peak_rss;
+  if (const auto found = durations.find(key); found != durations.end()) {
+    job.seconds = found->second;
+  } else if (!durations.empty()) {
+    double sum = 0;
+    for (const auto& [name, seconds] : durations)
+      sum += seconds;
+    job.seconds = sum / static_cast<double>(durations.size());
+  }
+  return job;
+}
+
+void say_the_plan(const std::vector<SuiteSchedule::Entry>& entries, std::int64_t budget,
+                  std::size_t ceiling, bool durations_known) {
+  std::vector<Job> jobs;
+  std::size_t unknown = 0;
+  for (const auto& entry : entries) {
+    jobs.push_back(entry.job);
+    if (!entry.job.estimate) {
+      ++unknown;
+    } else if (*entry.job.estimate > budget) {
+      std::cerr << "kernel-watchdog smoke: warning: " << report::terminal_safe(entry.job.name)
+                << " peaked at " << util::format_bytes(*entry.job.estimate)
+                << ", more than the whole budget: it runs alone, and may still be OOM-killed\n";
+    }
+  }
+  std::string line = fmt::format(
+      "kernel-watchdog smoke: {} notebooks, at most {} at once: {} "
+      "of known peak, {} never seen",
+      entries.size(), ceiling, entries.size() - unknown, unknown);
+  if (unknown > 0) line += " (they start first, one at a time until their memory is seen)";
+  if (durations_known && unknown < entries.size()) {
+    const auto prediction = predict(jobs, budget, ceiling);
+    line += fmt::format("; predicted {:.0f} s, against a lower bound of {:.0f} s",
+                        prediction.seconds, prediction.lower_bound);
+  }
+  std::cerr << line << "\n";
+}
+
 }  // namespace
 
 int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_notebooks) {
   // Everything that can be known wrong is known before any kernel starts.
-  Durations durations;
+  History history;
   try {
-    if (!options.durations.empty()) durations = load_durations(options.durations);
+    if (!options.durations.empty()) history = load_history(options.durations);
   } catch (const std::exception& e) {
     std::cerr << "kernel-watchdog smoke: --durations " << report::terminal_safe(e.what()) << "\n";
     return 4;
   }
+  const Durations durations = durations_of(history);
   const std::vector<std::string> notebook_paths =
       options.shard ? select_shard(all_notebooks, *options.shard, durations) : all_notebooks;
   if (options.shard)
@@ -114,14 +190,28 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_n
     return 4;
   }
 
+  std::optional<std::int64_t> budget;
+  if (options.memory_aware) {
+    budget = memory_budget();
+    if (!budget) return 4;
+  }
+  std::size_t ceiling = static_cast<std::size_t>(std::max(1, options.jobs));
+  if (options.jobs_auto) ceiling = std::max(2U, std::thread::hardware_concurrency());
+  std::vector<SuiteSchedule::Entry> entries;
+  entries.reserve(plan.size());
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    SuiteSchedule::Entry entry{
+        std::move(plan[i].notebook), std::move(plan[i].spec), std::move(plan[i].executed_name), {}};
+    entry.job = job_of(i, entry.notebook, history, durations);
+    entries.push_back(std::move(entry));
+  }
+  if (budget) say_the_plan(entries, *budget, ceiling, !durations.empty());
+
   ::signal(SIGPIPE, SIG_IGN);
   loop::EventLoop loop;
   zmq::context_t zmq(1);
   const auto host_sources = std::make_shared<probes::HostSources>();
   loop::SignalPipe signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP});
-  std::vector<std::unique_ptr<NotebookRun>> runs;
-  std::vector<NotebookResult> results(plan.size());
-  std::size_t started = 0, printed = 0, finished = 0;
   int interrupted_by = 0;
   const bool progress = !options.json && ::isatty(STDERR_FILENO) != 0;
   const bool color =
@@ -131,69 +221,51 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_n
   auto clear_progress = [&] {
     if (progress) std::cerr << "\r\x1b[K" << std::flush;
   };
-  std::function<void()> start_more;
-  auto on_done = [&] {
-    ++finished;
-    // Lines come out in the notebooks' order: a finished one waits for those before it.
-    while (printed < runs.size() && runs[printed]->done()) {
-      results[printed] = runs[printed]->result();
-      clear_progress();
-      lines << notebook_line(results[printed], color) << std::flush;
-      ++printed;
-    }
-    if (finished == plan.size())
-      loop.stop();
-    else
-      start_more();
-  };
-  start_more = [&] {
-    const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
-    while (started < plan.size() && started - finished < jobs) {
-      Planned& p = plan[started++];
-      runs.push_back(std::make_unique<NotebookRun>(loop, zmq, options, host_sources,
-                                                   std::move(p.notebook), std::move(p.spec),
-                                                   p.executed_name, on_done));
-      runs.back()->start();
-    }
-  };
+  const bool any = !entries.empty();
+  SuiteSchedule schedule(
+      loop, zmq, options, host_sources, std::move(entries), budget, ceiling,
+      [&](const NotebookResult& result) {
+        // Lines come out in the notebooks' order: a finished one waits for those before it.
+        clear_progress();
+        lines << notebook_line(result, color) << std::flush;
+      },
+      [&] { loop.stop(); });
   loop.watch_fd(signals.fd(), [&] {
     for (int s : signals.drain()) {
       if (s == SIGCHLD) continue;
       interrupted_by = s;
       loop.stop();
     }
-    for (auto& run : runs)
-      run->check_death();
+    schedule.check_death();
   });
   std::optional<loop::EventLoop::TimerId> ticker;
   if (progress)
     ticker = loop.every(std::chrono::seconds(1), [&] {
-      for (const auto& run : runs)
-        if (!run->done()) {
-          std::cerr << "\r\x1b[K" << run->result().path.filename().string() << ": "
-                    << run->progress() << std::flush;
-          break;
-        }
+      if (const auto* run = schedule.first_running())
+        std::cerr << "\r\x1b[K" << run->result().path.filename().string() << ": " << run->progress()
+                  << std::flush;
     });
-  start_more();
-  if (finished < plan.size() && !loop.run()) spdlog::error("event loop failed");
+  schedule.start();
+  if (any && !loop.run()) spdlog::error("event loop failed");
   clear_progress();
   if (interrupted_by != 0) {
     std::cerr << "kernel-watchdog smoke: interrupted; the running kernels were killed\n";
-    runs.clear();  // kills what still runs, removes its connection files
-    return 128 + interrupted_by;
+    return 128 + interrupted_by;  // the schedule's end kills what still runs
   }
+  const std::vector<NotebookResult> results = schedule.results();
+  if (budget) lines << scheduling_table(results);
 
   for (const auto& r : results)
     if (r.outcome != Outcome::passed)
       lines << "\n" << report::terminal_safe(r.path.string()) << ":\n" << failure_details(r);
   const int status = exit_status(results);
   if (options.store_durations) {
-    Durations measured;
+    History measured;
     for (std::size_t i = 0; i < results.size(); ++i)
-      measured[notebook_key(notebook_paths[i])] = results[i].seconds;
+      measured[notebook_key(notebook_paths[i])] = {results[i].seconds, results[i].peak_rss,
+                                                   results[i].peak_gpu};
     try {
-      store_durations(options.durations, measured);
+      store_history(options.durations, measured);
     } catch (const std::exception& e) {
       spdlog::error("--store-durations {}: {}", options.durations.string(), e.what());
     }

@@ -316,6 +316,15 @@ def wrap_kernelspec(jupyter_env, name, *run_options):
     return name
 
 
+def own_memory_cgroup_dir():
+    """The test process's own cgroup v1 memory directory; None without a v1 memory hierarchy."""
+    for line in pathlib.Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return pathlib.Path("/sys/fs/cgroup/memory" + path)
+    return None
+
+
 def process_rss(pid):
     """Resident set size of one process, in bytes, from /proc (what `ps` shows)."""
     with open(f"/proc/{pid}/status") as f:

@@ -28,7 +28,7 @@ import uuid
 
 import pytest
 
-from conftest import KWD_BINARY, validate_report
+from conftest import KWD_BINARY, own_memory_cgroup_dir, validate_report
 
 MiB = 1 << 20
 LIMIT = 256 * MiB
@@ -40,14 +40,6 @@ POD_MODULE = f"{POD_SITE}/podpkg/_native.so"
 HOST_LIBZ = next((str(p) for pattern in ("/usr/lib/*-linux-gnu/libz.so.1", "/lib/*-linux-gnu/libz.so.1",
                                            "/usr/lib64/libz.so.1", "/lib64/libz.so.1")
                   for p in sorted(pathlib.Path("/").glob(pattern.lstrip("/")))), None)
-
-
-def own_memory_cgroup_dir():
-    for line in pathlib.Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            return pathlib.Path("/sys/fs/cgroup/memory" + path)
-    return None
 
 
 def can_make_containers():

@@ -600,10 +600,11 @@ def test_shards_split_the_suite_and_their_junit_files_merge(smoke, tmp_path):
     durations = tmp_path / "durations.json"
     full = run(*names, "--store-durations", "--durations", durations, "--junit", "all.xml")
     assert full.returncode == 1, full.stdout + full.stderr
-    stored = json.loads(durations.read_text())
-    # Each notebook's own time (a lower bound only: how long a kernel takes to start varies).
-    assert sorted(stored) == sorted(names) and stored["slow.ipynb"] >= 2, stored
-    assert all(seconds > 0 for seconds in stored.values()), stored
+    # The history file (docs/smoke-history.md): each notebook's own time (a lower bound only:
+    # how long a kernel takes to start varies) and the memory it peaked at.
+    stored = json.loads(durations.read_text())["notebooks"]
+    assert sorted(stored) == sorted(names) and stored["slow.ipynb"]["seconds"] >= 2, stored
+    assert all(r["seconds"] > 0 and r["peak_rss"] > 0 for r in stored.values()), stored
 
     def shards(n, *args):
         ran = []
@@ -624,7 +625,8 @@ def test_shards_split_the_suite_and_their_junit_files_merge(smoke, tmp_path):
         assert sorted(s.name for s in parts) == sorted(s.name for s in whole)
         assert (parts.tests, parts.failures, parts.skipped) == (
             whole.tests, whole.failures, whole.skipped)
-    # Balanced by a file whose numbers we chose: the slow one alone against the rest.
+    # Balanced by a file whose numbers we chose (in the first format, still read): the slow
+    # one alone against the rest.
     durations.write_text(json.dumps({"slow.ipynb": 100, "quick0.ipynb": 10, "quick1.ipynb": 10,
                                      "quick2.ipynb": 10, "fails.ipynb": 10}))
     assert shards(2, "--durations", durations) == [["slow.ipynb"],

@@ -87,23 +87,6 @@ TEST_CASE("Durations balance the shards: the long notebooks are spread out") {
   CHECK(select_shard(notebooks, {1, 2}, {}) == std::vector<std::string>{"a", "c", "e"});
 }
 
-TEST_CASE("Durations are stored merged and read back, and a bad file is named") {
-  const auto dir = temp_dir();
-  const auto file = dir / "durations.json";
-  std::filesystem::remove(file);
-  CHECK(load_durations(file).empty());  // none yet
-  store_durations(file, {{"a.ipynb", 1.5}, {"b.ipynb", 2}});
-  store_durations(file, {{"b.ipynb", 3.25}});
-  const auto read = load_durations(file);
-  CHECK(read.at("a.ipynb") == 1.5);
-  CHECK(read.at("b.ipynb") == 3.25);
-  std::ofstream(file) << "[1, 2]";
-  CHECK_THROWS_WITH(load_durations(file), Catch::Contains("not a durations file"));
-  std::ofstream(file) << R"({"a.ipynb": "slow"})";
-  CHECK_THROWS_WITH(load_durations(file), Catch::Contains("\"a.ipynb\" has no number"));
-  std::filesystem::remove_all(dir);
-}
-
 TEST_CASE("The shards' JUnit files merge into one with the totals summed") {
   const auto dir = temp_dir();
   NotebookResult one;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -30,9 +31,12 @@ struct Notebook {
   std::filesystem::path path;
   nlohmann::json document;  // nbformat 4 (an nbformat 3 file is upgraded)
   std::vector<CodeCell> code_cells;
-  std::string kernel_name;            // metadata.kernelspec.name; "" when it says none
-  std::optional<double> timeout_s;    // metadata.execution.timeout (nbmake)
-  std::optional<bool> allow_errors;   // metadata.execution.allow_errors (nbmake)
+  std::string kernel_name;           // metadata.kernelspec.name; "" when it says none
+  std::optional<double> timeout_s;   // metadata.execution.timeout (nbmake)
+  std::optional<bool> allow_errors;  // metadata.execution.allow_errors (nbmake)
+  // metadata.kernel_watchdog.peak_memory ("2G" or bytes): what `smoke -j auto` counts on for
+  // a notebook it has no history of.
+  std::optional<std::int64_t> declared_peak_rss;
   std::vector<std::string> warnings;  // what nbclient would tolerate
 };
 

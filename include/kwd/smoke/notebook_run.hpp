@@ -46,6 +46,12 @@ class NotebookRun {
   void check_death();
   [[nodiscard]] bool done() const { return state_ == State::done; }
   [[nodiscard]] const NotebookResult& result() const { return result_; }
+  // The kernel's process tree's resident memory at the last sample; 0 before the first.
+  [[nodiscard]] std::int64_t current_rss() const;
+  // `-j auto` stops it to run it again later: its kernel is killed, and its end reports
+  // nothing and writes no executed notebook (on_done is still called, once it is dead).
+  void stop_to_run_again();
+  [[nodiscard]] bool stopped_to_run_again() const { return stopped_to_run_again_; }
   // What is running now, for a progress line: "cell 4/12 (31 s)".
   [[nodiscard]] std::string progress() const;
 
@@ -83,6 +89,7 @@ class NotebookRun {
                      std::int64_t at_ms);
   void shut_down();
   void finish();
+  void write_executed_notebook();
   void cancel_timers();
   void remove_run_dir();
   // The kernel (killed if it lives), its client, timers and connection directory: at the end,
@@ -126,7 +133,8 @@ class NotebookRun {
   bool stop_ = false;            // an earlier cell failed: the rest do not run
   bool budget_tripped_ = false;  // only the first cell over a budget fails for it
   bool we_ended_it_ = false;     // shutdown or kill asked by us: its death is no crash
-  bool draining_ = false;        // the kernel died: reading its last messages, nothing sent
+  bool stopped_to_run_again_ = false;
+  bool draining_ = false;  // the kernel died: reading its last messages, nothing sent
   std::int64_t started_ns_ = 0;
   std::int64_t cell_started_ns_ = 0;
   std::optional<loop::EventLoop::TimerId> deadline_;

@@ -21,6 +21,9 @@ nlohmann::json results_json(const std::vector<NotebookResult>& results);
 std::string notebook_line(const NotebookResult& result, bool color);
 // For a failure: the cell, and a short traceback or the crash report's summary.
 std::string failure_details(const NotebookResult& result);
+// -j auto: per notebook, the peak it was admitted by against the peak it reached, its wait
+// in the queue and why it ran again, if it did.
+std::string scheduling_table(const std::vector<NotebookResult>& results);
 
 // GitHub Actions: `::error` annotations (kernel deaths first, at most 10) and the Markdown
 // table for $GITHUB_STEP_SUMMARY.

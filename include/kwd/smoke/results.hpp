@@ -45,6 +45,13 @@ enum class Outcome {
 };
 std::string_view outcome_name(Outcome outcome);
 
+// How `-j auto` scheduled a notebook (smoke_runner.cpp, admission.hpp).
+struct Scheduling {
+  std::optional<std::int64_t> estimate;  // bytes it was admitted by; nullopt: never seen
+  double wait_s = 0;                     // in the queue, all its starts together
+  std::vector<std::string> requeues;     // why each earlier start was stopped or not counted
+};
+
 struct NotebookResult {
   std::filesystem::path path;
   Outcome outcome = Outcome::passed;
@@ -61,6 +68,7 @@ struct NotebookResult {
   std::optional<std::filesystem::path> report_html;
   std::optional<std::filesystem::path> executed;  // the executed notebook
   std::vector<std::string> warnings;
+  std::optional<Scheduling> scheduling;  // -j auto
   [[nodiscard]] std::size_t count(CellStatus status) const;
   // The first failed cell, if any.
   [[nodiscard]] const CellResult* first_failure() const;

@@ -18,15 +18,10 @@ struct Shard {
 // "K/N" with 1 <= K <= N; nullopt for anything else.
 std::optional<Shard> parse_shard(std::string_view text);
 
-// Seconds each notebook took, by the key notebook_key() gives: the file smoke writes with
-// --store-durations and reads with --durations.
+// Seconds each notebook took, by the key notebook_key() gives (from the history file, history.hpp).
 using Durations = std::map<std::string, double>;
 // The path as given, made lexically normal: the same in every job of one checkout.
 std::string notebook_key(const std::filesystem::path& notebook);
-// Throws std::runtime_error naming the file and what is wrong; a missing file is empty.
-Durations load_durations(const std::filesystem::path& file);
-// Merges `measured` into what the file holds and writes it whole, atomically.
-void store_durations(const std::filesystem::path& file, const Durations& measured);
 
 // The notebooks of one shard, in the order given. Without durations: the notebooks sorted by
 // key, every N-th from the K-th (stable while the suite does not change). With durations:

@@ -22,6 +22,10 @@ struct SmokeOptions {
   std::optional<std::uint64_t> max_rss;       // per-notebook peak budgets
   std::optional<std::uint64_t> max_gpu;
   int jobs = 1;
+  // -j auto: the ceiling is the CPUs; with --memory-aware (implied by auto): notebooks start
+  // as their recorded peaks fit in the memory smoke runs in (admission.hpp).
+  bool jobs_auto = false;
+  bool memory_aware = false;
   std::filesystem::path output_dir = "smoke-results";
   std::filesystem::path junit;  // empty: none
   bool json = false;

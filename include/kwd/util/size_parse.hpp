@@ -1,5 +1,6 @@
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,5 +14,10 @@ std::optional<std::uint64_t> parse_size(std::string_view text);
 
 // 3221225472 -> "3.0 GiB"
 std::string format_bytes(double bytes);
+// The same for a count of bytes (memory is measured in whole bytes everywhere).
+template <std::integral Count>
+std::string format_bytes(Count bytes) {
+  return format_bytes(static_cast<double>(bytes));
+}
 
 }  // namespace kwd::util

@@ -1,0 +1,190 @@
+#include <catch2/catch.hpp>
+
+#include "kwd/smoke/admission.hpp"
+
+using namespace kwd::smoke;
+
+namespace {
+
+constexpr std::int64_t MiB = 1024 * 1024;
+constexpr std::int64_t kSecond = 1'000'000'000;
+
+Job job(std::size_t index, std::optional<std::int64_t> estimate, double seconds = 10) {
+  return Job{index, "nb" + std::to_string(index), estimate, seconds, false};
+}
+
+RunningJob running(const Job& j, std::int64_t used, std::int64_t started_ns = 0) {
+  return RunningJob{j, used, used, started_ns};
+}
+
+}  // namespace
+
+TEST_CASE("without a budget the notebooks start in the order given, the ceiling at a time") {
+  Admission admission(std::nullopt, 2);
+  for (std::size_t i : {2, 0, 1})
+    admission.enqueue(job(i, std::nullopt));
+  std::vector<RunningJob> now;
+  auto first = admission.next(now, 0);
+  REQUIRE(first.start);
+  CHECK(first.start->index == 0);
+  now.push_back(running(*first.start, 0));
+  auto second = admission.next(now, 0);
+  REQUIRE(second.start);
+  CHECK(second.start->index == 1);
+  now.push_back(running(*second.start, 0));
+  CHECK_FALSE(admission.next(now, 0).start);  // the ceiling
+}
+
+TEST_CASE("known notebooks start as their peaks fit, the long and heavy first") {
+  Admission admission(1000 * MiB, 8);
+  admission.enqueue(job(0, 100 * MiB, 5));   // light, short
+  admission.enqueue(job(1, 600 * MiB, 30));  // heavy, long
+  admission.enqueue(job(2, 600 * MiB, 20));  // heavy
+  admission.enqueue(job(3, 100 * MiB, 5));   // light
+  std::vector<RunningJob> now;
+  auto d = admission.next(now, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 1);
+  now.push_back(running(*d.start, 600 * MiB));
+  // The other heavy does not fit beside it (600 of 400 left); the lights end long before the
+  // first heavy does, so they fill the gap.
+  d = admission.next(now, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 0);
+  now.push_back(running(*d.start, 100 * MiB));
+  d = admission.next(now, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 3);
+  now.push_back(running(*d.start, 100 * MiB));
+  d = admission.next(now, 0);
+  CHECK_FALSE(d.start);
+  CHECK(d.waits == "nb2 waits: needs 600.0 MiB, 200.0 MiB free (running nb1, nb0, nb3)");
+}
+
+TEST_CASE("a light notebook that would delay the heavy one waiting does not jump the queue") {
+  Admission admission(1000 * MiB, 8);
+  admission.enqueue(job(0, 500 * MiB, 10));
+  admission.enqueue(job(1, 600 * MiB, 9));
+  admission.enqueue(job(2, 300 * MiB, 60));  // long: it would hold the room nb1 needs
+  std::vector<RunningJob> now;
+  auto d = admission.next(now, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 2);  // the longest first
+  now.push_back(running(*d.start, 300 * MiB));
+  d = admission.next(now, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 0);
+  now.push_back(running(*d.start, 500 * MiB));
+  // nb1 waits for nb0 (ends at 10 s); nothing else is queued.
+  d = admission.next(now, 0);
+  CHECK_FALSE(d.start);
+  now.erase(now.begin() + 1);
+  d = admission.next(now, 10 * kSecond);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 1);
+}
+
+TEST_CASE("behind a heavy notebook that waits, only what leaves its start untouched goes") {
+  Admission gaps(1000 * MiB, 8);
+  gaps.enqueue(job(0, 800 * MiB, 100));
+  gaps.enqueue(job(2, 150 * MiB, 10));
+  gaps.enqueue(job(3, 300 * MiB, 40));
+  gaps.enqueue(job(4, 150 * MiB, 40));
+  // nb0 needs 800: it can start when nb9 ends at 30 s, with 200 MiB beside it then.
+  std::vector<RunningJob> busy{running(job(9, 400 * MiB, 30), 400 * MiB, 0)};
+  auto d = gaps.next(busy, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 4);  // outlasts nb9, but fits in the room left beside nb0
+  busy.push_back(running(*d.start, 150 * MiB));
+  d = gaps.next(busy, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 2);  // too big for that room now, but ends before 30 s
+  busy.push_back(running(*d.start, 150 * MiB));
+  d = gaps.next(busy, 0);
+  CHECK_FALSE(d.start);  // nb3 fits now, but would hold nb0 back past 30 s
+  CHECK_THAT(d.waits, Catch::StartsWith("nb0 waits: needs 800.0 MiB"));
+}
+
+TEST_CASE("never-seen notebooks start first, one at a time until their memory is seen") {
+  Admission admission(1000 * MiB, 8);
+  admission.enqueue(job(0, 100 * MiB));
+  admission.enqueue(job(1, std::nullopt));
+  admission.enqueue(job(2, std::nullopt));
+  std::vector<RunningJob> now;
+  auto d = admission.next(now, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 1);
+  now.push_back(running(*d.start, 50 * MiB, 0));
+  // The second unknown waits while the first settles; the known one may go beside it.
+  d = admission.next(now, kSecond / 2);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 0);
+  now.push_back(running(*d.start, 100 * MiB, kSecond / 2));
+  d = admission.next(now, kSecond);
+  CHECK_FALSE(d.start);
+  CHECK_THAT(d.waits, Catch::StartsWith("nb2 waits: its memory is unknown"));
+  d = admission.next(now, 2 * kSecond);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 2);
+}
+
+TEST_CASE("a notebook over its estimate holds the queue, and one alone holds everyone") {
+  Admission admission(1000 * MiB, 8);
+  admission.enqueue(job(0, 100 * MiB));
+  const Job grown = job(5, 200 * MiB);
+  auto d = admission.next({running(grown, 400 * MiB)}, 0);
+  CHECK_FALSE(d.start);
+  CHECK(d.waits == "nb0 waits: nb5 holds 400.0 MiB, past its estimate of 200.0 MiB");
+  Job lone = job(6, 100 * MiB);
+  lone.alone = true;
+  d = admission.next({running(lone, 100 * MiB)}, 0);
+  CHECK_FALSE(d.start);
+  CHECK(d.waits == "nb0 waits: nb6 runs alone");
+}
+
+TEST_CASE("a notebook bigger than the budget, or run again, runs alone and first") {
+  Admission admission(1000 * MiB, 8);
+  admission.enqueue(job(0, 100 * MiB, 50));
+  admission.enqueue(job(1, 2000 * MiB, 1));
+  REQUIRE(admission.queue().front().index == 1);
+  CHECK(admission.queue().front().alone);
+  const std::vector<RunningJob> other{running(job(7, 10 * MiB), 10 * MiB)};
+  auto d = admission.next(other, 0);
+  CHECK_FALSE(d.start);  // nothing passes it: it waits for the others to end
+  CHECK(d.waits == "nb1 waits to run alone (running nb7)");
+  d = admission.next({}, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 1);
+}
+
+TEST_CASE("at the budget, the one most over its recorded peak is stopped, else the youngest") {
+  Admission admission(1000 * MiB, 8);
+  const std::vector<RunningJob> fits{running(job(0, 400 * MiB), 450 * MiB),
+                                     running(job(1, std::nullopt), 500 * MiB)};
+  CHECK_FALSE(admission.over_budget(fits));
+  // nb0 said 100 MiB and holds 500: it misled the packing.
+  const std::vector<RunningJob> misled{running(job(0, 100 * MiB), 500 * MiB, 0),
+                                       running(job(1, std::nullopt), 550 * MiB, 5)};
+  CHECK(admission.over_budget(misled) == 0);
+  // Within a little of its peak is no one's fault: the youngest goes, never seen or not.
+  const std::vector<RunningJob> none_over{running(job(0, 400 * MiB), 420 * MiB, 0),
+                                          running(job(1, std::nullopt), 500 * MiB, 9),
+                                          running(job(2, 600 * MiB), 100 * MiB, 4)};
+  CHECK(admission.over_budget(none_over) == 1);
+  // Alone, what it does is its own.
+  CHECK_FALSE(admission.over_budget({running(job(0, 100 * MiB), 5000 * MiB)}));
+  CHECK_FALSE(Admission(std::nullopt, 4).over_budget(misled));
+}
+
+TEST_CASE("the prediction packs like admission does, against the lower bound") {
+  // Two heavy ones that cannot overlap, and lights that fit beside either.
+  std::vector<Job> jobs{job(0, 600 * MiB, 20), job(1, 600 * MiB, 20), job(2, 100 * MiB, 10),
+                        job(3, 100 * MiB, 10), job(4, 100 * MiB, 10), job(5, 100 * MiB, 10)};
+  const auto p = predict(jobs, 1000 * MiB, 8);
+  CHECK(p.seconds == Approx(40));
+  // The heavy ones cannot overlap (each holds more than half): back to back, the bound.
+  CHECK(p.lower_bound == Approx(40));
+  const auto serial = predict(jobs, std::nullopt, 1);
+  CHECK(serial.seconds == Approx(80));
+  CHECK(serial.lower_bound == Approx(80));
+}
