@@ -1,8 +1,11 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "kwd/diagnosis/diagnose.hpp"
 
 namespace kwd::test {
 
@@ -15,6 +18,14 @@ inline const nlohmann::json* remedy(const nlohmann::json& diagnosis, const std::
   for (const auto& r : diagnosis["remedies"])
     if (r["id"] == id) return &r;
   return nullptr;
+}
+
+// A real report (an ipykernel segfault in cell [2]), completed as the supervisor completes it.
+inline nlohmann::json recorded_segfault_report() {
+  std::ifstream in(kDiagnosisFixtures / "recorded_segfault.json");
+  nlohmann::json report = nlohmann::json::parse(in)["report"];
+  diagnosis::complete_report(report);
+  return report;
 }
 
 }  // namespace kwd::test

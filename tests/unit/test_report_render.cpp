@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "diagnosis_fixtures.hpp"
 #include "kwd/diagnosis/diagnose.hpp"
 #include "kwd/report/html_page.hpp"
 #include "kwd/report/terminal_summary.hpp"
@@ -14,16 +15,6 @@ using nlohmann::json;
 using namespace kwd::report;
 
 namespace {
-
-// A real report (ipykernel segfault in cell [2]) from the diagnosis fixtures, completed as
-// the supervisor completes it.
-json recorded_segfault() {
-  std::ifstream in(std::filesystem::path(KWD_SOURCE_DIR) /
-                   "tests/fixtures/diagnosis/recorded_segfault.json");
-  json report = json::parse(in)["report"];
-  kwd::diagnosis::complete_report(report);
-  return report;
-}
 
 std::size_t count(const std::string& text, const std::string& needle) {
   std::size_t n = 0;
@@ -35,7 +26,7 @@ std::size_t count(const std::string& text, const std::string& needle) {
 }  // namespace
 
 TEST_CASE("reports show: the answer first, evidence, the crashing line, advice", "[render]") {
-  const json report = recorded_segfault();
+  const json report = kwd::test::recorded_segfault_report();
   const std::string out = render_summary(report, SummaryStyle{false, 100});
   std::istringstream lines(out);
   std::string first, second;
@@ -66,7 +57,7 @@ TEST_CASE("reports show without a diagnosis or a cell still answers", "[render]"
 }
 
 TEST_CASE("the HTML page is self-contained, escaped, and shows every section", "[render]") {
-  json report = recorded_segfault();
+  json report = kwd::test::recorded_segfault_report();
   report["stderr_tail"]["text"] =
       report["stderr_tail"]["text"].get<std::string>() + "<script>alert(1)</script>\n";
   report["custom_section"] = {{"from", "a newer writer"}};
@@ -89,7 +80,7 @@ TEST_CASE("the HTML page is self-contained, escaped, and shows every section", "
 }
 
 TEST_CASE("the memory chart draws the series, the limit, the cells and the death", "[render]") {
-  const json report = recorded_segfault();
+  const json report = kwd::test::recorded_segfault_report();
   const std::string svg = render_memory_chart(report, 800, 300);
   std::smatch m;
   REQUIRE(std::regex_search(svg, m, std::regex(R"re(<path class="series rss" d="(M [^"]+)")re")));
@@ -110,7 +101,7 @@ TEST_CASE("the memory chart draws the series, the limit, the cells and the death
 // "−3 s, −2 s, −2 s, −1 s, −1 s, 0 s". Ticks are at round steps back from the death now.
 TEST_CASE("the chart's time labels are each different, and round", "[render]") {
   for (const double span_s : {0.8, 3.0, 7.5, 42.0, 600.0, 5400.0}) {
-    json report = recorded_segfault();
+    json report = kwd::test::recorded_segfault_report();
     const auto died = report["kernel"]["died_at_ms"].get<double>();
     json t = json::array(), rss = json::array();
     for (int i = 0; i <= 20; ++i) {
@@ -167,7 +158,7 @@ TEST_CASE("the HTML page speaks to people: the kernel's own scale, places and si
 }
 
 TEST_CASE("reports show fits a narrow terminal: long notes and evidence wrap", "[render]") {
-  json report = recorded_segfault();
+  json report = kwd::test::recorded_segfault_report();
   report["notes"] = json::array({std::string("--memory-limit 6.0 GiB not applied: cgroup v2: ") +
                                  "cannot enable the memory controller for children of " +
                                  "/sys/fs/cgroup/a/b/c because processes live in it; the " +
@@ -188,7 +179,7 @@ TEST_CASE("reports show fits a narrow terminal: long notes and evidence wrap", "
 
 TEST_CASE("reports show on an 80-column terminal breaks a kernel log line that is one word",
           "[render]") {
-  json report = recorded_segfault();
+  json report = kwd::test::recorded_segfault_report();
   const std::string token =
       "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/"
       "process_api/026e1fa0b1b2404c94b1eec93d902062/kernel-watchdog-28218,task_memcg=/"
@@ -229,7 +220,7 @@ TEST_CASE("reports show on an 80-column terminal breaks a kernel log line that i
 
 TEST_CASE("the HTML page's lower half reads as sentences, the raw JSON one click away",
           "[render]") {
-  const json segfault = recorded_segfault();
+  const json segfault = kwd::test::recorded_segfault_report();
   const std::string page = render_html(segfault);
   const auto raw_at = page.find("<h2 id=\"raw\">");
   REQUIRE(raw_at != std::string::npos);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "diagnosis_fixtures.hpp"
 #include "kwd/diagnosis/diagnose.hpp"
 #include "kwd/stacks/crash.hpp"
 #include "kwd/stacks/stacks_json.hpp"
@@ -25,14 +26,6 @@ NativeFrame frame(std::uint64_t pc, const char* function, const char* module, co
   return f;
 }
 
-json recorded_segfault() {
-  std::ifstream in(std::string(KWD_SOURCE_DIR) +
-                   "/tests/fixtures/diagnosis/recorded_segfault.json");
-  json report = json::parse(in)["report"];
-  kwd::diagnosis::complete_report(report);
-  return report;
-}
-
 // The diagnosis of `report` with `crash` as its crash_stack.
 json diagnosis_with(json report, const CrashStack& crash) {
   report["crash_stack"] = to_json(crash);
@@ -41,7 +34,7 @@ json diagnosis_with(json report, const CrashStack& crash) {
 
 // The recorded segfault's report as if the kernel had died of SIGILL.
 json recorded_sigill() {
-  json report = recorded_segfault();
+  json report = kwd::test::recorded_segfault_report();
   report["termination"]["signal"] = SIGILL;
   report["termination"]["signal_name"] = "SIGILL";
   return report;
@@ -124,7 +117,7 @@ TEST_CASE("a crash stack in the report's JSON") {
 }
 
 TEST_CASE("the diagnosis names the first native frame outside the runtimes and the interpreter") {
-  json report = recorded_segfault();
+  json report = kwd::test::recorded_segfault_report();
   CrashStack c;
   c.fault = {1, 1, SIGSEGV, 1, 0, 0x4000};
   c.frames = {frame(0x4000, "__memmove_avx_unaligned_erms", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
@@ -149,7 +142,7 @@ TEST_CASE("the diagnosis names the first native frame outside the runtimes and t
 }
 
 TEST_CASE("a stripped library's unnamed frame is named by the nearest exported one above it") {
-  json report = recorded_segfault();
+  json report = kwd::test::recorded_segfault_report();
   CrashStack c;
   c.fault = {1, 1, SIGSEGV, 1, 0, 0x4000};
   const char* torch = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13";
@@ -166,7 +159,7 @@ TEST_CASE("a stripped library's unnamed frame is named by the nearest exported o
 }
 
 TEST_CASE("a CHECK's logging frames are passed over for the code whose check failed") {
-  json report = recorded_segfault();
+  json report = kwd::test::recorded_segfault_report();
   CrashStack c;
   c.fault = {1, 1, SIGABRT, -6, 0, 0x4000};
   const char* tf = "/venv/tensorflow/libtensorflow_framework.so.2";
@@ -184,7 +177,7 @@ TEST_CASE("a CHECK's logging frames are passed over for the code whose check fai
 }
 
 TEST_CASE("no native frames: the reason is in the diagnosis's missing") {
-  json report = recorded_segfault();
+  json report = kwd::test::recorded_segfault_report();
   CrashStack c;
   c.fault.signal = SIGSEGV;
   c.missing = "cannot load libdw.so.1 (install elfutils' libdw1)";
