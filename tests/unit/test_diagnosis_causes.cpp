@@ -27,6 +27,11 @@ std::string read_source_file(const char* relative) {
   return text.str();
 }
 
+// Every match of a table row's pattern in a document (which must outlive the matches).
+std::vector<std::smatch> rows_of(const std::string& doc, const std::regex& row) {
+  return {std::sregex_iterator(doc.begin(), doc.end(), row), std::sregex_iterator()};
+}
+
 }  // namespace
 
 TEST_CASE("the causes table: unique ids and labels, indexed by CauseId", "[causes]") {
@@ -62,9 +67,7 @@ TEST_CASE("docs/causes.md lists every cause of the table, and no other", "[cause
   // One row per cause in the causes table of the document: | `id` | name | severity | `label` |
   const std::regex row(R"(\n\| `([a-z_]+)` \| ([^|\n]+) \| (error|warning) \| `([a-z_]+)` \|)");
   std::vector<std::string> documented;
-  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), row); it != std::sregex_iterator();
-       ++it) {
-    const auto& m = *it;
+  for (const auto& m : rows_of(doc, row)) {
     documented.push_back(m[1].str());
     const Cause* c = find_cause(m[1].str());
     INFO("documented cause " << m[1].str());
@@ -84,9 +87,7 @@ TEST_CASE("docs/causes.md lists every cause of a failed cell, and no other", "[c
   // One row per cause in the document's second table, two columns: | `id` | plain words |
   const std::regex row(R"(\n\| `([a-z_0-9]+)` \| ([^|\n]+) \|\n)");
   std::vector<std::string> documented;
-  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), row); it != std::sregex_iterator();
-       ++it) {
-    const auto& m = *it;
+  for (const auto& m : rows_of(doc, row)) {
     documented.push_back(m[1].str());
     INFO("documented cause of a failed cell " << m[1].str());
     const auto causes = cell_failure_causes();
