@@ -23,9 +23,9 @@ struct CellFailureFacts {
   nlohmann::json watch = nlohmann::json::object();
 };
 
-// A cause a failed cell can be given while its kernel lived on (smoke's and the pytest
-// plugin's `cause`), defined once here as the crash causes are in causes.hpp; docs/causes.md
-// is checked against this table.
+// A cause a failed cell can be given while its kernel lived on (smoke's `cause`), defined
+// once here as the crash causes are in causes.hpp; docs/causes.md is checked against this
+// table.
 struct CellFailureCause {
   std::string_view id;    // stable: JUnit files and smoke's JSON carry it
   std::string_view name;  // plain words for people
