@@ -83,7 +83,7 @@ def sandbox_env(root, binary):
     home.mkdir()
     (root / "tmp").mkdir()
     env.update(HOME=str(home), TMPDIR=str(root / "tmp"), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
-               PATH=f"{binary.parent}:/usr/local/bin:/usr/bin:/bin", NO_COLOR="1", COLUMNS="100")
+               PATH=f"{binary.parent}:/usr/local/bin:/usr/bin:/bin", NO_COLOR="1")
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONPATH", None)
     return env
@@ -233,7 +233,6 @@ def check_report_ids(binary, failures):
     root = pathlib.Path(tempfile.mkdtemp(prefix="kwd-docs-ids-"))
     try:
         env = dict(sandbox_env(root, binary), KERNEL_WATCHDOG_REPORT_DIR=str(root / "reports"))
-        ids = []
         for kernel_id in ("4f6c1a2b-81234", "näive id/with:odd"):
             # A kernel that aborts at once, with a connection file named as Jupyter names one.
             connection = root / f"kernel-{kernel_id.replace('/', '_')}.json"
