@@ -151,7 +151,8 @@ class HelpTree:
         text = self.help(path) or ""
         if "Subcommands:" not in text:
             return set()
-        section = text.split("Subcommands:", 1)[1]
+        # The section's own lines: indented, up to the first that is not (a footer follows).
+        section = re.match(r"\n?((?:[ \t][^\n]*\n?)*)", text.split("Subcommands:", 1)[1]).group(1)
         return set(re.findall(r"^  ([a-z][a-z0-9-]*)\s", section, re.M))
 
 
@@ -300,6 +301,16 @@ def check_words(failures):
 
 
 def check_help_texts(binary, failures):
+    tree = HelpTree(binary)
+    pending = [()]
+    while pending:  # every command's --help: the words users read there too
+        path = pending.pop()
+        text = tree.help(path) or ""
+        if len(path) < 3:
+            pending += [path + (sub,) for sub in tree.subcommands(path)]
+        for bad in ("shim", "this machine", "fail open", "exited unasked"):
+            if re.search(rf"\b{bad}\b", text, re.I):
+                failures.add(f"kernel-watchdog {' '.join(path)} --help", f"says {bad!r}")
     daemon = subprocess.run([str(binary), "daemon", "--help"], capture_output=True, text=True,
                             timeout=30).stdout
     if "loopback" in daemon and "0.0.0.0" in daemon:
