@@ -4,6 +4,18 @@
 # Idempotent, and quick when everything is already there (no apt-get update then).
 set -euo pipefail
 
+# scripts/setup.sh --lean: only what building the program and a first try of it need (the
+# README's install): the build's packages and Debian's Jupyter, no test environments.
+lean=0
+if [ "${1:-}" = --lean ]; then lean=1; fi
+lean_packages=(
+  build-essential cmake ninja-build pkg-config
+  libzmq3-dev cppzmq-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libssl-dev
+  libsimdjson-dev libcpp-httplib-dev libdw-dev
+  # a kernel to wrap (Debian's python3 kernelspec) and nbclient's jupyter-execute to run a notebook
+  python3-ipykernel python3-jupyter-client python3-nbclient
+)
+
 packages=(
   # build
   build-essential cmake ninja-build pkg-config clang-format
@@ -40,10 +52,12 @@ packages=(
   ruby
 )
 
+if [ "$lean" = 1 ]; then packages=("${lean_packages[@]}"); fi
+
 # The failure corpus (tests/integration/test_frameworks.py): Debian's PyTorch (CPU), a
 # virtualenv for PyPI's TensorFlow and JAX (below), and qemu-user for a CPU without AVX. The
 # demo does without them: KWD_SETUP_FRAMEWORKS=0.
-frameworks="${KWD_SETUP_FRAMEWORKS:-1}"
+frameworks="${KWD_SETUP_FRAMEWORKS:-$((1 - lean))}"
 if [ "$frameworks" != 0 ]; then
   packages+=(python3-torch python3-venv qemu-user)
   # Kernels that are not IPython (tests/integration/test_other_kernels.py): Debian's IRkernel
@@ -57,7 +71,7 @@ fi
 # The macOS compile check (scripts/macos_compile.sh): Zig's toolchain from PyPI, in a
 # virtualenv of its own (below). Made with the frameworks unless told: KWD_SETUP_ZIG=0|1.
 zig_setup="${KWD_SETUP_ZIG:-$frameworks}"
-if [ "$zig_setup" != 0 ]; then
+if [ "$zig_setup" != 0 ] || [ "${KWD_SETUP_DOCS:-$frameworks}" != 0 ]; then
   packages+=(python3-venv)
 fi
 
@@ -166,6 +180,12 @@ fi
 if [ "$zig_setup" != 0 ]; then
   pinned_venv .cache/venv-zig scripts/zig-requirements.txt \
     "Zig's toolchain from PyPI, for scripts/macos_compile.sh"
+fi
+
+# The docs site's MkDocs (mkdocs.yml; scripts/test.sh builds it), pinned in
+# scripts/docs-requirements.txt. Made with the frameworks unless told: KWD_SETUP_DOCS=0|1.
+if [ "${KWD_SETUP_DOCS:-$frameworks}" != 0 ]; then
+  pinned_venv .cache/venv-docs scripts/docs-requirements.txt "MkDocs, for the docs site"
 fi
 
 if [ "$frameworks" != 0 ]; then

@@ -48,6 +48,13 @@ run_ctest() (
 
 stage setup scripts/setup.sh
 stage build scripts/build.sh
+# The docs site (mkdocs.yml, strict: a broken link fails it; not --quiet, which also stops
+# MkDocs 1.6 counting the warnings that strict fails on) and the docs' own commands and
+# claims, checked against the program just built (tests/docs/check_docs.py).
+stage docs sh -c 'NO_MKDOCS_2_WARNING=1 .cache/venv-docs/bin/mkdocs build && /usr/bin/python3 tests/docs/check_docs.py --binary build/kernel-watchdog'
+# The README's newcomer path from a fresh clone (tests/docs/newcomer.sh): one more build of the
+# program, so only when asked.
+if [ "${KWD_NEWCOMER_STAGE:-0}" != 0 ]; then stage newcomer tests/docs/newcomer.sh; fi
 # The fuzz targets share the sanitizer build (scripts/asan_build.sh): sanitize.sh builds them
 # with it when the fuzz stage follows. (Compiling that build beside the tests at idle priority
 # was tried: on this 2-core machine the tests stage went from 16 to 26 minutes and the

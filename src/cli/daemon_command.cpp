@@ -122,8 +122,9 @@ Command add_daemon_command(CLI::App& app) {
       "Examples:\n"
       "  kernel-watchdog daemon                      # what `service install` runs\n"
       "  kernel-watchdog daemon --log-format json --metrics-address 127.0.0.1:9464\n"
-      "  kernel-watchdog daemon --all-users --report-dir /var/lib/kernel-watchdog/reports "
-      "--metrics-address 0.0.0.0:9464   # a Kubernetes node (deploy/kubernetes/)");
+      "  kernel-watchdog daemon --all-users --report-dir /var/lib/kernel-watchdog/reports\n"
+      "      # a Kubernetes node, as root (deploy/kubernetes/ runs it so, with its metrics\n"
+      "      # on the pod's own address, which only the cluster reaches)");
   cmd->add_option("--runtime-dir", *runtime_dirs,
                   "Where connection files appear (repeatable; replaces the defaults: "
                   "$JUPYTER_RUNTIME_DIR or the Jupyter data dir's runtime/, and "

@@ -22,8 +22,9 @@ Command add_kernelspec_command(CLI::App& app) {
   auto prefix = std::make_shared<std::string>();
   auto* wrap = ks->add_subcommand(
       "wrap",
-      "Create a watched copy of an installed kernelspec. Front ends list it as a new kernel\n"
-      "(\"<name>-watchdog\" unless --name says otherwise); the original stays as it is.");
+      "Create a watched copy of an installed kernelspec; the original stays as it is. Front ends\n"
+      "list it as a new kernel: the kernelspec \"<name>-watchdog\" (unless --name), shown as\n"
+      "\"<its display name> (watchdog)\" (unless --display-name).");
   wrap->add_option("name", request->source_name, "The kernelspec to wrap (see `kernelspec list`)")
       ->required();
   wrap->add_option("--name", request->new_name, "Name of the new kernelspec");
@@ -65,7 +66,9 @@ Command add_kernelspec_command(CLI::App& app) {
             const char* verb = outcome.what == What::kReplaced    ? "Replaced the wrap of '"
                                : outcome.what == What::kUnchanged ? "Already wrapped '"
                                                                   : "Wrapped '";
-            std::cout << verb << request->source_name << "' in " << outcome.dir.string()
+            std::cout << verb << request->source_name << "' as kernelspec '"
+                      << outcome.dir.filename().string() << "' (front ends show \""
+                      << outcome.display_name << "\") in " << outcome.dir.string()
                       << (outcome.what == What::kUnchanged ? " with these settings; unchanged" : "")
                       << "\n";
             return 0;

@@ -83,15 +83,29 @@ Command add_reports_command(CLI::App& app) {
   reports->add_option("--report-dir", *report_dir,
                       "The report store to read (default as for `run`)");
 
-  reports->footer(
-      "Examples:\n"
-      "  kernel-watchdog reports list\n"
-      "  kernel-watchdog reports show latest\n"
-      "  kernel-watchdog reports --report-dir ci-reports show analysis.ipynb\n"
-      "The store keeps at most 1000 reports, 512 MiB and 90 days (the oldest go first when a "
-      "new one is written); KERNEL_WATCHDOG_REPORT_CAP=COUNT[,SIZE[,DAYS]], e.g. 200 or "
-      "200,100M,30, "
-      "sets other caps for every writer that sees it.");
+  // Where the reports are is the first thing a reader needs: the store this environment
+  // names, worked out when the help is printed, and where the other writers put theirs.
+  reports->footer([] {
+    return "Examples:\n"
+           "  kernel-watchdog reports list\n"
+           "  kernel-watchdog reports show latest\n"
+           "  kernel-watchdog reports list --report-dir smoke-results/reports\n"
+           "\n"
+           "Where reports are: --report-dir DIR (before or after list, show...), else\n"
+           "$KERNEL_WATCHDOG_REPORT_DIR, else $XDG_STATE_HOME/kernel-watchdog/reports, else\n"
+           "~/.local/state/kernel-watchdog/reports. In this environment that is\n"
+           "  " +
+           report::ReportStore::resolve_dir("").string() +
+           "\n"
+           "`run` (and so kernelspec wraps and the provisioner) and the daemon write there.\n"
+           "Elsewhere, read with --report-dir: `smoke` writes to OUTPUT_DIR/reports (default\n"
+           "smoke-results/reports); the pytest plugin to --kernel-watchdog-report-dir/TEST_FILE\n"
+           "(default: $KERNEL_WATCHDOG_REPORT_DIR, else pytest's temporary directory; each\n"
+           "failure names its report's path, which `reports show PATH` reads).\n"
+           "The store keeps at most 1000 reports, 512 MiB and 90 days (the oldest go first when\n"
+           "a new one is written); KERNEL_WATCHDOG_REPORT_CAP=COUNT[,SIZE[,DAYS]], e.g. 200 or\n"
+           "200,100M,30, sets other caps for every writer that sees it.";
+  });
   auto* list =
       reports->add_subcommand("list", "Crash reports, newest first: time, kernel, cause, path");
   auto list_json = std::make_shared<bool>(false);
@@ -130,9 +144,16 @@ Command add_reports_command(CLI::App& app) {
   diagnose->footer("Example: kernel-watchdog reports diagnose latest --json");
   diagnose->add_option("id", *query, kQueryHelp)->capture_default_str();
   diagnose->add_flag("--json", *diagnose_json, "Print the new diagnosis as JSON");
+  // `reports list --report-dir DIR` as well as `reports --report-dir DIR list`: after the
+  // subcommand it wins.
+  auto sub_report_dir = std::make_shared<std::string>();
+  for (auto* sub : {list, show, html, open, diagnose})
+    sub->add_option("--report-dir", *sub_report_dir,
+                    "The report store to read (as `reports --report-dir`)");
 
   return {reports, [=]() -> int {
-            const report::ReportStore store(report::ReportStore::resolve_dir(*report_dir));
+            const report::ReportStore store(report::ReportStore::resolve_dir(
+                sub_report_dir->empty() ? *report_dir : *sub_report_dir));
             if (list->parsed()) {
               const auto rows = report::list_reports(store);
               if (*list_json) {

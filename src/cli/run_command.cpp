@@ -43,7 +43,7 @@ Command add_run_command(CLI::App& app) {
   run->add_flag_callback(
       "--no-faulthandler", [options] { options->kernel.faulthandler = false; },
       "Do not turn on Python's faulthandler in the kernel. By default a private "
-      "sitecustomize shim (first on the kernel's PYTHONPATH, then removed from it) and "
+      "sitecustomize start-up hook (first on the kernel's PYTHONPATH, then removed from it) and "
       "PYTHONFAULTHANDLER=1 make a dying Python kernel print its stack where the "
       "crash report can keep it.");
   // KERNEL_WATCHDOG_NO_NOTICE is read here, not by CLI11: a value it could not parse would be

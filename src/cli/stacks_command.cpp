@@ -41,9 +41,9 @@ Command add_stacks_command(CLI::App& app) {
       "  kernel-watchdog stacks 4242 --json | jq '.threads[] | {tid, state, joined}'\n"
       "Native frames need elfutils' libdw.so.1 and the right to trace the kernel (same user\n"
       "with Yama's ptrace_scope 0, or root/CAP_SYS_PTRACE). Python frames come from a kernel\n"
-      "started by `kernel-watchdog run` (its shim dumps them on SIGRTMIN+10); for others the\n"
-      "output says why there are none. Exit status: 0 shown (parts may be missing, as said),\n"
-      "1 no such kernel.");
+      "started by `kernel-watchdog run` (its start-up hook dumps them on SIGRTMIN+10); for\n"
+      "others the output says why there are none. Exit status: 0 shown (parts may be missing,\n"
+      "as said), 1 no such kernel.");
   return {cmd, [=]() -> int {
             std::string why;
             const auto pid = find_kernel_process(*target, why);

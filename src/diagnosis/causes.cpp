@@ -30,7 +30,7 @@ constexpr std::array<Cause, 13> kTable{{
      "killed", true},
     {exited_with_error, "exited_with_error", "exited with an error",
      "Kernel process exited with an error", error, "exited_with_error", false},
-    {exited, "exited", "exited unasked",
+    {exited, "exited", "exited on its own (code 0)",
      "Kernel process exited with code 0 although no shutdown was requested", warning, "exited",
      false},
     {hang, "hang", "hung (no heartbeat)", "Kernel hung: no heartbeat reply", warning, "hang", true},

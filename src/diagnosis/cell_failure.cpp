@@ -1,6 +1,7 @@
 #include "kwd/diagnosis/cell_failure.hpp"
 
 #include <algorithm>
+#include <array>
 #include <regex>
 
 #include "kwd/diagnosis/report_view.hpp"
@@ -97,7 +98,7 @@ class CellExplainer {
     const SignatureHit* h = hit("numpy.abi_mismatch");
     if (h == nullptr) return std::nullopt;
     CellFailureFinding f;
-    f.cause = "numpy_abi_mismatch";
+    f.cause = kNumpyAbiMismatch.id;
     f.evidence.push_back(quoted(*h));
     const std::string text = all_text();
     std::smatch m;
@@ -193,7 +194,7 @@ class CellExplainer {
         (workers.empty() ? std::string() : " (pid " + std::to_string(workers.front()) + ")");
     if (auto oom = oom_record(workers)) {
       CellFailureFinding f;
-      f.cause = "worker_oom_killed";
+      f.cause = kWorkerOomKilled.id;
       f.evidence.push_back(quoted(*h));
       f.evidence.push_back("kernel log: " + *oom);
       const auto memory = memory_there_is();
@@ -214,7 +215,7 @@ class CellExplainer {
     const auto shm = watch_.integer("/shared_memory/size_bytes");
     if (how.find("Bus error") != std::string::npos && shm && *shm > 0) {
       CellFailureFinding f;
-      f.cause = "shared_memory_full";
+      f.cause = kWorkerSharedMemoryFull.id;
       f.evidence.push_back(quoted(*h));
       std::string fact = "/dev/shm is a tmpfs of " + bytes(*shm);
       if (auto peak = watch_.integer("/shared_memory/peak_used_bytes"); peak && *peak > 0)
@@ -277,7 +278,7 @@ class CellExplainer {
       return std::nullopt;
     }
     CellFailureFinding f;
-    f.cause = "framework_out_of_memory";
+    f.cause = kFrameworkOutOfMemory.id;
     f.evidence.push_back(quoted(*h));
     const auto there_is = device_words(device) == "the CPU" ? memory_there_is() : std::nullopt;
     f.headline = framework + " could not allocate " +
@@ -307,6 +308,12 @@ class CellExplainer {
 };
 
 }  // namespace
+
+std::span<const CellFailureCause> cell_failure_causes() {
+  static constexpr std::array<CellFailureCause, 4> kCauses{
+      kNumpyAbiMismatch, kWorkerOomKilled, kWorkerSharedMemoryFull, kFrameworkOutOfMemory};
+  return kCauses;
+}
 
 std::optional<CellFailureFinding> explain_cell_failure(const CellFailureFacts& facts,
                                                        const SignatureTable& table) {

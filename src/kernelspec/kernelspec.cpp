@@ -273,7 +273,7 @@ WrapOutcome wrap(const WrapRequest& r) {
                                          {"original_argv", source->spec["argv"]}};
 
   const fs::path target = kernels_dir(r, python) / new_name;
-  WrapOutcome outcome{target, WrapOutcome::What::kCreated};
+  WrapOutcome outcome{target, WrapOutcome::What::kCreated, spec["display_name"].get<std::string>()};
   std::error_code ec;
   if (fs::exists(target / "kernel.json", ec)) {
     const auto existing = read_spec(target / "kernel.json");
@@ -283,7 +283,10 @@ WrapOutcome wrap(const WrapRequest& r) {
     auto changes = differences(before, Kernelspec{new_name, target, spec});
     // Unchanged only when the whole kernel.json is (metadata's source_dir and original argv
     // too, which no line above names).
-    if (changes.empty() && *existing == spec) return {target, WrapOutcome::What::kUnchanged};
+    if (changes.empty() && *existing == spec) {
+      outcome.what = WrapOutcome::What::kUnchanged;
+      return outcome;
+    }
     if (changes.empty())
       changes.push_back("the kernelspec it was wrapped from (its directory or command)");
     if (!r.force) {

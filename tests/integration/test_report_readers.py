@@ -266,3 +266,48 @@ def test_reports_are_found_by_notebook_index_kernel_id_and_prefix(store, tmp_pat
     assert train in both.stderr and score in both.stderr
     missing = run("reports", "show", "3", env=env)
     assert missing.returncode == 1 and "no report matches '3'" in missing.stderr
+
+
+def test_reports_help_says_where_the_store_is(tmp_path):
+    """`reports --help` names the store the environment gives, whichever way it gives it, and
+    where the writers that do not use it put their reports."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("KERNEL_WATCHDOG_REPORT_DIR", "XDG_STATE_HOME")}
+    cases = [
+        (dict(base, KERNEL_WATCHDOG_REPORT_DIR=str(tmp_path / "named")), tmp_path / "named"),
+        (dict(base, XDG_STATE_HOME=str(tmp_path / "state")),
+         tmp_path / "state" / "kernel-watchdog" / "reports"),
+        (dict(base, HOME=str(tmp_path / "home")),
+         tmp_path / "home" / ".local" / "state" / "kernel-watchdog" / "reports"),
+    ]
+    for env, store_dir in cases:
+        out = run("reports", "--help", env=env)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert f"  {store_dir}" in lines, out.stdout
+        for other in ("smoke-results/reports", "--kernel-watchdog-report-dir", "--report-dir DIR"):
+            assert other in out.stdout
+    # Nothing is created by asking.
+    assert not (tmp_path / "named").exists() and not (tmp_path / "state").exists()
+
+
+def test_report_dir_is_taken_after_the_subcommand_too(store, tmp_path):
+    """`reports list --report-dir DIR` reads DIR as `reports --report-dir DIR list` does; given
+    both ways, the one after the subcommand wins."""
+    report_dir, env = store
+    path, _ = real_abort_report(report_dir, env)
+    other_env = dict(env, KERNEL_WATCHDOG_REPORT_DIR=str(tmp_path / "empty"))
+    before = run("reports", "--report-dir", report_dir, "list", env=other_env)
+    after = run("reports", "list", "--report-dir", report_dir, env=other_env)
+    assert before.returncode == after.returncode == 0, (before.stderr, after.stderr)
+    assert str(path) in after.stdout
+    assert after.stdout == before.stdout
+    shown = run("reports", "show", "latest", "--report-dir", report_dir, env=other_env)
+    assert shown.returncode == 0 and f"Report: {path}" in shown.stdout, shown.stderr
+    for sub in ("html", "diagnose"):
+        out = run("reports", sub, "--report-dir", report_dir, env=other_env)
+        assert out.returncode == 0, (sub, out.stderr)
+    both = run("reports", "--report-dir", report_dir, "list", "--report-dir", tmp_path / "empty",
+               env=env)
+    assert both.returncode == 0 and str(path) not in both.stdout
+    assert f"No crash reports in {tmp_path / 'empty'}" in both.stdout

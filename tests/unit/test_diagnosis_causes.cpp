@@ -1,5 +1,6 @@
-// The causes table is the one definition of a cause: the schema, the report format document
-// and the signature table must agree with it.
+// The causes table is the one definition of a cause: the schema, the causes page of the docs
+// and the signature table must agree with it; so must the docs with the causes of a failed cell.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "kwd/diagnosis/causes.hpp"
+#include "kwd/diagnosis/cell_failure.hpp"
 #include "kwd/diagnosis/signature_table.hpp"
 
 namespace fs = std::filesystem;
@@ -23,6 +25,11 @@ std::string read_source_file(const char* relative) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// Every match of a table row's pattern in a document (which must outlive the matches).
+std::vector<std::smatch> rows_of(const std::string& doc, const std::regex& row) {
+  return {std::sregex_iterator(doc.begin(), doc.end(), row), std::sregex_iterator()};
 }
 
 }  // namespace
@@ -55,14 +62,12 @@ TEST_CASE("docs/report.schema.json allows exactly the causes of the table", "[ca
   CHECK(allowed.get<std::vector<std::string>>() == from_table);
 }
 
-TEST_CASE("docs/report-format.md lists every cause of the table, and no other", "[causes]") {
-  const std::string doc = read_source_file("docs/report-format.md");
+TEST_CASE("docs/causes.md lists every cause of the table, and no other", "[causes]") {
+  const std::string doc = read_source_file("docs/causes.md");
   // One row per cause in the causes table of the document: | `id` | name | severity | `label` |
   const std::regex row(R"(\n\| `([a-z_]+)` \| ([^|\n]+) \| (error|warning) \| `([a-z_]+)` \|)");
   std::vector<std::string> documented;
-  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), row); it != std::sregex_iterator();
-       ++it) {
-    const auto& m = *it;
+  for (const auto& m : rows_of(doc, row)) {
     documented.push_back(m[1].str());
     const Cause* c = find_cause(m[1].str());
     INFO("documented cause " << m[1].str());
@@ -74,6 +79,29 @@ TEST_CASE("docs/report-format.md lists every cause of the table, and no other", 
   std::vector<std::string> from_table;
   for (const auto& c : causes())
     from_table.emplace_back(c.id);
+  CHECK(documented == from_table);
+}
+
+TEST_CASE("docs/causes.md lists every cause of a failed cell, and no other", "[causes]") {
+  const std::string doc = read_source_file("docs/causes.md");
+  // One row per cause in the document's second table, two columns: | `id` | plain words |
+  const std::regex row(R"(\n\| `([a-z_0-9]+)` \| ([^|\n]+) \|(?=\n))");
+  std::vector<std::string> documented;
+  for (const auto& m : rows_of(doc, row)) {
+    documented.push_back(m[1].str());
+    INFO("documented cause of a failed cell " << m[1].str());
+    const auto causes = cell_failure_causes();
+    const auto found = std::find_if(causes.begin(), causes.end(),
+                                    [&](const CellFailureCause& c) { return c.id == m[1].str(); });
+    REQUIRE(found != causes.end());
+    CHECK(m[2].str() == std::string(found->name));
+  }
+  std::vector<std::string> from_table;
+  std::set<std::string_view> unique;
+  for (const auto& c : cell_failure_causes()) {
+    from_table.emplace_back(c.id);
+    CHECK(unique.insert(c.id).second);
+  }
   CHECK(documented == from_table);
 }
 

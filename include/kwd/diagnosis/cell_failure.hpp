@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kwd/diagnosis/findings.hpp"
@@ -21,9 +23,27 @@ struct CellFailureFacts {
   nlohmann::json watch = nlohmann::json::object();
 };
 
+// A cause a failed cell can be given while its kernel lived on (smoke's `cause`), defined
+// once here as the crash causes are in causes.hpp; docs/causes.md is checked against this
+// table.
+struct CellFailureCause {
+  std::string_view id;    // stable: JUnit files and smoke's JSON carry it
+  std::string_view name;  // plain words for people
+};
+inline constexpr CellFailureCause kNumpyAbiMismatch{
+    "numpy_abi_mismatch", "a module built for NumPy 1.x imported under NumPy 2"};
+inline constexpr CellFailureCause kWorkerOomKilled{
+    "worker_oom_killed", "a DataLoader worker was killed by the OOM killer"};
+inline constexpr CellFailureCause kWorkerSharedMemoryFull{
+    "shared_memory_full", "a DataLoader worker died of a full /dev/shm"};
+inline constexpr CellFailureCause kFrameworkOutOfMemory{"framework_out_of_memory",
+                                                        "a framework could not allocate memory"};
+// All of them: the order in which explain_cell_failure tries them.
+std::span<const CellFailureCause> cell_failure_causes();
+
 // Why the cell failed, when the facts show it.
 struct CellFailureFinding {
-  // framework_out_of_memory | shared_memory_full | worker_oom_killed | numpy_abi_mismatch
+  // the id of one of cell_failure_causes()
   std::string cause;
   std::string headline;
   std::vector<std::string> evidence;

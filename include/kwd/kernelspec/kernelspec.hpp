@@ -46,8 +46,9 @@ struct WrapRequest {
 
 struct WrapOutcome {
   enum class What { kCreated, kReplaced, kUnchanged };
-  std::filesystem::path dir;
+  std::filesystem::path dir;  // its name is the new kernelspec's
   What what = What::kCreated;
+  std::string display_name;  // what front ends show for it
 };
 
 // Creates the wrapped copy. An earlier wrap of the same name is left as it is when its
