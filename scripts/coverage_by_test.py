@@ -3,6 +3,7 @@
 for what the sanitizer stage (scripts/sanitize.sh) runs.
 
     scripts/coverage_by_test.py [--build build-cov] [--jobs 3] [--out DIR] [TEST_FILE...]
+    scripts/coverage_by_test.py --cover-only [--out DIR]   (the last section again)
 
 Builds the program and the unit tests with gcov (-DKWD_COVERAGE=ON, -O0) into --build, runs the
 unit tests once and each integration test file (default: every tests/integration/test_*.py)
@@ -10,7 +11,9 @@ with its own GCOV_PREFIX, so that runs side by side keep their counters apart, t
 every run's counters with gcov's JSON output. It prints, per test file: its wall time, whether
 it passed, the src/ and include/ lines it ran, how many of those the unit tests never ran
 ("beyond unit"), and how many no other run reached ("only here"). Those lines, file by file,
-go to --out/<test>.beyond-unit.txt for reading.
+go to --out/<test>.beyond-unit.txt for reading. Last, the smallest set of integration runs it
+finds that together reach every line any of them reaches beyond the unit tests (greedy, by new
+lines per second): the runs left out add no line there.
 
 A program killed by SIGKILL writes no counters (gcov writes at exit; the build sends _exit and
 raise through tests/coverage/flush_on_exit.c first): a test's reach is a lower bound.
@@ -80,17 +83,60 @@ def covered(reached):
     return {(f, n) for f, counts in reached.items() for n, c in counts.items() if c > 0}
 
 
+def smallest_cover(reach, seconds):
+    """Integration runs that together reach every line any of them reaches beyond the unit
+    tests: chosen greedily by new lines per second, then each dropped again (the slowest
+    first) whose lines the others kept reach too. -> {run: lines no other run kept reaches}.
+    A run left out reaches no line beyond the unit tests and the runs kept."""
+    unit = set(map(tuple, reach.get("unit", [])))
+    beyond = {n: set(map(tuple, r)) - unit for n, r in reach.items() if n != "unit"}
+    wanted = set().union(*beyond.values()) if beyond else set()
+    candidates, kept = dict(beyond), []
+    while wanted:
+        name = max(candidates,
+                   key=lambda n: (len(candidates[n] & wanted) / max(seconds.get(n, 1), 1), n))
+        new = candidates.pop(name) & wanted
+        if not new:
+            break
+        kept.append(name)
+        wanted -= new
+    for name in sorted(kept, key=lambda n: -seconds.get(n, 0)):
+        rest = set().union(*(beyond[m] for m in kept if m != name))
+        if beyond[name] <= rest:
+            kept.remove(name)
+    return {n: len(beyond[n] - set().union(*(beyond[m] for m in kept if m != n))) for n in kept}
+
+
+def print_cover(reach, summary):
+    kept = smallest_cover(reach, {n: s["seconds"] for n, s in summary.items()})
+    print("\nThe smallest set of integration runs found that reaches every line they reach "
+          "together beyond the unit tests (greedy by new lines per second, then pruned):")
+    for name, only in sorted(kept.items(), key=lambda kv: -kv[1]):
+        print(f"  keep  {name:<24} {only} lines no other run kept reaches "
+              f"({summary[name]['seconds']} s)")
+    for name in sorted(n for n in summary if n != "unit" and n not in kept):
+        print(f"  leave {name:<24} no line beyond the unit tests and the runs kept "
+              f"({summary[name]['seconds']} s)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", type=pathlib.Path, default=ROOT / "build-cov")
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--out", type=pathlib.Path, default=None)
     parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--cover-only", action="store_true",
+                        help="run nothing: read --out's reach.json and summary.json of an "
+                             "earlier run and print the smallest set of runs again")
     parser.add_argument("tests", nargs="*", type=pathlib.Path)
     args = parser.parse_args()
     build_dir = args.build.resolve()
     out = (args.out or build_dir / "coverage-by-test").resolve()
     tests = args.tests or sorted((ROOT / "tests" / "integration").glob("test_*.py"))
+    if args.cover_only:
+        print_cover(json.loads((out / "reach.json").read_text()),
+                    json.loads((out / "summary.json").read_text()))
+        return
     if not args.no_build:
         build(build_dir, os.cpu_count() or 2)
     shutil.rmtree(out, ignore_errors=True)
@@ -142,6 +188,7 @@ def main():
     # Every run's reached lines, for questions this table does not answer (what a set of runs
     # reaches beyond another set).
     (out / "reach.json").write_text(json.dumps({n: sorted(r) for n, r in reach.items()}))
+    print_cover({n: sorted(r) for n, r in reach.items()}, summary)
 
 
 if __name__ == "__main__":

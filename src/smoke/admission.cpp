@@ -30,8 +30,9 @@ std::int64_t expected_end_ns(const RunningJob& r) {
 
 }  // namespace
 
-Admission::Admission(std::optional<std::int64_t> budget, std::size_t ceiling)
-    : budget_(budget), ceiling_(std::max<std::size_t>(ceiling, 1)) {}
+Admission::Admission(std::optional<std::int64_t> budget, std::size_t ceiling,
+                     std::vector<SmokeGpu> gpus)
+    : budget_(budget), ceiling_(std::max<std::size_t>(ceiling, 1)), gpus_(std::move(gpus)) {}
 
 std::int64_t Admission::reserved(const RunningJob& r) {
   return std::max({r.job.estimate.value_or(0), r.peak, r.used});
@@ -74,7 +75,20 @@ bool Admission::holding_for_growth(const std::vector<RunningJob>& running, std::
 Admission::Decision Admission::next(const std::vector<RunningJob>& running, std::int64_t now_ns) {
   Decision decision;
   if (queue_.empty() || running.size() >= ceiling_) return decision;
+  // What each GPU holds for the notebooks placed on it.
+  std::vector<std::int64_t> gpu_held(gpus_.size(), 0);
+  for (const auto& r : running)
+    if (r.gpu && *r.gpu < gpu_held.size())
+      gpu_held[*r.gpu] += std::max(r.job.gpu_estimate.value_or(0), r.gpu_peak);
+  // Where a job would go: nullopt when some GPU must take it and none can.
+  const auto gpu_for = [&](const Job& job) -> std::optional<std::optional<std::size_t>> {
+    if (gpus_.empty()) return std::optional<std::size_t>();
+    const auto gpu = place_on_gpu(gpus_, gpu_held, job.gpu_estimate);
+    if (!gpu) return std::nullopt;
+    return gpu;
+  };
   const auto take = [&](std::size_t i) {
+    if (const auto gpu = gpu_for(queue_[i])) decision.gpu = *gpu;
     decision.start = std::move(queue_[i]);
     queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
     decision.waits.clear();
@@ -120,7 +134,8 @@ Admission::Decision Admission::next(const std::vector<RunningJob>& running, std:
     if (job.alone) continue;
     if (!job.estimate) {
       // Room for a kernel to start in at least; what it grows to is watched (over_budget).
-      if (!unknown_settling && free >= std::min(*budget_ / 10, 256 * kMiB)) return take(i);
+      if (!unknown_settling && free >= std::min(*budget_ / 10, 256 * kMiB) && gpu_for(job))
+        return take(i);
       if (i == 0)
         decision.waits =
             unknown_settling
@@ -131,6 +146,18 @@ Admission::Decision Admission::next(const std::vector<RunningJob>& running, std:
                 : fmt::format("{} waits: its memory is unknown, and {} are free (running {})",
                               job.name, util::format_bytes(std::max<std::int64_t>(free, 0)),
                               names_of(running));
+      continue;
+    }
+    if (!gpu_for(job)) {
+      if (i == 0) {
+        std::int64_t most = 0;
+        for (std::size_t g = 0; g < gpus_.size(); ++g)
+          most = std::max(most, gpus_[g].budget - gpu_held[g]);
+        decision.waits =
+            fmt::format("{} waits: needs {} of GPU memory, {} free on the emptiest GPU", job.name,
+                        util::format_bytes(job.gpu_estimate.value_or(0)),
+                        util::format_bytes(std::max<std::int64_t>(most, 0)));
+      }
       continue;
     }
     const bool fits = *job.estimate <= free;

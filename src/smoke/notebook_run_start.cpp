@@ -157,6 +157,12 @@ void NotebookRun::start() {
     for (const auto& [name, value] : spec_.spec["env"].items())
       if (value.is_string())
         launch.extra_environment.push_back(name + "=" + value.get<std::string>());
+  for (const auto& entry : environment_) {
+    const auto name = entry.substr(0, entry.find('=') + 1);
+    std::erase_if(launch.extra_environment,
+                  [&](const std::string& e) { return e.starts_with(name); });
+    launch.extra_environment.push_back(entry);
+  }
   kernel_ = std::make_unique<launch::WatchedKernel>(loop_, std::move(launch));
   try {
     kernel_->start(

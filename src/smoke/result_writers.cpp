@@ -105,6 +105,9 @@ std::string junit_xml(const std::vector<NotebookResult>& results) {
                          r.scheduling->wait_s);
       out << fmt::format("      <property name=\"requeues\" value=\"{}\"/>\n",
                          r.scheduling->requeues.size());
+      if (!r.scheduling->gpu.empty())
+        out << fmt::format("      <property name=\"gpu\" value=\"{}\"/>\n",
+                           xml_text(r.scheduling->gpu));
     }
     out << "    </properties>\n";
     std::set<std::string> names;
@@ -187,6 +190,8 @@ nlohmann::json results_json(const std::vector<NotebookResult>& results) {
                                    {"requeues", r.scheduling->requeues}};
       scheduling["estimate_bytes"] =
           r.scheduling->estimate ? nlohmann::json(*r.scheduling->estimate) : nlohmann::json();
+      scheduling["gpu"] =
+          r.scheduling->gpu.empty() ? nlohmann::json() : nlohmann::json(r.scheduling->gpu);
       nb["scheduling"] = std::move(scheduling);
     }
     notebooks.push_back(std::move(nb));
@@ -217,14 +222,16 @@ std::string scheduling_table(const std::vector<NotebookResult>& results) {
   std::size_t width = 8;
   for (const auto& r : results)
     width = std::max(width, report::terminal_safe(r.path.string()).size());
-  std::string out = fmt::format("\n{:<{}}  {:>10}  {:>10}  {:>10}  {:>7}  {}\n", "notebook", width,
-                                "estimate", "peak", "GPU peak", "wait", "requeues");
+  std::string out = fmt::format("\n{:<{}}  {:>10}  {:>10}  {:>10}  {:>7}  {:<8}  {}\n", "notebook",
+                                width, "estimate", "peak", "GPU peak", "wait", "requeues", "GPU");
   for (const auto& r : results) {
     if (!r.scheduling) continue;
-    out += fmt::format(
-        "{:<{}}  {:>10}  {:>10}  {:>10}  {:>5.1f} s  {}\n", report::terminal_safe(r.path.string()),
-        width, bytes_or_dash(r.scheduling->estimate), bytes_or_dash(r.peak_rss),
-        bytes_or_dash(r.peak_gpu), r.scheduling->wait_s, r.scheduling->requeues.size());
+    out +=
+        fmt::format("{:<{}}  {:>10}  {:>10}  {:>10}  {:>5.1f} s  {:<8}  {}\n",
+                    report::terminal_safe(r.path.string()), width,
+                    bytes_or_dash(r.scheduling->estimate), bytes_or_dash(r.peak_rss),
+                    bytes_or_dash(r.peak_gpu), r.scheduling->wait_s, r.scheduling->requeues.size(),
+                    r.scheduling->gpu.empty() ? "-" : report::terminal_safe(r.scheduling->gpu));
     for (const auto& why : r.scheduling->requeues)
       out += "  ran again: " + report::terminal_safe(why) + "\n";
   }

@@ -18,6 +18,7 @@
 #include "kwd/platform/memory_room.hpp"
 #include "kwd/probes/host_sources.hpp"
 #include "kwd/report/terminal_text.hpp"
+#include "kwd/smoke/gpu_placement.hpp"
 #include "kwd/smoke/history.hpp"
 #include "kwd/smoke/notebook_run.hpp"
 #include "kwd/smoke/result_writers.hpp"
@@ -81,18 +82,38 @@ std::optional<std::int64_t> memory_budget() {
   return budget;
 }
 
+// -j auto with GPUs: each kernel is handed one, where its GPU memory fits.
+std::vector<SmokeGpu> gpus_to_place_on(const SmokeOptions& options) {
+  std::string said;
+  auto gpus = usable_gpus(options.nvml_library, said);
+  if (gpus.empty()) {
+    std::cerr << "kernel-watchdog smoke: -j auto: no GPU placement (" << report::terminal_safe(said)
+              << ")\n";
+    return gpus;
+  }
+  std::string line = "kernel-watchdog smoke: -j auto: GPUs (free less a CUDA context's " +
+                     util::format_bytes(kCudaContextReserve) + "):";
+  for (const auto& gpu : gpus)
+    line += " " + gpu.uuid + " (" + gpu.name + ") " + util::format_bytes(gpu.budget) +
+            (&gpu == &gpus.back() ? "" : ";");
+  std::cerr << report::terminal_safe(line) << "\n";
+  return gpus;
+}
+
 Job job_of(std::size_t index, const Notebook& notebook, const History& history,
            const Durations& durations) {
   Job job;
   job.index = index;
   job.name = notebook.path.string();
   const auto key = notebook_key(notebook.path);
-  if (const auto found = history.find(key); found != history.end() && found->second.peak_rss)
+  const auto found = history.find(key);
+  if (found != history.end() && found->second.peak_rss)
     job.estimate = found->second.peak_rss;
   else
     job.estimate = notebook.declared_peak_rss;
-  if (const auto found = durations.find(key); found != durations.end()) {
-    job.seconds = found->second;
+  if (found != history.end()) job.gpu_estimate = found->second.peak_gpu;
+  if (const auto timed = durations.find(key); timed != durations.end()) {
+    job.seconds = timed->second;
   } else if (!durations.empty()) {
     double sum = 0;
     for (const auto& [name, seconds] : durations)
@@ -191,9 +212,11 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_n
   }
 
   std::optional<std::int64_t> budget;
+  std::vector<SmokeGpu> gpus;
   if (options.memory_aware) {
     budget = memory_budget();
     if (!budget) return 4;
+    gpus = gpus_to_place_on(options);
   }
   std::size_t ceiling = static_cast<std::size_t>(std::max(1, options.jobs));
   if (options.jobs_auto) ceiling = std::max(2U, std::thread::hardware_concurrency());
@@ -223,7 +246,7 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_n
   };
   const bool any = !entries.empty();
   SuiteSchedule schedule(
-      loop, zmq, options, host_sources, std::move(entries), budget, ceiling,
+      loop, zmq, options, host_sources, std::move(entries), budget, ceiling, std::move(gpus),
       [&](const NotebookResult& result) {
         // Lines come out in the notebooks' order: a finished one waits for those before it.
         clear_progress();

@@ -22,13 +22,13 @@ SuiteSchedule::SuiteSchedule(loop::EventLoop& loop, zmq::context_t& zmq,
                              const SmokeOptions& options,
                              std::shared_ptr<probes::HostSources> host_sources,
                              std::vector<Entry> entries, std::optional<std::int64_t> budget,
-                             std::size_t ceiling, ResultHandler on_result,
-                             std::function<void()> on_all_done)
+                             std::size_t ceiling, std::vector<SmokeGpu> gpus,
+                             ResultHandler on_result, std::function<void()> on_all_done)
     : loop_(loop),
       zmq_(zmq),
       options_(options),
       host_sources_(std::move(host_sources)),
-      admission_(budget, ceiling),
+      admission_(budget, ceiling, std::move(gpus)),
       on_result_(std::move(on_result)),
       on_all_done_(std::move(on_all_done)) {
   const auto now = util::steady_ns();
@@ -68,6 +68,8 @@ std::vector<RunningJob> SuiteSchedule::running() const {
     r.used = slot.run->current_rss();
     r.peak = slot.run->result().peak_rss.value_or(0);
     r.started_ns = slot.started_ns;
+    r.gpu = slot.gpu;
+    r.gpu_peak = slot.run->result().peak_gpu.value_or(0);
     out.push_back(std::move(r));
   }
   return out;
@@ -84,7 +86,7 @@ void SuiteSchedule::start_more() {
     const auto now_running = running();
     auto decision = admission_.next(now_running, util::steady_ns());
     if (decision.start) {
-      launch(std::move(*decision.start));
+      launch(std::move(*decision.start), decision.gpu);
       continue;
     }
     // Said once per wait: the same notebook waiting on the same company is not news.
@@ -100,7 +102,7 @@ void SuiteSchedule::start_more() {
   }
 }
 
-void SuiteSchedule::launch(Job job) {
+void SuiteSchedule::launch(Job job, std::optional<std::size_t> gpu) {
   Slot& slot = slots_[job.index];
   const auto now = util::steady_ns();
   const auto beside = running();
@@ -110,12 +112,14 @@ void SuiteSchedule::launch(Job job) {
   for (const auto& r : beside)
     slots_[r.job.index].packed = true;
   slot.admitted_estimate = job.estimate;
+  slot.gpu = gpu;
   slot.entry.job = std::move(job);
   const std::size_t index = slot.entry.job.index;
   // A copy: a notebook stopped to run again starts from its document as it was read.
   slot.run = std::make_unique<NotebookRun>(
       loop_, zmq_, options_, host_sources_, slot.entry.notebook, slot.entry.spec,
       slot.entry.executed_name, [this, index] { on_run_done(index); });
+  if (gpu) slot.run->set_environment(gpu_environment(admission_.gpus()[*gpu]));
   slot.run->start();
 }
 
@@ -124,8 +128,11 @@ void SuiteSchedule::watch_memory() {
   if (now_running.size() > 1)
     for (const auto& r : now_running)
       slots_[r.job.index].packed = true;
-  if (const auto victim = admission_.over_budget(now_running);
-      victim && !slots_[*victim].stopping) {
+  // While one is being stopped its memory is about to come back: no second one is stopped
+  // for the same excess (it is still counted until it is dead, so nothing starts in its place).
+  const bool stop_pending =
+      std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.stopping; });
+  if (const auto victim = stop_pending ? std::nullopt : admission_.over_budget(now_running)) {
     Slot& slot = slots_[*victim];
     std::string beside;
     std::int64_t used = 0, together = 0;
@@ -164,6 +171,8 @@ void SuiteSchedule::on_run_done(std::size_t index) {
   Job& job = slot.entry.job;
   if (const auto peak = slot.run->result().peak_rss)
     job.estimate = std::max(job.estimate.value_or(0), *peak);
+  if (const auto peak = slot.run->result().peak_gpu)
+    job.gpu_estimate = std::max(job.gpu_estimate.value_or(0), *peak);
   const bool of_ours = !slot.stopping && oom_kill_of_ours(slot);
   if (slot.stopping || of_ours) {
     if (of_ours) {
@@ -188,6 +197,7 @@ void SuiteSchedule::on_run_done(std::size_t index) {
     scheduling.estimate = slot.admitted_estimate;
     scheduling.wait_s = slot.waited_s;
     scheduling.requeues = slot.requeues;
+    if (slot.gpu) scheduling.gpu = admission_.gpus()[*slot.gpu].uuid;
     result.scheduling = std::move(scheduling);
     if (result.outcome == Outcome::died && !slot.packed &&
         (result.cause == "oom_killed_cgroup" || result.cause == "oom_killed_system"))

@@ -129,7 +129,7 @@ def overlaps(a, b):
 
 
 def table_rows(stdout):
-    """The scheduling table's rows: {notebook: [estimate, peak, GPU peak, wait, requeues]}."""
+    """The scheduling table's rows: {notebook: "estimate peak GPU-peak wait requeues GPU"}."""
     lines = stdout.splitlines()
     head = next(i for i, l in enumerate(lines) if l.startswith("notebook ") and "requeues" in l)
     rows = {}
@@ -195,10 +195,10 @@ def test_a_suite_that_blind_parallelism_gets_oom_killed_in_passes_under_auto_col
     assert set(rows) == set(names)
     for name in names:
         estimate = stored["notebooks"][name]["peak_rss"]
-        # estimate, peak, GPU peak (none), wait, requeues
+        # estimate, peak, GPU peak (none), wait, requeues, GPU (none)
         cols = rows[name].split()
         assert cols[0] + " " + cols[1] == format_bytes(estimate), rows[name]
-        assert cols[-1] == "0"
+        assert cols[-2:] == ["0", "-"], rows[name]
 
 
 def format_bytes(n):
@@ -247,3 +247,67 @@ def test_j_auto_refuses_what_is_not_a_count(suite, tmp_path):
     proc, _ = suite("-j", "lots", notebook(tmp_path / "a.ipynb", "1"))
     assert proc.returncode == 4
     assert "-j: 'lots' is not a number from 1 to 256, nor auto" in proc.stderr
+
+
+def test_gpus_through_fake_nvml_each_kernel_sees_only_its_gpu_and_none_is_over_packed(
+        tmp_path, monkeypatch):
+    """Placement on GPUs with the fake libnvidia-ml.so.1 (NVML's ABI, through the same dlopen
+    path): two visible devices of different free memory and a third the inherited
+    CUDA_VISIBLE_DEVICES hides (by UUID). The history says how much GPU memory each notebook
+    takes; each kernel writes what it was given."""
+    from conftest import KWD_BUILD_DIR
+    GiB = 1024 * MiB
+    library = pathlib.Path(KWD_BUILD_DIR) / "fake-nvml" / "current" / "libnvidia-ml.so.1"
+    script = tmp_path / "nvml-script"
+    big, small, hidden = "GPU-aaaaaaaa-0000", "GPU-bbbbbbbb-1111", "GPU-cccccccc-2222"
+    script.write_text(
+        "driver=550.54.15\n"
+        f"device.0.name=Fake A\ndevice.0.uuid={big}\ndevice.0.total={12 * GiB}\ndevice.0.used=0\n"
+        f"device.1.name=Fake B\ndevice.1.uuid={small}\ndevice.1.total={6 * GiB}\ndevice.1.used=0\n"
+        f"device.2.name=Fake C\ndevice.2.uuid={hidden}\ndevice.2.total={80 * GiB}\n"
+        "device.2.used=0\n")
+    budget = {big: 12 * GiB - 512 * MiB, small: 6 * GiB - 512 * MiB}
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("FAKE_NVML_SCRIPT", str(script))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{small},{big}")
+    log = tmp_path / "log"
+    needs = {"g0.ipynb": 8 * GiB, "g1.ipynb": 8 * GiB, "g2.ipynb": 4 * GiB, "g3.ipynb": 4 * GiB,
+             "g4.ipynb": 1 * GiB}
+    for name in needs:
+        notebook(tmp_path / name,
+                 "import os, time\n"
+                 f"open({str(log)!r}, 'a').write('{name} %s %s %f\\n' % ("
+                 "os.environ['CUDA_VISIBLE_DEVICES'], os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'],"
+                 " time.time()))",
+                 "time.sleep(2)",
+                 f"open({str(log)!r}, 'a').write('{name} end - %f\\n' % time.time())")
+    history = tmp_path / "history.json"
+    history.write_text(json.dumps({"kernel-watchdog-history": 2, "notebooks": {
+        n: {"seconds": 3, "peak_rss": 80 * MiB, "peak_gpu": need} for n, need in needs.items()}}))
+    proc = subprocess.run([KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "-j", "5",
+                           "--memory-aware", "--nvml-library", str(library), "--durations",
+                           str(history), "--json", *needs], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    print(proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{small} (Fake B) 5.5 GiB; {big} (Fake A) 11.5 GiB" in proc.stderr
+    assert hidden not in proc.stderr
+    given, span = {}, {}
+    for line in log.read_text().splitlines():
+        name, what, preallocate, t = line.split()
+        if what == "end":
+            span[name] = (span[name][0], float(t))
+        else:
+            given[name] = what
+            assert preallocate == "false"
+            span[name] = (float(t), None)
+    assert set(given) == set(needs)
+    assert given["g0.ipynb"] == given["g1.ipynb"] == big  # only the big one fits them
+    assert set(given.values()) <= {big, small}
+    # At each start, what the notebooks running on that GPU need fits its free memory.
+    for name, (start, _) in span.items():
+        on_gpu = [n for n, (s, e) in span.items() if given[n] == given[name] and s <= start < e]
+        assert sum(needs[n] for n in on_gpu) <= budget[given[name]], (name, on_gpu, given)
+    for nb in json.loads(proc.stdout)["notebooks"]:
+        assert nb["scheduling"]["gpu"] == given[nb["path"]]

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "kwd/smoke/admission.hpp"
@@ -10,11 +11,20 @@ constexpr std::int64_t MiB = 1024 * 1024;
 constexpr std::int64_t kSecond = 1'000'000'000;
 
 Job job(std::size_t index, std::optional<std::int64_t> estimate, double seconds = 10) {
-  return Job{index, "nb" + std::to_string(index), estimate, seconds, false};
+  Job out;
+  out.index = index;
+  out.name = "nb" + std::to_string(index);
+  out.estimate = estimate;
+  out.seconds = seconds;
+  return out;
 }
 
 RunningJob running(const Job& j, std::int64_t used, std::int64_t started_ns = 0) {
-  return RunningJob{j, used, used, started_ns};
+  RunningJob out;
+  out.job = j;
+  out.used = out.peak = used;
+  out.started_ns = started_ns;
+  return out;
 }
 
 }  // namespace
@@ -187,4 +197,64 @@ TEST_CASE("the prediction packs like admission does, against the lower bound") {
   const auto serial = predict(jobs, std::nullopt, 1);
   CHECK(serial.seconds == Approx(80));
   CHECK(serial.lower_bound == Approx(80));
+}
+
+TEST_CASE("CUDA_VISIBLE_DEVICES is read as the CUDA runtime reads it") {
+  const std::vector<std::string> uuids{"GPU-aaaa-1111", "GPU-bbbb-2222", "GPU-abcd-3333"};
+  using V = std::vector<std::size_t>;
+  CHECK(visible_devices(uuids, std::nullopt) == V{0, 1, 2});
+  CHECK(visible_devices(uuids, "").empty());
+  CHECK(visible_devices(uuids, "2,0") == V{2, 0});
+  CHECK(visible_devices(uuids, "GPU-bbbb-2222") == V{1});
+  CHECK(visible_devices(uuids, "GPU-bb, 0") == V{1, 0});  // a unique prefix, spaces
+  CHECK(visible_devices(uuids, "GPU-a").empty());         // a prefix of two: refused
+  CHECK(visible_devices(uuids, "1,7,0") == V{1});         // ends at the first unknown entry
+  CHECK(visible_devices(uuids, "1,1") == V{1});
+  CHECK(visible_devices(uuids, "-1,0").empty());
+}
+
+TEST_CASE("a GPU is chosen by best fit, and none is packed past its free memory") {
+  const std::vector<SmokeGpu> gpus{{0, "GPU-big", "", 10 * 1024 * MiB},
+                                   {1, "GPU-small", "", 4 * 1024 * MiB}};
+  CHECK(place_on_gpu(gpus, {0, 0}, 3 * 1024 * MiB) == 1);  // fits both: the tighter
+  CHECK(place_on_gpu(gpus, {0, 0}, 6 * 1024 * MiB) == 0);  // fits only the big one
+  CHECK_FALSE(place_on_gpu(gpus, {6 * 1024 * MiB, 0}, 6 * 1024 * MiB));
+  CHECK(place_on_gpu(gpus, {0, 0}, std::nullopt) == 0);  // unknown: the most free
+  CHECK(place_on_gpu(gpus, {8 * 1024 * MiB, 0}, std::nullopt) == 1);
+
+  Admission admission(100 * 1024 * MiB, 8, gpus);
+  Job a = job(0, 100 * MiB, 30);
+  a.gpu_estimate = 7 * 1024 * MiB;
+  Job b = job(1, 100 * MiB, 20);
+  b.gpu_estimate = 6 * 1024 * MiB;
+  Job c = job(2, 100 * MiB, 10);
+  c.gpu_estimate = 3584 * MiB;
+  for (const Job& j : {a, b, c})
+    admission.enqueue(j);
+  std::vector<RunningJob> now;
+  auto d = admission.next(now, 0);
+  REQUIRE(d.start);
+  CHECK(d.start->index == 0);
+  CHECK(d.gpu == 0);
+  RunningJob on_big = running(*d.start, 100 * MiB);
+  on_big.gpu = 0;
+  now.push_back(on_big);
+  d = admission.next(now, 0);  // b fits no GPU now (3 and 4 GiB left); c does, on the small one
+  REQUIRE(d.start);
+  CHECK(d.start->index == 2);
+  CHECK(d.gpu == 1);
+  RunningJob on_small = running(*d.start, 100 * MiB);
+  on_small.gpu = 1;
+  now.push_back(on_small);
+  d = admission.next(now, 0);
+  CHECK_FALSE(d.start);
+  CHECK(d.waits == "nb1 waits: needs 6.0 GiB of GPU memory, 3.0 GiB free on the emptiest GPU");
+}
+
+TEST_CASE("a kernel placed on a GPU sees only that GPU, and is told not to take all of it") {
+  const auto env = gpu_environment({3, "GPU-8d6f", "NVIDIA H100", 1});
+  CHECK(env[0] == "CUDA_VISIBLE_DEVICES=GPU-8d6f");
+  CHECK(std::find(env.begin(), env.end(), "CTEST_RESOURCE_GROUP_0_GPUS=id:3,slots:1") != env.end());
+  CHECK(std::find(env.begin(), env.end(), "XLA_PYTHON_CLIENT_PREALLOCATE=false") != env.end());
+  CHECK(std::find(env.begin(), env.end(), "TF_FORCE_GPU_ALLOW_GROWTH=true") != env.end());
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kwd/smoke/gpu_placement.hpp"
+
 namespace kwd::smoke {
 
 // `smoke -j auto`: which notebook starts next, so that the kernels running at once fit in the
@@ -13,34 +15,42 @@ namespace kwd::smoke {
 // Pure: the runner feeds it what it measures, and it holds no clock of its own.
 
 struct Job {
-  std::size_t index = 0;                 // in the run's plan
-  std::string name;                      // in the lines it explains itself with
-  std::optional<std::int64_t> estimate;  // bytes at its highest; nullopt: never seen
-  double seconds = 0;                    // how long it took last time (else a guess)
-  bool alone = false;                    // nothing runs beside it
+  std::size_t index = 0;                     // in the run's plan
+  std::string name;                          // in the lines it explains itself with
+  std::optional<std::int64_t> estimate;      // bytes at its highest; nullopt: never seen
+  std::optional<std::int64_t> gpu_estimate;  // bytes of GPU memory at its highest
+  double seconds = 0;                        // how long it took last time (else a guess)
+  bool alone = false;                        // nothing runs beside it
 };
 
 struct RunningJob {
   Job job;
-  std::int64_t used = 0;        // bytes now: its kernel's process tree
-  std::int64_t peak = 0;        // bytes at its highest in this run so far
-  std::int64_t started_ns = 0;  // on the runner's steady clock
+  std::int64_t used = 0;           // bytes now: its kernel's process tree
+  std::int64_t peak = 0;           // bytes at its highest in this run so far
+  std::int64_t started_ns = 0;     // on the runner's steady clock
+  std::optional<std::size_t> gpu;  // where it was placed, in the Admission's gpus
+  std::int64_t gpu_peak = 0;       // bytes of GPU memory at its highest so far
 };
 
 class Admission {
  public:
   // `budget`: bytes the kernels may hold together; nullopt: memory is not looked at, and the
   // notebooks start in the order given, `ceiling` at a time (a plain -j N).
-  Admission(std::optional<std::int64_t> budget, std::size_t ceiling);
+  // `gpus`: where kernels may be placed (empty: no placement); a notebook starts only where
+  // its GPU memory fits too.
+  Admission(std::optional<std::int64_t> budget, std::size_t ceiling,
+            std::vector<SmokeGpu> gpus = {});
 
   // A notebook of a known peak larger than the whole budget is made to run alone.
   void enqueue(Job job);
   [[nodiscard]] bool empty() const { return queue_.empty(); }
   [[nodiscard]] const std::vector<Job>& queue() const { return queue_; }
   [[nodiscard]] std::optional<std::int64_t> budget() const { return budget_; }
+  [[nodiscard]] const std::vector<SmokeGpu>& gpus() const { return gpus_; }
 
   struct Decision {
-    std::optional<Job> start;  // taken off the queue
+    std::optional<Job> start;        // taken off the queue
+    std::optional<std::size_t> gpu;  // the GPU it is to have, when there are GPUs
     // When nothing can start: why the first in line waits, as a line for the user
     // ("light3 waits: needs 1.2 GiB, 0.4 GiB free (running heavy0, light1)"); empty when it
     // waits for a free slot of the ceiling only.
@@ -68,6 +78,7 @@ class Admission {
 
   std::optional<std::int64_t> budget_;
   std::size_t ceiling_;
+  std::vector<SmokeGpu> gpus_;
   std::vector<Job> queue_;
 };
 

@@ -41,6 +41,9 @@ class NotebookRun {
   NotebookRun(const NotebookRun&) = delete;
   NotebookRun& operator=(const NotebookRun&) = delete;
 
+  // Variables the kernel is started with beyond its kernelspec's (which they override):
+  // set before start().
+  void set_environment(std::vector<std::string> entries) { environment_ = std::move(entries); }
   void start();
   // A SIGCHLD arrived (for some child of ours).
   void check_death();
@@ -118,6 +121,7 @@ class NotebookRun {
   std::unique_ptr<launch::WatchedKernel> kernel_;
   std::unique_ptr<client::KernelClient> client_;
   CellOutputs outputs_;
+  std::vector<std::string> environment_;  // NAME=VALUE, set_environment()
 
   bool kernel_info_seen_ = false;
   bool iopub_seen_ = false;

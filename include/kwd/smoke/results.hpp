@@ -50,6 +50,7 @@ struct Scheduling {
   std::optional<std::int64_t> estimate;  // bytes it was admitted by; nullopt: never seen
   double wait_s = 0;                     // in the queue, all its starts together
   std::vector<std::string> requeues;     // why each earlier start was stopped or not counted
+  std::string gpu;                       // the UUID of the GPU it was given; empty: none
 };
 
 struct NotebookResult {

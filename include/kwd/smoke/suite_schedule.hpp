@@ -37,8 +37,8 @@ class SuiteSchedule {
 
   SuiteSchedule(loop::EventLoop& loop, zmq::context_t& zmq, const SmokeOptions& options,
                 std::shared_ptr<probes::HostSources> host_sources, std::vector<Entry> entries,
-                std::optional<std::int64_t> budget, std::size_t ceiling, ResultHandler on_result,
-                std::function<void()> on_all_done);
+                std::optional<std::int64_t> budget, std::size_t ceiling, std::vector<SmokeGpu> gpus,
+                ResultHandler on_result, std::function<void()> on_all_done);
   ~SuiteSchedule();
   SuiteSchedule(const SuiteSchedule&) = delete;
   SuiteSchedule& operator=(const SuiteSchedule&) = delete;
@@ -63,12 +63,13 @@ class SuiteSchedule {
     bool oom_ran_again = false;  // an OOM kill beside others was not counted, once
     bool final = false;          // its result stands
     std::optional<std::int64_t> admitted_estimate;
+    std::optional<std::size_t> gpu;  // where this start of it was placed
     std::optional<NotebookResult> result;
     std::vector<std::string> requeues;
   };
 
   void start_more();
-  void launch(Job job);
+  void launch(Job job, std::optional<std::size_t> gpu);
   void on_run_done(std::size_t index);
   void run_again(Slot& slot, std::string why);
   void watch_memory();

@@ -68,7 +68,11 @@ ProcessSnapshot snapshot_process(pid_t pid, std::size_t max_threads) {
     const auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), tid);
     if (ec == std::errc() && p == name.data() + name.size()) tids.push_back(tid);
   }
-  std::sort(tids.begin(), tids.end());
+  // The main thread first (its tid is the pid), then the others by tid: after the pid
+  // numbers wrap, a thread started later can have a smaller tid than the process's.
+  std::sort(tids.begin(), tids.end(), [pid](pid_t a, pid_t b) {
+    return a == pid ? b != pid : b == pid ? false : a < b;
+  });
   snap.threads_total = tids.size();
   for (pid_t tid : tids) {
     if (snap.threads.size() >= max_threads) break;
