@@ -88,7 +88,11 @@ Admission::Decision Admission::next(const std::vector<RunningJob>& running, std:
     return gpu;
   };
   const auto take = [&](std::size_t i) {
-    if (const auto gpu = gpu_for(queue_[i])) decision.gpu = *gpu;
+    // One bigger than every GPU's room starts alone, on the GPU with the most free.
+    if (const auto gpu = gpu_for(queue_[i]))
+      decision.gpu = *gpu;
+    else
+      decision.gpu = place_on_gpu(gpus_, gpu_held, std::nullopt);
     decision.start = std::move(queue_[i]);
     queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
     decision.waits.clear();

@@ -249,6 +249,16 @@ TEST_CASE("a GPU is chosen by best fit, and none is packed past its free memory"
   d = admission.next(now, 0);
   CHECK_FALSE(d.start);
   CHECK(d.waits == "nb1 waits: needs 6.0 GiB of GPU memory, 3.0 GiB free on the emptiest GPU");
+
+  // Bigger than any GPU: it waits for an empty machine, then gets the GPU with the most free.
+  Admission huge(100 * 1024 * MiB, 8, gpus);
+  Job h = job(3, 100 * MiB, 10);
+  h.gpu_estimate = 40 * 1024 * MiB;
+  huge.enqueue(h);
+  CHECK_FALSE(huge.next(now, 0).start);
+  d = huge.next({}, 0);
+  REQUIRE(d.start);
+  CHECK(d.gpu == 0);
 }
 
 TEST_CASE("a kernel placed on a GPU sees only that GPU, and is told not to take all of it") {
