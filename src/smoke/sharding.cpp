@@ -25,6 +25,14 @@ std::optional<Shard> parse_shard(std::string_view text) {
   return Shard{*index, *count};
 }
 
+double mean_seconds(const Durations& durations) {
+  if (durations.empty()) return 0;
+  double known = 0;
+  for (const auto& [name, seconds] : durations)
+    known += seconds;
+  return known / static_cast<double>(durations.size());
+}
+
 std::string notebook_key(const std::filesystem::path& notebook) {
   return notebook.lexically_normal().generic_string();
 }
@@ -41,10 +49,7 @@ std::vector<std::string> select_shard(const std::vector<std::string>& notebooks,
     for (std::size_t rank = 0; rank < order.size(); ++rank)
       assigned[order[rank]] = static_cast<unsigned>(rank % shard.count) + 1;
   } else {
-    double known = 0;
-    for (const auto& [name, seconds] : durations)
-      known += seconds;
-    const double mean = known / static_cast<double>(durations.size());
+    const double mean = mean_seconds(durations);
     std::vector<double> cost(notebooks.size());
     for (std::size_t i = 0; i < notebooks.size(); ++i) {
       const auto found = durations.find(key(i));

@@ -112,14 +112,8 @@ Job job_of(std::size_t index, const Notebook& notebook, const History& history,
   else
     job.estimate = notebook.declared_peak_rss;
   if (found != history.end()) job.gpu_estimate = found->second.peak_gpu;
-  if (const auto timed = durations.find(key); timed != durations.end()) {
-    job.seconds = timed->second;
-  } else if (!durations.empty()) {
-    double sum = 0;
-    for (const auto& [name, seconds] : durations)
-      sum += seconds;
-    job.seconds = sum / static_cast<double>(durations.size());
-  }
+  const auto timed = durations.find(key);
+  job.seconds = timed != durations.end() ? timed->second : mean_seconds(durations);
   return job;
 }
 

@@ -12,6 +12,12 @@
 namespace kwd::smoke {
 namespace {
 
+// Killed by the OOM killer, of a cgroup's limit or of the whole machine's memory.
+bool oom_killed(const NotebookResult& result) {
+  return result.outcome == Outcome::died &&
+         (result.cause == "oom_killed_cgroup" || result.cause == "oom_killed_system");
+}
+
 void say(const std::string& line) {
   std::cerr << "kernel-watchdog smoke: " << report::terminal_safe(line) << "\n" << std::flush;
 }
@@ -108,6 +114,7 @@ void SuiteSchedule::launch(Job job, std::optional<std::size_t> gpu) {
   const auto beside = running();
   slot.waited_s += static_cast<double>(now - slot.queued_ns) / 1e9;
   slot.started_ns = now;
+  // Notebooks come to run side by side only here, when one starts beside others.
   slot.packed = !beside.empty();
   for (const auto& r : beside)
     slots_[r.job.index].packed = true;
@@ -125,9 +132,6 @@ void SuiteSchedule::launch(Job job, std::optional<std::size_t> gpu) {
 
 void SuiteSchedule::watch_memory() {
   const auto now_running = running();
-  if (now_running.size() > 1)
-    for (const auto& r : now_running)
-      slots_[r.job.index].packed = true;
   // While one is being stopped its memory is about to come back: no second one is stopped
   // for the same excess (it is still counted until it is dead, so nothing starts in its place).
   const bool stop_pending =
@@ -161,9 +165,7 @@ void SuiteSchedule::run_again(Slot& slot, std::string why) {
 bool SuiteSchedule::oom_kill_of_ours(const Slot& slot) const {
   if (!admission_.budget() || options_.memory_limit || !slot.packed || slot.oom_ran_again)
     return false;
-  const auto& result = slot.run->result();
-  return result.outcome == Outcome::died &&
-         (result.cause == "oom_killed_cgroup" || result.cause == "oom_killed_system");
+  return oom_killed(slot.run->result());
 }
 
 void SuiteSchedule::on_run_done(std::size_t index) {
@@ -199,14 +201,12 @@ void SuiteSchedule::on_run_done(std::size_t index) {
     scheduling.requeues = slot.requeues;
     if (slot.gpu) scheduling.gpu = admission_.gpus()[*slot.gpu].uuid;
     result.scheduling = std::move(scheduling);
-    if (result.outcome == Outcome::died && !slot.packed &&
-        (result.cause == "oom_killed_cgroup" || result.cause == "oom_killed_system"))
+    if (!slot.packed && oom_killed(result))
       result.warnings.push_back(
           "OOM-killed while it ran alone: the notebook's own, not smoke's packing");
   }
   slot.result = std::move(result);
-  slot.final = true;
-  while (told_ < slots_.size() && slots_[told_].final)
+  while (told_ < slots_.size() && slots_[told_].result)
     on_result_(*slots_[told_++].result);
   if (told_ == slots_.size())
     on_all_done_();

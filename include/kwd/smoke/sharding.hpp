@@ -20,6 +20,9 @@ std::optional<Shard> parse_shard(std::string_view text);
 
 // Seconds each notebook took, by the key notebook_key() gives (from the history file, history.hpp).
 using Durations = std::map<std::string, double>;
+// What a notebook the durations do not know is counted as: the mean of those they do (0 for
+// none).
+double mean_seconds(const Durations& durations);
 // The path as given, made lexically normal: the same in every job of one checkout.
 std::string notebook_key(const std::filesystem::path& notebook);
 

@@ -61,10 +61,9 @@ class SuiteSchedule {
     bool packed = false;         // another notebook ran beside this start of it
     bool stopping = false;       // stopped by us to run again: its end is not its result
     bool oom_ran_again = false;  // an OOM kill beside others was not counted, once
-    bool final = false;          // its result stands
     std::optional<std::int64_t> admitted_estimate;
-    std::optional<std::size_t> gpu;  // where this start of it was placed
-    std::optional<NotebookResult> result;
+    std::optional<std::size_t> gpu;        // where this start of it was placed
+    std::optional<NotebookResult> result;  // once it stands
     std::vector<std::string> requeues;
   };
 

@@ -220,6 +220,17 @@ std::optional<std::string> unified_dir_of(pid_t pid, const std::string& proc_roo
   return cgroup_dir(*mounts.v2, *where.v2);
 }
 
+std::vector<std::string> limiting_dirs(const MemoryCgroup& cgroup) {
+  std::vector<std::string> out;
+  for (std::string dir = cgroup.dir;;) {
+    out.push_back(dir);
+    if (dir == cgroup.top_dir || dir.size() <= cgroup.top_dir.size()) break;
+    const auto slash = dir.rfind('/');
+    dir = slash == std::string::npos || slash == 0 ? std::string("/") : dir.substr(0, slash);
+  }
+  return out;
+}
+
 std::map<std::string, std::int64_t> parse_flat_keyed(std::string_view text) {
   std::map<std::string, std::int64_t> out;
   for_each_line(text, [&](std::string_view line) {

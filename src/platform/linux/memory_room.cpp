@@ -10,11 +10,6 @@
 namespace kwd::platform {
 namespace {
 
-std::string parent_of(const std::string& dir) {
-  const auto slash = dir.rfind('/');
-  return slash == std::string::npos || slash == 0 ? std::string("/") : dir.substr(0, slash);
-}
-
 // The cgroup's ceiling (the tightest along its path up to the mount) and what it holds that
 // reclaim cannot give back: its usage less the page cache not recently used.
 std::optional<MemoryRoom> cgroup_room() {
@@ -24,15 +19,13 @@ std::optional<MemoryRoom> cgroup_room() {
   const char* limit_name = v2 ? "memory.max" : "memory.limit_in_bytes";
   std::optional<std::int64_t> limit;
   std::string limit_dir;
-  for (std::string dir = cgroup->dir;; dir = parent_of(dir)) {
+  for (const auto& dir : linux_proc::limiting_dirs(*cgroup))
     if (const auto text = linux_proc::read_small_file(dir + "/" + limit_name))
       if (const auto found = linux_proc::parse_memory_limit(*text);
           found && (!limit || *found < *limit)) {
         limit = found;
         limit_dir = dir;
       }
-    if (dir == cgroup->top_dir || dir.size() <= cgroup->top_dir.size()) break;
-  }
   if (!limit) return std::nullopt;
   const auto usage_text = linux_proc::read_small_file(
       cgroup->dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));

@@ -29,11 +29,6 @@ std::optional<std::string_view> reread(const util::UniqueFd& fd) {
   return pread_all(fd.get(), buf);
 }
 
-std::string parent_of(const std::string& dir) {
-  const auto slash = dir.rfind('/');
-  return slash == std::string::npos || slash == 0 ? std::string("/") : dir.substr(0, slash);
-}
-
 bool due(std::int64_t last_ms, std::int64_t min_age_ms, std::int64_t now_ms) {
   return last_ms < 0 || min_age_ms <= 0 || now_ms - last_ms >= min_age_ms;
 }
@@ -49,11 +44,9 @@ CgroupReader::CgroupReader(MemoryCgroup cgroup, const std::string& pressure_file
     return;
   }
   if (!pressure_file.empty()) pressure_fd_ = open_read(pressure_file);
-  for (std::string dir = cgroup_.dir;; dir = parent_of(dir)) {
+  for (const auto& dir : platform::linux_proc::limiting_dirs(cgroup_))
     if (auto fd = open_read(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes")))
       limit_files_.push_back({dir, std::move(fd)});
-    if (dir == cgroup_.top_dir || dir.size() <= cgroup_.top_dir.size()) break;
-  }
   events_fd_ = open_read(cgroup_.dir + (v2 ? "/memory.events" : "/memory.oom_control"));
   if (!v2) failcnt_fd_ = open_read(cgroup_.dir + "/memory.failcnt");
   peak_fd_ = open_read(cgroup_.dir + (v2 ? "/memory.peak" : "/memory.max_usage_in_bytes"));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kwd::platform::linux_proc {
 
@@ -47,6 +48,9 @@ std::optional<MemoryCgroup> memory_cgroup_of(pid_t pid, const std::string& proc_
 // The same for a cgroup directory we know already (one the watchdog made).
 std::optional<MemoryCgroup> memory_cgroup_at(const std::string& dir,
                                              const std::string& proc_root = "/proc");
+// The directories whose memory limit caps the cgroup: its own, then each ancestor's up to the
+// mount point (the limit in force is the tightest of them).
+std::vector<std::string> limiting_dirs(const MemoryCgroup& cgroup);
 // The v2 directory of a process, whatever controllers v2 carries (for memory.pressure on
 // hybrid systems, where v1 charges memory but v2 still accounts pressure).
 std::optional<std::string> unified_dir_of(pid_t pid, const std::string& proc_root = "/proc");
