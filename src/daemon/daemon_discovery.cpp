@@ -114,6 +114,9 @@ void Daemon::consider(const KernelProcessScanner::Found& found) {
       if (it->second.process.start_time == process.start_time &&
           it->second.process.argv == process.argv)
         continue;
+      // One that died and whose report waits (for its manager's clean-up) is let finish; the
+      // new holder of its pid is found by a later scan.
+      if (ended_.contains({process.pid, it->second.process.start_time})) continue;
       kernels_.erase(it);  // a reused pid, or an exec: the one we watched is gone
     }
     if (skipped_.contains({process.pid, process.start_time}) ||

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <zmq.hpp>
 
@@ -35,6 +36,11 @@ constexpr std::chrono::milliseconds kDaemonIdleSampleInterval{5000};
 constexpr std::chrono::milliseconds kDaemonIdlePingInterval{10'000};
 // A connection file is a few hundred bytes; what is longer is not read further.
 constexpr std::size_t kMaxConnectionFileBytes = 1 << 20;
+// How long a kernel's death by a signal waits for its manager to delete the connection file
+// (jupyter_client polls the process every 100 ms, then cleans up at once), and how often it
+// looks.
+constexpr std::int64_t kManagerCleanupWindowNs = 1'500'000'000;
+constexpr std::chrono::milliseconds kManagerCleanupPoll{50};
 
 // A kernel's connection file as the kernel names it, read inside its own root (a container's
 // file system, links resolved there).
@@ -206,7 +212,6 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
   if (it == kernels_.end()) return;
   Kernel& k = it->second;
   ended_.insert({pid, k.process.start_time});
-  const logging::LogFields fields({{"kernel_id", k.kernel_id}});
   // jupyter_client interrupts (SIGINT) every kernel it shuts down, before the request; a
   // kernel still starting has no handler for it yet and dies of it. Once started, ipykernel
   // turns SIGINT into KeyboardInterrupt, so a death by SIGINT is a manager's shutdown.
@@ -216,39 +221,107 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
       watch::death_was_requested(end, k.watch->shutdown_requested(), {}, at_ms)) {
     spdlog::info("kernel {} (pid {}) {} (requested); no report", k.kernel_id, pid,
                  end.status ? end.status->describe() : end.how_known);
-  } else {
-    if (k.notebook.empty()) name_notebook(k, true);
-    watch::ReportContext context;
-    context.end = &end;
-    context.at_ms = at_ms;
-    if (!end.status)
-      context.notes.push_back(
-          "the exit status of a kernel that is not the watchdog's child could not be known "
-          "here (" +
-          end.how_known +
-          "); under `kernel-watchdog run` (kernelspec wrap) it "
-          "always is");
-    if (!k.previous_death.empty())
-      context.notes.push_back(
-          "this kernel's previous process (same connection file) died "
-          "too: report " +
-          k.previous_death);
-    if (k.container) context.sections["kubernetes"] = kubernetes_section(k);
-    const auto written = watch::write_report(*k.watch, context, k.kernel_id, report_dir_for(k));
-    if (written.path) {
-      last_death_by_file_[file_key(k)] = written.path->stem().string();
-      ++reports_written_;
-    }
-    if (!written.path || written.in_fallback) ++report_write_failures_;
-    if (options_.all_users) print_report_line(written.document, written.path);
-    const std::pair<std::string, std::string> key{
-        diagnosis::ReportView(written.document).text("/diagnosis/cause").value_or("unknown"),
-        k.container ? k.container->namespace_name : std::string()};
-    ++deaths_by_cause_[key];
-    last_death_by_cause_[key] = {written.path ? written.path->stem().string() : std::string(),
-                                 k.notebook, k.container ? k.container->pod_name : std::string(),
-                                 static_cast<double>(at_ms) / 1000.0};
+    let_go(pid);
+    return;
   }
+  // A kernel that publishes no shutdown_reply (IRkernel answers on its control channel only,
+  // which the daemon cannot hear) and is slow to go gets jupyter_client's SIGTERM, then its
+  // SIGKILL; the daemon, outside the kernel's process group, sees neither signal sent. What it
+  // can see is the manager's clean-up: jupyter_client deletes the connection file as soon as the
+  // process is gone. A kernel that crashed, or that another killed, keeps its file (a restart
+  // reuses it). So a death by such a signal, or of unknown cause, waits a moment for that. (A
+  // client that cleans up at once after a death it did not cause, nbclient's after an OOM
+  // kill, is told apart by the report: one that names the OOM killer is kept.)
+  const bool killed_by_signal =
+      !end.status || (end.status->signaled && (watch::is_termination_signal(end.status->signal) ||
+                                               end.status->signal == SIGKILL));
+  struct stat st {};
+  if (!killed_by_signal || k.container || k.process.connection_file.empty() ||
+      ::lstat(k.process.connection_file.c_str(), &st) != 0) {
+    finish_death(pid, end, at_ms, false);
+    return;
+  }
+  const auto waited_until = util::steady_ns() + kManagerCleanupWindowNs;
+  // Not from inside the watch's own handler: the first look is on the loop's next pass.
+  loop_.after(std::chrono::milliseconds(0), [this, pid, end, at_ms, waited_until] {
+    wait_for_managers_cleanup(pid, end, at_ms, waited_until);
+  });
+}
+
+void Daemon::wait_for_managers_cleanup(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
+                                       std::int64_t until_ns) {
+  const auto it = kernels_.find(pid);
+  if (it == kernels_.end()) return;
+  struct stat st {};
+  if (::lstat(it->second.process.connection_file.c_str(), &st) != 0 && errno == ENOENT) {
+    finish_death(pid, end, at_ms, true);
+    return;
+  }
+  if (util::steady_ns() >= until_ns) {
+    finish_death(pid, end, at_ms, false);
+    return;
+  }
+  loop_.after(kManagerCleanupPoll, [this, pid, end, at_ms, until_ns] {
+    wait_for_managers_cleanup(pid, end, at_ms, until_ns);
+  });
+}
+
+void Daemon::finish_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
+                          bool file_went_with_it) {
+  auto it = kernels_.find(pid);
+  if (it == kernels_.end()) return;
+  Kernel& k = it->second;
+  const logging::LogFields fields({{"kernel_id", k.kernel_id}});
+  if (k.notebook.empty()) name_notebook(k, true);
+  watch::ReportContext context;
+  context.end = &end;
+  context.at_ms = at_ms;
+  if (!end.status)
+    context.notes.push_back(
+        "the exit status of a kernel that is not the watchdog's child could not be known "
+        "here (" +
+        end.how_known +
+        "); under `kernel-watchdog run` (kernelspec wrap) it "
+        "always is");
+  if (!k.previous_death.empty())
+    context.notes.push_back(
+        "this kernel's previous process (same connection file) died "
+        "too: report " +
+        k.previous_death);
+  if (k.container) context.sections["kubernetes"] = kubernetes_section(k);
+  std::function<bool(const nlohmann::json&)> wanted;
+  if (file_went_with_it)
+    wanted = [](const nlohmann::json& report) {
+      const auto cause = diagnosis::ReportView(report).text("/diagnosis/cause").value_or("");
+      return cause == "oom_killed_system" || cause == "oom_killed_cgroup";
+    };
+  const auto written =
+      watch::write_report(*k.watch, context, k.kernel_id, report_dir_for(k), wanted);
+  if (written.not_wanted) {
+    spdlog::info(
+        "kernel {} (pid {}) {} (stopped by its manager: its connection file went with "
+        "it); no report",
+        k.kernel_id, pid, end.status ? end.status->describe() : end.how_known);
+    let_go(pid);
+    return;
+  }
+  if (written.path) {
+    last_death_by_file_[file_key(k)] = written.path->stem().string();
+    ++reports_written_;
+  }
+  if (!written.path || written.in_fallback) ++report_write_failures_;
+  if (options_.all_users) print_report_line(written.document, written.path);
+  const std::pair<std::string, std::string> key{
+      diagnosis::ReportView(written.document).text("/diagnosis/cause").value_or("unknown"),
+      k.container ? k.container->namespace_name : std::string()};
+  ++deaths_by_cause_[key];
+  last_death_by_cause_[key] = {written.path ? written.path->stem().string() : std::string(),
+                               k.notebook, k.container ? k.container->pod_name : std::string(),
+                               static_cast<double>(at_ms) / 1000.0};
+  let_go(pid);
+}
+
+void Daemon::let_go(pid_t pid) {
   // Not from inside the watch's own handler: it is destroyed on the loop's next pass. The
   // metrics are published then, at once: the dead kernel's gauges (an RSS of 0, its last time
   // to a limit) would otherwise stand until the next publication.

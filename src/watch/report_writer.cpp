@@ -63,7 +63,8 @@ bool first_trouble_with(const std::filesystem::path& report_dir) {
 }
 
 WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
-                           const std::string& report_dir) {
+                           const std::string& report_dir,
+                           const std::function<bool(const nlohmann::json&)>& wanted) {
   WrittenReport out;
   const ProcessEnd* end = context.end;
   const std::string id = report::make_report_id(context.at_ms, kernel_id, watch.pid());
@@ -77,6 +78,10 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
   } catch (const std::exception& e) {  // build_report says it never throws; fail open anyway
     spdlog::error("kernel {} {}; no {} report could be built: {}", watch.pid(), what, kind,
                   e.what());
+    return out;
+  }
+  if (wanted && !wanted(out.document)) {
+    out.not_wanted = true;
     return out;
   }
   std::string cap_problem;

@@ -226,8 +226,9 @@ def test_a_cgroup_oom_kill_is_named_with_advice_for_the_language(world, name):
 
 # --- under the daemon ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(KERNELS))
-def test_the_daemon_finds_the_kernel_reports_its_death_and_not_a_clean_shutdown(world, name):
+def start_daemon(world):
+    """The daemon over the world's runtime dir, and a function that waits until it watches a
+    kernel."""
     socket_path = world["tmp"] / "d.sock"
     daemon = subprocess.Popen(
         [KWD_BINARY, "daemon", "--runtime-dir", str(world["runtime"]), "--report-dir",
@@ -246,6 +247,22 @@ def test_the_daemon_finds_the_kernel_reports_its_death_and_not_a_clean_shutdown(
             assert daemon.poll() is None and time.monotonic() < deadline, rows
             time.sleep(0.1)
 
+    return daemon, watched
+
+
+def wait_for_a_report(reports):
+    deadline = time.monotonic() + 15
+    while not load_reports(reports):
+        assert time.monotonic() < deadline, "no report from the daemon"
+        time.sleep(0.1)
+    # A second report, were one due, would be in by now (the daemon waits 1.5 s at most for a
+    # manager's clean-up before it reports a death by a signal).
+    time.sleep(2)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_the_daemon_finds_the_kernel_reports_its_death_and_not_a_clean_shutdown(world, name):
+    daemon, watched = start_daemon(world)
     try:
         # One shut down as a front end does: no report.
         calm = world["start"](name)
@@ -258,15 +275,12 @@ def test_the_daemon_finds_the_kernel_reports_its_death_and_not_a_clean_shutdown(
         reply, _ = k.execute(KERNELS[name]["cell"])
         assert reply["status"] == "ok"
         k.execute_until_death(KERNELS[name]["crash"])
-        deadline = time.monotonic() + 15
-        while not load_reports(world["reports"]):
-            assert time.monotonic() < deadline, "no report from the daemon"
-            time.sleep(0.1)
-        time.sleep(0.5)  # a report of the clean shutdown, were there one, would be in by now
+        wait_for_a_report(world["reports"])
         report = only_report(world["reports"])
     finally:
         daemon.send_signal(signal.SIGTERM)
         log = daemon.communicate(timeout=10)[0]
+        print(log)  # pytest shows it when the test fails
     assert report["watchdog"]["mode"] == "daemon", log
     assert report["kernel"]["kernel_id"] in k.km.connection_file
     d = report["diagnosis"]
@@ -280,6 +294,38 @@ def test_the_daemon_finds_the_kernel_reports_its_death_and_not_a_clean_shutdown(
     assert KERNELS[name]["crash_marker"] in report["execution"]["cell_in_flight"]["code"]
     assert report["fingerprint"]["language"] == KERNELS[name]["language"]
     assert_advice_fits(report, KERNELS[name]["language"])
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_the_daemon_takes_a_managers_kill_for_a_shutdown_and_an_outsiders_for_a_death(world,
+                                                                                     name):
+    """jupyter_client kills a kernel that is slow to stop (SIGTERM, then SIGKILL), or at once
+    (shutdown_kernel(now=True)); IRkernel publishes no shutdown_reply, and the daemon, outside
+    the kernel's process group, sees no signal sent. The manager deleting the connection file
+    with the process is what tells it from a kill by anyone else, which is a death to report."""
+    daemon, watched = start_daemon(world)
+    try:
+        stopped = world["start"](name)
+        watched(stopped)
+        reply, _ = stopped.execute(KERNELS[name]["cell"])
+        assert reply["status"] == "ok"
+        stopped.km.shutdown_kernel(now=True)
+        assert not pathlib.Path(stopped.km.connection_file).exists()
+        killed = world["start"](name)
+        watched(killed)
+        reply, _ = killed.execute(KERNELS[name]["cell"])
+        assert reply["status"] == "ok"
+        os.kill(killed.launcher_pid, signal.SIGKILL)
+        killed.wait_for_death()
+        wait_for_a_report(world["reports"])
+        report = only_report(world["reports"])
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        log = daemon.communicate(timeout=10)[0]
+        print(log)  # pytest shows it when the test fails
+    assert report["kernel"]["kernel_id"] in killed.km.connection_file, log
+    assert report["termination"]["signal_name"] == "SIGKILL", report["termination"]
+    assert "stopped by its manager: its connection file went with it" in log, log
 
 
 # --- under smoke -----------------------------------------------------------------------------

@@ -504,3 +504,33 @@ def test_alerts_and_panels_on_a_real_prometheus_before_and_after_an_oom_kill(wor
         if d:
             d.stop()
         cgroup.remove()
+
+
+def test_an_oom_kill_is_reported_when_the_client_cleans_up_at_once(world):
+    """nbclient (papermill, nbconvert) shuts its kernel manager down as soon as it finds the
+    kernel dead, and the connection file goes with it. The daemon takes a death by SIGKILL
+    followed by that clean-up for the manager's own kill (no report); one that the OOM killer
+    made is reported all the same."""
+    cgroup = MemoryCgroup(f"kwd-oom-cleanup-test-{os.getpid()}", LIMIT)
+    d = k = None
+    try:
+        d = Daemon(world)
+        k = Watched(limited_kernelspec(world, cgroup), dict(os.environ))
+        d.kernel(k.km.connection_file)
+        k.execute("x = 1")
+        k.kc.execute("held = b'x' * (1 << 30)")
+        k.wait_for_death(timeout=30)
+        k.km.shutdown_kernel(now=True)
+        assert not pathlib.Path(k.km.connection_file).exists()
+        deadline = time.monotonic() + 20
+        while not (mine := [r for r in load_reports(world["reports"])
+                            if r["kernel"]["kernel_id"] == kernel_id(k)]):
+            assert time.monotonic() < deadline, d.stop()
+            time.sleep(0.1)
+        assert mine[0]["diagnosis"]["cause"] == "oom_killed_cgroup", mine[0]["diagnosis"]
+    finally:
+        if k:
+            k.close()
+        if d:
+            d.stop()
+        cgroup.remove()

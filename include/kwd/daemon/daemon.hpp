@@ -121,6 +121,16 @@ class Daemon {
   // Watching (daemon_watching.cpp): one kernel's Watch, and its death or hang reported.
   void start_watching(const KernelProcess& process);
   void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
+  // A death by a signal that the kernel's manager may have sent: no report if the manager
+  // deletes the connection file before `until_ns` (steady clock).
+  void wait_for_managers_cleanup(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
+                                 std::int64_t until_ns);
+  // The death's report; where the manager deleted the connection file with the process
+  // (`file_went_with_it`), only if the OOM killer is named there. The kernel's watch is let go.
+  void finish_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
+                    bool file_went_with_it);
+  // The kernel's watch dropped, on the loop's next pass.
+  void let_go(pid_t pid);
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);
   // The ZeroMQ context for a kernel's sockets: the daemon's, or for a kernel in another
   // network namespace (a pod's) one whose I/O thread lives there, shared by that pod's kernels.
