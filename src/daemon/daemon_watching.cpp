@@ -212,6 +212,7 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
   if (it == kernels_.end()) return;
   Kernel& k = it->second;
   ended_.insert({pid, k.process.start_time});
+  const logging::LogFields fields({{"kernel_id", k.kernel_id}});
   // jupyter_client interrupts (SIGINT) every kernel it shuts down, before the request; a
   // kernel still starting has no handler for it yet and dies of it. Once started, ipykernel
   // turns SIGINT into KeyboardInterrupt, so a death by SIGINT is a manager's shutdown.
@@ -224,55 +225,69 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
     let_go(pid);
     return;
   }
+  if (k.notebook.empty()) name_notebook(k, true);
   // A kernel that publishes no shutdown_reply (IRkernel answers on its control channel only,
   // which the daemon cannot hear) and is slow to go gets jupyter_client's SIGTERM, then its
   // SIGKILL; the daemon, outside the kernel's process group, sees neither signal sent. What it
   // can see is the manager's clean-up: jupyter_client deletes the connection file as soon as the
   // process is gone. A kernel that crashed, or that another killed, keeps its file (a restart
-  // reuses it). So a death by such a signal, or of unknown cause, waits a moment for that. (A
-  // client that cleans up at once after a death it did not cause, nbclient's after an OOM
-  // kill, is told apart by the report: one that names the OOM killer is kept.)
+  // reuses it). So the report of a death by such a signal, or of unknown cause, is built at
+  // once and waits a moment for that. One that names the OOM killer is stored at once: nbclient
+  // also cleans up at once, after an OOM kill it did not cause.
   const bool killed_by_signal =
       !end.status || (end.status->signaled && (watch::is_termination_signal(end.status->signal) ||
                                                end.status->signal == SIGKILL));
-  struct stat st {};
-  if (!killed_by_signal || k.container || k.process.connection_file.empty() ||
-      ::lstat(k.process.connection_file.c_str(), &st) != 0) {
-    finish_death(pid, end, at_ms, false);
+  // A file already gone when the death was first seen went before it (a launcher that deletes
+  // it once the kernel has read it): no sign of a manager's clean-up.
+  if (!killed_by_signal || k.container || !k.watch->connection_file_at_death().value_or(false)) {
+    store_death(pid, end, at_ms, std::nullopt);
     return;
   }
-  const auto waited_until = util::steady_ns() + kManagerCleanupWindowNs;
+  auto report = watch::build_report(*k.watch, death_context(k, end, at_ms), k.kernel_id);
+  if (!report) {
+    let_go(pid);
+    return;
+  }
+  const auto cause = diagnosis::ReportView(*report).text("/diagnosis/cause").value_or("");
+  if (cause == "oom_killed_system" || cause == "oom_killed_cgroup") {
+    store_death(pid, end, at_ms, std::move(report));
+    return;
+  }
+  k.pending_death = Kernel::PendingDeath{end, at_ms, util::steady_ns() + kManagerCleanupWindowNs,
+                                         std::move(*report)};
   // Not from inside the watch's own handler: the first look is on the loop's next pass.
-  loop_.after(std::chrono::milliseconds(0), [this, pid, end, at_ms, waited_until] {
-    wait_for_managers_cleanup(pid, end, at_ms, waited_until);
-  });
+  loop_.after(std::chrono::milliseconds(0), [this, pid] { wait_for_managers_cleanup(pid); });
 }
 
-void Daemon::wait_for_managers_cleanup(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
-                                       std::int64_t until_ns) {
+void Daemon::wait_for_managers_cleanup(pid_t pid) {
   const auto it = kernels_.find(pid);
-  if (it == kernels_.end()) return;
+  if (it == kernels_.end() || !it->second.pending_death) return;
+  Kernel& k = it->second;
+  auto& pending = *k.pending_death;
   struct stat st {};
-  if (::lstat(it->second.process.connection_file.c_str(), &st) != 0 && errno == ENOENT) {
-    finish_death(pid, end, at_ms, true);
+  if (::lstat(k.process.connection_file.c_str(), &st) != 0 && errno == ENOENT) {
+    const logging::LogFields fields({{"kernel_id", k.kernel_id}});
+    spdlog::info(
+        "kernel {} (pid {}) {} (stopped by its manager: its connection file went with it); no "
+        "report",
+        k.kernel_id, pid,
+        pending.end.status ? pending.end.status->describe() : pending.end.how_known);
+    let_go(pid);
     return;
   }
-  if (util::steady_ns() >= until_ns) {
-    finish_death(pid, end, at_ms, false);
+  if (util::steady_ns() >= pending.until_ns) {
+    auto report = std::move(pending.report);
+    const watch::ProcessEnd end = pending.end;
+    const std::int64_t at_ms = pending.at_ms;
+    k.pending_death.reset();
+    store_death(pid, end, at_ms, std::move(report));
     return;
   }
-  loop_.after(kManagerCleanupPoll, [this, pid, end, at_ms, until_ns] {
-    wait_for_managers_cleanup(pid, end, at_ms, until_ns);
-  });
+  loop_.after(kManagerCleanupPoll, [this, pid] { wait_for_managers_cleanup(pid); });
 }
 
-void Daemon::finish_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
-                          bool file_went_with_it) {
-  auto it = kernels_.find(pid);
-  if (it == kernels_.end()) return;
-  Kernel& k = it->second;
-  const logging::LogFields fields({{"kernel_id", k.kernel_id}});
-  if (k.notebook.empty()) name_notebook(k, true);
+watch::ReportContext Daemon::death_context(const Kernel& k, const watch::ProcessEnd& end,
+                                           std::int64_t at_ms) const {
   watch::ReportContext context;
   context.end = &end;
   context.at_ms = at_ms;
@@ -289,22 +304,20 @@ void Daemon::finish_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t 
         "too: report " +
         k.previous_death);
   if (k.container) context.sections["kubernetes"] = kubernetes_section(k);
-  std::function<bool(const nlohmann::json&)> wanted;
-  if (file_went_with_it)
-    wanted = [](const nlohmann::json& report) {
-      const auto cause = diagnosis::ReportView(report).text("/diagnosis/cause").value_or("");
-      return cause == "oom_killed_system" || cause == "oom_killed_cgroup";
-    };
-  const auto written =
-      watch::write_report(*k.watch, context, k.kernel_id, report_dir_for(k), wanted);
-  if (written.not_wanted) {
-    spdlog::info(
-        "kernel {} (pid {}) {} (stopped by its manager: its connection file went with "
-        "it); no report",
-        k.kernel_id, pid, end.status ? end.status->describe() : end.how_known);
-    let_go(pid);
-    return;
-  }
+  return context;
+}
+
+void Daemon::store_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
+                         std::optional<nlohmann::json> report) {
+  auto it = kernels_.find(pid);
+  if (it == kernels_.end()) return;
+  Kernel& k = it->second;
+  const logging::LogFields fields({{"kernel_id", k.kernel_id}});
+  const auto context = death_context(k, end, at_ms);
+  const auto written = report
+                           ? watch::store_report(*k.watch, std::move(*report), context, k.kernel_id,
+                                                 report_dir_for(k))
+                           : watch::write_report(*k.watch, context, k.kernel_id, report_dir_for(k));
   if (written.path) {
     last_death_by_file_[file_key(k)] = written.path->stem().string();
     ++reports_written_;

@@ -62,28 +62,51 @@ bool first_trouble_with(const std::filesystem::path& report_dir) {
   return said.insert(report_dir.lexically_normal().string()).second;
 }
 
-WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
-                           const std::string& report_dir,
-                           const std::function<bool(const nlohmann::json&)>& wanted) {
-  WrittenReport out;
+namespace {
+
+std::string what_happened(const ReportContext& context) {
   const ProcessEnd* end = context.end;
+  return end == nullptr ? "stopped answering heartbeats"
+         : end->status  ? end->status->describe()
+                        : "ended (" + end->how_known + ")";
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> build_report(Watch& watch, const ReportContext& context,
+                                           const std::string& kernel_id) {
   const std::string id = report::make_report_id(context.at_ms, kernel_id, watch.pid());
-  const std::string what = end == nullptr ? "stopped answering heartbeats"
-                           : end->status  ? end->status->describe()
-                                          : "ended (" + end->how_known + ")";
-  const char* kind = end != nullptr ? "crash" : "hang";
-  const std::int64_t build_start_ns = util::steady_ns();
   try {
-    out.document = watch.build_report(context, id);
+    return watch.build_report(context, id);
   } catch (const std::exception& e) {  // build_report says it never throws; fail open anyway
-    spdlog::error("kernel {} {}; no {} report could be built: {}", watch.pid(), what, kind,
-                  e.what());
-    return out;
+    spdlog::error("kernel {} {}; no {} report could be built: {}", watch.pid(),
+                  what_happened(context), context.end != nullptr ? "crash" : "hang", e.what());
+    return std::nullopt;
   }
-  if (wanted && !wanted(out.document)) {
-    out.not_wanted = true;
-    return out;
-  }
+}
+
+WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
+                           const std::string& report_dir) {
+  const std::int64_t build_start_ns = util::steady_ns();
+  auto document = build_report(watch, context, kernel_id);
+  if (!document) return {};
+  spdlog::debug("report of kernel {}: built in {} us", watch.pid(),
+                (util::steady_ns() - build_start_ns) / 1000);
+  return store_report(watch, std::move(*document), context, kernel_id, report_dir);
+}
+
+WrittenReport store_report(const Watch& watch, nlohmann::json document,
+                           const ReportContext& context, const std::string& kernel_id,
+                           const std::string& report_dir) {
+  WrittenReport out;
+  out.document = std::move(document);
+  // The id the document was built with (it carries a random part): the file is named by it.
+  const auto built_id = out.document.find("id");
+  const std::string id = built_id != out.document.end() && built_id->is_string()
+                             ? built_id->get<std::string>()
+                             : report::make_report_id(context.at_ms, kernel_id, watch.pid());
+  const std::string what = what_happened(context);
+  const char* kind = context.end != nullptr ? "crash" : "hang";
   std::string cap_problem;
   const auto limits = report::StoreLimits::from_environment(&cap_problem);
   static bool cap_problem_said = false;
@@ -94,8 +117,7 @@ WrittenReport write_report(Watch& watch, const ReportContext& context, const std
     const std::int64_t write_start_ns = util::steady_ns();
     out.path = primary.write(id, report::to_text(out.document));
     // Where the milliseconds between a death and its report go (bench/death_bench.py).
-    spdlog::debug("report of kernel {}: built in {} us, written in {} us", watch.pid(),
-                  (write_start_ns - build_start_ns) / 1000,
+    spdlog::debug("report of kernel {}: written in {} us", watch.pid(),
                   (util::steady_ns() - write_start_ns) / 1000);
     const logging::LogFields fields(report_fields(kernel_id, out.document, *out.path));
     spdlog::warn("kernel {} {}{}; {} report: {}", watch.pid(), what, verdict(out.document), kind,

@@ -1,6 +1,7 @@
 #include "kwd/watch/watch.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -196,10 +197,17 @@ void Watch::on_sample_tick() {
   if (listener_) listener_->on_memory_sample(sample);
 }
 
+void Watch::note_connection_file() {
+  if (connection_file_at_death_ || options_.connection_file.empty()) return;
+  struct stat st {};
+  connection_file_at_death_ = ::lstat(options_.connection_file.c_str(), &st) == 0;
+}
+
 void Watch::on_death_fd() {
   // A pidfd stays readable once the process is gone: look once, then on a short timer while
   // its status is not yet known (the parent has not reaped it).
   loop_.unwatch_fd(death_->fd());
+  note_connection_file();
   check_death();
   if (!dead_)
     death_retry_timer_ = loop_.every(std::chrono::milliseconds(5), [this] { check_death(); });
@@ -209,6 +217,7 @@ void Watch::check_death() {
   if (dead_) return;
   const auto end = death_->check();
   if (!end) return;
+  note_connection_file();
   dead_ = true;
   if (death_retry_timer_) {
     loop_.cancel(*death_retry_timer_);

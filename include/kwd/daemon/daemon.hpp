@@ -101,6 +101,15 @@ class Daemon {
     std::optional<ContainerIdentity> container;  // in a pod's container (all_users)
     std::optional<std::int64_t> container_oom_kills_at_start;
     std::unique_ptr<watch::Watch> watch;
+    // A death by a signal its manager may have sent: its report, built at the death, is kept
+    // until `until_ns` (steady clock) unless the connection file goes first.
+    struct PendingDeath {
+      watch::ProcessEnd end;
+      std::int64_t at_ms = 0;
+      std::int64_t until_ns = 0;
+      nlohmann::json report;
+    };
+    std::optional<PendingDeath> pending_death;
   };
 
   // Discovery (daemon_discovery.cpp): which processes are kernels for us to watch.
@@ -121,14 +130,15 @@ class Daemon {
   // Watching (daemon_watching.cpp): one kernel's Watch, and its death or hang reported.
   void start_watching(const KernelProcess& process);
   void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
-  // A death by a signal that the kernel's manager may have sent: no report if the manager
-  // deletes the connection file before `until_ns` (steady clock).
-  void wait_for_managers_cleanup(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
-                                 std::int64_t until_ns);
-  // The death's report; where the manager deleted the connection file with the process
-  // (`file_went_with_it`), only if the OOM killer is named there. The kernel's watch is let go.
-  void finish_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
-                    bool file_went_with_it);
+  // A pending death's report stored once its time is up, or dropped if the manager deleted
+  // the connection file before.
+  void wait_for_managers_cleanup(pid_t pid);
+  // What a death's report is told besides the watch's facts.
+  watch::ReportContext death_context(const Kernel& k, const watch::ProcessEnd& end,
+                                     std::int64_t at_ms) const;
+  // The death's report stored (built now when `report` is null), counted and the kernel let go.
+  void store_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms,
+                   std::optional<nlohmann::json> report);
   // The kernel's watch dropped, on the loop's next pass.
   void let_go(pid_t pid);
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <filesystem>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -12,18 +11,23 @@ namespace kwd::watch {
 
 struct WrittenReport {
   nlohmann::json document;
-  std::optional<std::filesystem::path> path;  // nullopt: nowhere could take it, or not wanted
+  std::optional<std::filesystem::path> path;  // nullopt: nowhere could take it
   bool in_fallback = false;  // the report store could not take it; the fallback store did
-  bool not_wanted = false;   // built, and turned down by `wanted`
 };
 
 // Builds the crash (context.end set) or hang (context.end null) report of a watched kernel
 // and stores it in `report_dir` (empty: the configured store), falling back to the private
-// temporary store when that cannot be written; logs where it went. `wanted`, when given, sees
-// the built document first and may turn it down (nothing stored, nothing logged). Never throws.
+// temporary store when that cannot be written; logs where it went. Never throws.
 WrittenReport write_report(Watch& watch, const ReportContext& context, const std::string& kernel_id,
-                           const std::string& report_dir,
-                           const std::function<bool(const nlohmann::json&)>& wanted = {});
+                           const std::string& report_dir);
+
+// The two halves of write_report, for a front end that decides on the built report whether
+// and when to store it. nullopt: it could not be built (logged). Neither throws.
+std::optional<nlohmann::json> build_report(Watch& watch, const ReportContext& context,
+                                           const std::string& kernel_id);
+WrittenReport store_report(const Watch& watch, nlohmann::json document,
+                           const ReportContext& context, const std::string& kernel_id,
+                           const std::string& report_dir);
 
 // True the first time a report directory is found unusable in this process (at start or at a
 // death), so that the trouble is said in one line, not again at every report.

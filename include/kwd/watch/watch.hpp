@@ -119,6 +119,11 @@ class Watch {
 
   [[nodiscard]] pid_t pid() const { return options_.kernel_pid; }
   [[nodiscard]] bool shutdown_requested() const;
+  // Whether the connection file was still there when the death was first seen (nullopt: no
+  // file, or no death yet). A manager that stops a kernel deletes it only after that.
+  [[nodiscard]] std::optional<bool> connection_file_at_death() const {
+    return connection_file_at_death_;
+  }
   [[nodiscard]] std::int64_t started_at_ms() const { return started_at_ms_; }
   [[nodiscard]] std::int64_t kernel_started_at_ms() const {
     return options_.kernel_started_at_ms.value_or(started_at_ms_);
@@ -144,6 +149,8 @@ class Watch {
   void on_sample_timer();
   [[nodiscard]] bool needs_full_rate(std::int64_t now_ms) const;
   void on_death_fd();
+  // Records connection_file_at_death_, once, at the first sign of the death.
+  void note_connection_file();
   void finish(const ProcessEnd& end);
 
   loop::EventLoop& loop_;
@@ -162,6 +169,7 @@ class Watch {
   std::int64_t rss_moved_at_ms_ = 0;
   bool started_ = false;
   bool dead_ = false;
+  std::optional<bool> connection_file_at_death_;
   std::optional<loop::EventLoop::TimerId> sample_timer_;
   std::optional<loop::EventLoop::TimerId> death_retry_timer_;
   // IOPub + heartbeat; declared last (it unregisters from the loop when destroyed).
