@@ -25,9 +25,9 @@ TEST_CASE("the history keeps seconds and peaks, merged field by field") {
   CHECK(durations == Durations{{"a.ipynb", 1.5}, {"b.ipynb", 3.25}});
   // What is on disk is the documented second format.
   std::ifstream in(file);
-  const auto json = nlohmann::json::parse(in);
-  CHECK(json["kernel-watchdog-history"] == 2);
-  CHECK(json["notebooks"]["a.ipynb"]["peak_rss"] == 700 << 20);
+  const auto on_disk = nlohmann::json::parse(in);
+  CHECK(on_disk["kernel-watchdog-history"] == 2);
+  CHECK(on_disk["notebooks"]["a.ipynb"]["peak_rss"] == 700 << 20);
 }
 
 TEST_CASE("a durations file of the first format still reads, and is written in the new one") {
