@@ -166,6 +166,13 @@ int Daemon::run() {
     return 1;
   }
   notify_service("STOPPING=1");
+  // A death whose report waited for a manager's clean-up is reported now: the daemon can wait
+  // no longer, and what it knows is a death.
+  std::vector<pid_t> pending;
+  for (const auto& [pid, kernel] : kernels_)
+    if (kernel.pending_death) pending.push_back(pid);
+  for (const pid_t pid : pending)
+    store_pending_death(pid);
   // A daemon that is gone watches nothing: no stale file for the collector to keep showing.
   if (!options_.metrics_textfile.empty()) {
     std::error_code ignored;

@@ -244,8 +244,8 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
     return;
   }
   auto report = watch::build_report(*k.watch, death_context(k, end, at_ms), k.kernel_id);
-  if (!report) {
-    let_go(pid);
+  if (!report) {  // logged; one more try, counted as a failure if it fails again
+    store_death(pid, end, at_ms, std::nullopt);
     return;
   }
   const auto cause = diagnosis::ReportView(*report).text("/diagnosis/cause").value_or("");
@@ -253,6 +253,9 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
     store_death(pid, end, at_ms, std::move(report));
     return;
   }
+  spdlog::info("kernel {} (pid {}) {}: its report waits up to {} ms for its manager's clean-up",
+               k.kernel_id, pid, end.status ? end.status->describe() : end.how_known,
+               kManagerCleanupWindowNs / 1'000'000);
   k.pending_death = Kernel::PendingDeath{end, at_ms, util::steady_ns() + kManagerCleanupWindowNs,
                                          std::move(*report)};
   // Not from inside the watch's own handler: the first look is on the loop's next pass.
@@ -276,14 +279,18 @@ void Daemon::wait_for_managers_cleanup(pid_t pid) {
     return;
   }
   if (util::steady_ns() >= pending.until_ns) {
-    auto report = std::move(pending.report);
-    const watch::ProcessEnd end = pending.end;
-    const std::int64_t at_ms = pending.at_ms;
-    k.pending_death.reset();
-    store_death(pid, end, at_ms, std::move(report));
+    store_pending_death(pid);
     return;
   }
   loop_.after(kManagerCleanupPoll, [this, pid] { wait_for_managers_cleanup(pid); });
+}
+
+void Daemon::store_pending_death(pid_t pid) {
+  const auto it = kernels_.find(pid);
+  if (it == kernels_.end() || !it->second.pending_death) return;
+  auto pending = std::move(*it->second.pending_death);
+  it->second.pending_death.reset();
+  store_death(pid, pending.end, pending.at_ms, std::move(pending.report));
 }
 
 watch::ReportContext Daemon::death_context(const Kernel& k, const watch::ProcessEnd& end,

@@ -13,6 +13,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import nbformat
@@ -330,6 +331,30 @@ def test_the_daemon_takes_a_managers_kill_for_a_shutdown_and_an_outsiders_for_a_
     stopped_pid = re.search(r"watching kernel \S+ \(pid (\d+)", log).group(1)
     assert re.search(rf"\(pid {stopped_pid}\) .*\((stopped by its manager: its connection file "
                      rf"went with it|requested)\); no report", log), log
+
+
+def test_a_death_whose_report_waits_is_reported_when_the_daemon_stops(world):
+    """A death by SIGKILL waits for the manager's clean-up before its report; a daemon stopped
+    meanwhile reports it on its way out."""
+    daemon, watched = start_daemon(world)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(daemon.stdout), daemon=True)
+    reader.start()
+    try:
+        killed = world["start"]("ir")
+        watched(killed)
+        os.kill(killed.launcher_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while not any("waits up to" in line for line in lines):
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.02)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=10)
+        reader.join(timeout=10)
+    report = only_report(world["reports"])
+    assert report["termination"]["signal_name"] == "SIGKILL", "".join(lines)
+    assert report["kernel"]["kernel_id"] in killed.km.connection_file
 
 
 # --- under smoke -----------------------------------------------------------------------------

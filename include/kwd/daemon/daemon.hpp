@@ -133,6 +133,8 @@ class Daemon {
   // A pending death's report stored once its time is up, or dropped if the manager deleted
   // the connection file before.
   void wait_for_managers_cleanup(pid_t pid);
+  // A pending death's report stored now (its time is up, or the daemon stops).
+  void store_pending_death(pid_t pid);
   // What a death's report is told besides the watch's facts.
   watch::ReportContext death_context(const Kernel& k, const watch::ProcessEnd& end,
                                      std::int64_t at_ms) const;
