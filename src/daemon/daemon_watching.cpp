@@ -12,6 +12,7 @@
 #include "kwd/daemon/daemon.hpp"
 #include "kwd/daemon/kernel_name.hpp"
 #include "kwd/daemon/report_line.hpp"
+#include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/logging/log_fields.hpp"
 #include "kwd/platform/namespaces.hpp"
@@ -248,8 +249,8 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
     store_death(pid, end, at_ms, std::nullopt);
     return;
   }
-  const auto cause = diagnosis::ReportView(*report).text("/diagnosis/cause").value_or("");
-  if (cause == "oom_killed_system" || cause == "oom_killed_cgroup") {
+  if (diagnosis::is_oom_kill(
+          diagnosis::ReportView(*report).text("/diagnosis/cause").value_or(""))) {
     store_death(pid, end, at_ms, std::move(report));
     return;
   }

@@ -63,6 +63,11 @@ const Cause* find_cause(std::string_view id) {
   return nullptr;
 }
 
+bool is_oom_kill(std::string_view cause_id) {
+  return cause_id == cause(CauseId::oom_killed_cgroup).id ||
+         cause_id == cause(CauseId::oom_killed_system).id;
+}
+
 std::string_view severity_name(Severity severity) {
   return severity == Severity::error ? "error" : "warning";
 }

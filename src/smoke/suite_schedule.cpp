@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "kwd/diagnosis/causes.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -14,8 +15,7 @@ namespace {
 
 // Killed by the OOM killer, of a cgroup's limit or of the whole machine's memory.
 bool oom_killed(const NotebookResult& result) {
-  return result.outcome == Outcome::died &&
-         (result.cause == "oom_killed_cgroup" || result.cause == "oom_killed_system");
+  return result.outcome == Outcome::died && diagnosis::is_oom_kill(result.cause);
 }
 
 void say(const std::string& line) {

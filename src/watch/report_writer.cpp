@@ -16,6 +16,14 @@
 namespace kwd::watch {
 namespace {
 
+// "killed by SIGSEGV", "stopped answering heartbeats": what the log line says happened.
+std::string what_happened(const ReportContext& context) {
+  const ProcessEnd* end = context.end;
+  return end == nullptr ? "stopped answering heartbeats"
+         : end->status  ? end->status->describe()
+                        : "ended (" + end->how_known + ")";
+}
+
 std::string diagnosis_text(const nlohmann::json& report, const char* field) {
   const auto d = report.find("diagnosis");
   if (d == report.end() || !d->is_object()) return "";
@@ -61,17 +69,6 @@ bool first_trouble_with(const std::filesystem::path& report_dir) {
   const std::lock_guard lock(mutex);
   return said.insert(report_dir.lexically_normal().string()).second;
 }
-
-namespace {
-
-std::string what_happened(const ReportContext& context) {
-  const ProcessEnd* end = context.end;
-  return end == nullptr ? "stopped answering heartbeats"
-         : end->status  ? end->status->describe()
-                        : "ended (" + end->how_known + ")";
-}
-
-}  // namespace
 
 std::optional<nlohmann::json> build_report(Watch& watch, const ReportContext& context,
                                            const std::string& kernel_id) {

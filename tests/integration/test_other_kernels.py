@@ -251,6 +251,23 @@ def start_daemon(world):
     return daemon, watched
 
 
+def stop_daemon(daemon):
+    """Stops the daemon; returns its log, also printed (pytest shows it when the test fails)."""
+    daemon.send_signal(signal.SIGTERM)
+    log = daemon.communicate(timeout=10)[0]
+    print(log)
+    return log
+
+
+def a_watched_kernel_that_ran_a_cell(world, watched, name):
+    """A kernel the daemon watches, once it has run the language's plain cell."""
+    k = world["start"](name)
+    watched(k)
+    reply, _ = k.execute(KERNELS[name]["cell"])
+    assert reply["status"] == "ok"
+    return k
+
+
 def wait_for_a_report(reports):
     deadline = time.monotonic() + 15
     while not load_reports(reports):
@@ -266,22 +283,14 @@ def test_the_daemon_finds_the_kernel_reports_its_death_and_not_a_clean_shutdown(
     daemon, watched = start_daemon(world)
     try:
         # One shut down as a front end does: no report.
-        calm = world["start"](name)
-        watched(calm)
-        reply, _ = calm.execute(KERNELS[name]["cell"])
-        assert reply["status"] == "ok"
+        calm = a_watched_kernel_that_ran_a_cell(world, watched, name)
         calm.km.shutdown_kernel()
-        k = world["start"](name)
-        watched(k)
-        reply, _ = k.execute(KERNELS[name]["cell"])
-        assert reply["status"] == "ok"
+        k = a_watched_kernel_that_ran_a_cell(world, watched, name)
         k.execute_until_death(KERNELS[name]["crash"])
         wait_for_a_report(world["reports"])
         report = only_report(world["reports"])
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        log = daemon.communicate(timeout=10)[0]
-        print(log)  # pytest shows it when the test fails
+        log = stop_daemon(daemon)
     assert report["watchdog"]["mode"] == "daemon", log
     assert report["kernel"]["kernel_id"] in k.km.connection_file
     d = report["diagnosis"]
@@ -306,24 +315,16 @@ def test_the_daemon_takes_a_managers_kill_for_a_shutdown_and_an_outsiders_for_a_
     with the process is what tells it from a kill by anyone else, which is a death to report."""
     daemon, watched = start_daemon(world)
     try:
-        stopped = world["start"](name)
-        watched(stopped)
-        reply, _ = stopped.execute(KERNELS[name]["cell"])
-        assert reply["status"] == "ok"
+        stopped = a_watched_kernel_that_ran_a_cell(world, watched, name)
         stopped.km.shutdown_kernel(now=True)
         assert not pathlib.Path(stopped.km.connection_file).exists()
-        killed = world["start"](name)
-        watched(killed)
-        reply, _ = killed.execute(KERNELS[name]["cell"])
-        assert reply["status"] == "ok"
+        killed = a_watched_kernel_that_ran_a_cell(world, watched, name)
         os.kill(killed.launcher_pid, signal.SIGKILL)
         killed.wait_for_death()
         wait_for_a_report(world["reports"])
         report = only_report(world["reports"])
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        log = daemon.communicate(timeout=10)[0]
-        print(log)  # pytest shows it when the test fails
+        log = stop_daemon(daemon)
     assert report["kernel"]["kernel_id"] in killed.km.connection_file, log
     assert report["termination"]["signal_name"] == "SIGKILL", report["termination"]
     # The stopped kernel ended without a report: by its manager's signal, or of itself (an

@@ -51,6 +51,8 @@ const Cause& cause(CauseId which);
 // The cause with this report id, or nullptr (a report from another writer may name one we
 // do not know).
 const Cause* find_cause(std::string_view id);
+// Whether a report's cause id is the OOM killer's (a cgroup's limit or the whole machine's).
+bool is_oom_kill(std::string_view cause_id);
 std::string_view severity_name(Severity severity);
 
 }  // namespace kwd::diagnosis
