@@ -268,14 +268,27 @@ def a_watched_kernel_that_ran_a_cell(world, watched, name):
     return k
 
 
-def wait_for_a_report(reports):
+def reports_of(world, k):
+    """The daemon's reports on kernel k. The daemon watches every kernel on the machine, and
+    other tests' kernels run and die beside this test's: only k's are this test's business."""
+    kernel_id = pathlib.Path(k.km.connection_file).stem.removeprefix("kernel-")
+    return [r for r in load_reports(world["reports"])
+            if r.get("kernel", {}).get("kernel_id") == kernel_id]
+
+
+def the_report_of(world, k, not_of=None):
+    """The one report on kernel k, and none on kernel not_of."""
     deadline = time.monotonic() + 15
-    while not load_reports(reports):
+    while not reports_of(world, k):
         assert time.monotonic() < deadline, "no report from the daemon"
         time.sleep(0.1)
     # A second report, were one due, would be in by now (the daemon waits 1.5 s at most for a
     # manager's clean-up before it reports a death by a signal).
     time.sleep(2)
+    assert not_of is None or not reports_of(world, not_of), \
+        [r["diagnosis"]["headline"] for r in reports_of(world, not_of)]
+    (report,) = reports_of(world, k)
+    return report
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -287,12 +300,10 @@ def test_the_daemon_finds_the_kernel_reports_its_death_and_not_a_clean_shutdown(
         calm.km.shutdown_kernel()
         k = a_watched_kernel_that_ran_a_cell(world, watched, name)
         k.execute_until_death(KERNELS[name]["crash"])
-        wait_for_a_report(world["reports"])
-        report = only_report(world["reports"])
+        report = the_report_of(world, k, not_of=calm)
     finally:
         log = stop_daemon(daemon)
     assert report["watchdog"]["mode"] == "daemon", log
-    assert report["kernel"]["kernel_id"] in k.km.connection_file
     d = report["diagnosis"]
     if name == "xpython":
         # The daemon is not the kernel's parent and never sees its stderr, where xeus-python's
@@ -321,12 +332,10 @@ def test_the_daemon_takes_a_managers_kill_for_a_shutdown_and_an_outsiders_for_a_
         killed = a_watched_kernel_that_ran_a_cell(world, watched, name)
         os.kill(killed.launcher_pid, signal.SIGKILL)
         killed.wait_for_death()
-        wait_for_a_report(world["reports"])
-        report = only_report(world["reports"])
+        report = the_report_of(world, killed, not_of=stopped)
     finally:
         log = stop_daemon(daemon)
-    assert report["kernel"]["kernel_id"] in killed.km.connection_file, log
-    assert report["termination"]["signal_name"] == "SIGKILL", report["termination"]
+    assert report["termination"]["signal_name"] == "SIGKILL", (report["termination"], log)
     # The stopped kernel ended without a report: by its manager's signal, or of itself (an
     # exit of 0) when the interrupt before the kill did that first.
     stopped_pid = re.search(r"watching kernel \S+ \(pid (\d+)", log).group(1)
@@ -353,9 +362,8 @@ def test_a_death_whose_report_waits_is_reported_when_the_daemon_stops(world):
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=10)
         reader.join(timeout=10)
-    report = only_report(world["reports"])
+    (report,) = reports_of(world, killed)
     assert report["termination"]["signal_name"] == "SIGKILL", "".join(lines)
-    assert report["kernel"]["kernel_id"] in killed.km.connection_file
 
 
 # --- under smoke -----------------------------------------------------------------------------
