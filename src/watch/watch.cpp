@@ -54,6 +54,22 @@ class Collectors {
   json problems_ = json::array();
 };
 
+// Samples miss the last climb of a kernel the OOM killer stopped: a cell that allocates a
+// gigabyte a second outruns any sampling rate. The killer's own line measured the kernel's
+// RSS at the kill, and the tree held at least that much, so the peak is at least that.
+void fold_rss_at_kill(json& report) {
+  const json* evidence = report.contains("oom_evidence") ? &report["oom_evidence"] : nullptr;
+  if (evidence == nullptr || !evidence->is_object() || !report["memory"].is_object()) return;
+  const auto at_kill = evidence->find("kernel_rss_at_kill_bytes");
+  if (at_kill == evidence->end() || !at_kill->is_number_integer()) return;
+  auto& memory = report["memory"];
+  auto& peak = memory["peak"];
+  const bool higher = !peak.contains("rss") || !peak["rss"].is_number() ||
+                      peak["rss"].get<double>() < at_kill->get<double>();
+  if (higher) peak["rss"] = *at_kill;
+  memory["peak_rss_source"] = higher ? "oom_kill_line" : "samples";
+}
+
 }  // namespace
 
 Watch::Watch(loop::EventLoop& loop, WatchOptions options, std::unique_ptr<DeathSource> death,
@@ -384,6 +400,7 @@ json Watch::build_report(const ReportContext& ctx, const std::string& id) {
     });
     collectors.run("probe " + name, [&] { p->contribute(r); });
   }
+  collectors.run("memory at the kill", [&] { fold_rss_at_kill(r); });
   if (listener_)
     collectors.run("listener", [&] { listener_->contribute(r, at_ms, end == nullptr); });
   if (ctx.sections.is_object())

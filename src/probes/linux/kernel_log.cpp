@@ -13,6 +13,25 @@ std::optional<pid_t> number_at(std::string_view s, std::size_t pos) {
   return pid;
 }
 
+// The sum of "anon-rss:NkB", "file-rss:NkB" and "shmem-rss:NkB" in a kill's line; nothing
+// unless all three are there (a kernel that prints less says less).
+std::optional<std::int64_t> rss_in_kill_line(std::string_view line) {
+  std::int64_t total = 0;
+  for (const std::string_view key : {"anon-rss:", "file-rss:", "shmem-rss:"}) {
+    const auto at = line.find(key);
+    if (at == std::string_view::npos) return std::nullopt;
+    const char* first = line.data() + at + key.size();
+    const char* last = line.data() + line.size();
+    std::int64_t kib = 0;
+    const auto [p, ec] = std::from_chars(first, last, kib);
+    if (ec != std::errc() || p == first || kib < 0 ||
+        std::string_view(p, last).substr(0, 2) != "kB")
+      return std::nullopt;
+    total += kib * 1024;
+  }
+  return total;
+}
+
 }  // namespace
 
 std::optional<KmsgRecord> parse_kmsg_record(std::string_view record) {
@@ -40,20 +59,20 @@ std::optional<OomLine> parse_oom_line(std::string_view message) {
   constexpr std::string_view killed = "Killed process ";
   if (const auto at = message.find(killed); at != std::string_view::npos) {
     if (const auto pid = number_at(message, at + killed.size()))
-      return OomLine{OomLineKind::killed, *pid};
+      return OomLine{OomLineKind::killed, *pid, rss_in_kill_line(message.substr(at))};
   }
   constexpr std::string_view summary = "oom-kill:";
   if (message.starts_with(summary)) {
     constexpr std::string_view key = ",pid=";
     if (const auto at = message.find(key); at != std::string_view::npos) {
       if (const auto pid = number_at(message, at + key.size()))
-        return OomLine{OomLineKind::summary, *pid};
+        return OomLine{OomLineKind::summary, *pid, std::nullopt};
     }
   }
   constexpr std::string_view reaped = "oom_reaper: reaped process ";
   if (message.starts_with(reaped)) {
     if (const auto pid = number_at(message, reaped.size()))
-      return OomLine{OomLineKind::reaped, *pid};
+      return OomLine{OomLineKind::reaped, *pid, std::nullopt};
   }
   return std::nullopt;
 }

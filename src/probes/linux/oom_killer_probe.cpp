@@ -86,6 +86,7 @@ bool OomKillerProbe::drain(bool now) {
     if (e.oom.kind == OomLineKind::killed) {
       if (std::find(killed_pids_.begin(), killed_pids_.end(), e.oom.pid) == killed_pids_.end())
         killed_pids_.push_back(e.oom.pid);
+      if (e.oom.pid == processes_->root() && e.oom.rss_bytes) kernel_rss_at_kill_ = e.oom.rss_bytes;
       found = true;
     }
   }));
@@ -145,7 +146,8 @@ void OomKillerProbe::contribute(nlohmann::json& report) const {
       {"other_oom_kills_seen", other_kills_},
       {"kernel_log_records_lost", feed_->records_lost() - lost_before_ + missed_},
       {"oom_kills_unlogged_at_death", opt(kills_unlogged_at_death_)},
-      {"waited_for_kernel_log_ms", opt(waited_for_kernel_log_ms_)}};
+      {"waited_for_kernel_log_ms", opt(waited_for_kernel_log_ms_)},
+      {"kernel_rss_at_kill_bytes", opt(kernel_rss_at_kill_)}};
 }
 
 }  // namespace kwd::probes::linux_proc

@@ -26,12 +26,14 @@ TEST_CASE("OOM-killer lines name the killed pid") {
   REQUIRE(memcg);
   CHECK(memcg->kind == OomLineKind::killed);
   CHECK(memcg->pid == 18176);
+  CHECK(memcg->rss_bytes == (306164 + 9552 + 0) * 1024LL);
 
   const auto global = parse_oom_line(
       "Out of memory: Killed process 16359 (python3) total-vm:23476464kB, anon-rss:23443788kB");
   REQUIRE(global);
   CHECK(global->kind == OomLineKind::killed);
   CHECK(global->pid == 16359);
+  CHECK_FALSE(global->rss_bytes);  // file-rss and shmem-rss cut off: no sum
 
   const auto summary = parse_oom_line(
       "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
@@ -46,6 +48,16 @@ TEST_CASE("OOM-killer lines name the killed pid") {
   REQUIRE(reaped);
   CHECK(reaped->kind == OomLineKind::reaped);
   CHECK(reaped->pid == 18176);
+  CHECK_FALSE(reaped->rss_bytes);  // what is left after the reap is not the kernel at its death
+}
+
+TEST_CASE("a kill's line gives the victim's RSS only when it says it whole") {
+  const auto rss = [](std::string_view line) { return parse_oom_line(line)->rss_bytes; };
+  CHECK(rss("Out of memory: Killed process 7 (R) total-vm:9kB, anon-rss:1kB, file-rss:2kB, "
+            "shmem-rss:4kB, UID:1000 pgtables:1kB oom_score_adj:0") == 7 * 1024);
+  CHECK_FALSE(rss("Killed process 7 (R) total-vm:9kB, anon-rss:1MB, file-rss:2kB, shmem-rss:4kB"));
+  CHECK_FALSE(rss("Killed process 7 (R) total-vm:9kB, anon-rss:kB, file-rss:2kB, shmem-rss:4kB"));
+  CHECK_FALSE(rss("Killed process 7 (R) total-vm:9kB, anon-rss:-1kB, file-rss:2kB, shmem-rss:4kB"));
 }
 
 TEST_CASE("other kernel messages are not OOM evidence") {

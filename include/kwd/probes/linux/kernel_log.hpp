@@ -26,6 +26,9 @@ enum class OomLineKind {
 struct OomLine {
   OomLineKind kind;
   pid_t pid;
+  // A kill's line: the victim's resident memory as the OOM killer found it (anon-rss +
+  // file-rss + shmem-rss), the one measure taken at the very moment of death.
+  std::optional<std::int64_t> rss_bytes;
 };
 std::optional<OomLine> parse_oom_line(std::string_view message);
 

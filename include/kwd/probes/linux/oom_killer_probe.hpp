@@ -69,6 +69,7 @@ class OomKillerProbe final : public Probe {
   // At a SIGKILL: OOM kills counted whose line was not read yet, and how long the report
   // waited for the log (nullopt: it had no cause to look).
   std::optional<std::int64_t> kills_unlogged_at_death_;
+  std::optional<std::int64_t> kernel_rss_at_kill_;  // from the line that killed the root
   std::optional<std::int64_t> waited_for_kernel_log_ms_;
 };
 
