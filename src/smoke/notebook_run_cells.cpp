@@ -210,6 +210,7 @@ void NotebookRun::on_cell_timeout() {
   cell.failure_type = "timeout";
   cell.message = "still running after the " + format_seconds(timeout) + " cell timeout";
   // Where it is stuck, before the interrupt moves it. Bounded, as the loop waits.
+  stuck_at_timeout_.clear();
   if (kernel_ && kernel_->pid() > 0) {
     stacks::CaptureOptions capture;
     capture.python_budget = std::chrono::milliseconds(500);
@@ -218,9 +219,11 @@ void NotebookRun::on_cell_timeout() {
       cell.stacks = stacks::capture_stacks(kernel_->pid(), capture);
       const auto where = stacks::main_thread_summary(*cell.stacks);
       if (const auto why = diagnosis::stuck_reason(stacks::to_json(*cell.stacks)))
-        cell.message += ", " + why->text + (where.empty() ? "" : " (main thread " + where + ")");
+        stuck_at_timeout_ =
+            ", " + why->text + (where.empty() ? "" : " (main thread " + where + ")");
       else if (!where.empty())
-        cell.message += ", stuck " + where;
+        stuck_at_timeout_ = ", stuck " + where;
+      cell.message += stuck_at_timeout_;
       cell.details = stacks::render_text(*cell.stacks);
     } catch (const std::exception& e) {  // the timeout still interrupts, without them
       cell.stacks.reset();
@@ -246,10 +249,12 @@ void NotebookRun::on_cell_timeout() {
       std::chrono::milliseconds(static_cast<long>(options_.interrupt_grace_s * 1000)), [this] {
         deadline_.reset();
         if (state_ != State::interrupting) return;
-        cell_->message = "still running after the cell timeout and an interrupt; killed";
-        if (cell_->stacks)
-          if (const auto where = stacks::main_thread_summary(*cell_->stacks); !where.empty())
-            cell_->message += " (it was stuck " + where + ")";
+        // What the stacks said at the timeout stays the message's point: an interrupt that
+        // cannot end the cell is common exactly where a cell is stuck for good (a DataLoader
+        // joining a stopped worker as it unwinds, a read from a process that never writes).
+        cell_->message =
+            "still running after the cell timeout and an interrupt; killed" +
+            (stuck_at_timeout_.empty() ? std::string() : ":" + stuck_at_timeout_.substr(1));
         kernel_failed(cell_->message, nullptr, util::wall_ms());
       });
 }

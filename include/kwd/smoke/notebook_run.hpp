@@ -131,6 +131,9 @@ class NotebookRun {
   std::string request_id_;
   std::string interrupt_id_;  // the interrupt_request sent on control, when the spec says so
   std::optional<std::size_t> interrupted_cell_;  // the cell it was sent for, in result_.cells
+  // Where the stacks at the cell's timeout said it was stuck (", waiting for ... (main thread
+  // in ...)"), kept for the message should the interrupt fail and the kernel be killed.
+  std::string stuck_at_timeout_;
   bool reply_seen_ = false;
   bool idle_seen_ = false;
   nlohmann::json reply_;
