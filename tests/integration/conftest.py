@@ -95,6 +95,11 @@ class Watched:
             self.kc.start_channels()
             try:
                 self._wait_until_ready(lambda: self._lost_a_port(reports, before, sink))
+                # A kernel that lost only its heartbeat port answers all the same: ipykernel's
+                # heartbeat thread dies of the error and the rest runs on (seen in CI: a SIGSTOP
+                # test that then waited for a hang its watchdog could not see). Started again.
+                if self._lost_a_port(reports, before, sink)[0]:
+                    raise RuntimeError("the kernel lost a port at its start")
                 break
             except RuntimeError:
                 # jupyter_client picks free TCP ports and closes them before the kernel binds
