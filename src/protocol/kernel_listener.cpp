@@ -254,6 +254,7 @@ void KernelListener::connect_iopub() {
     give_up(std::string("cannot listen on IOPub: ") + e.what());
     return;
   }
+  if (iopub_since_ns_ == 0) iopub_since_ns_ = util::steady_ns();
   loop_.watch_socket(iopub_->socket_handle(), [this] { iopub_->receive(kReceiveBudget); });
   loop_.watch_socket(iopub_->monitor_handle(), [this] { on_iopub_events(); });
   spdlog::debug("listening on IOPub at {}", info_->endpoint(info_->iopub_port));
@@ -274,7 +275,14 @@ void KernelListener::on_cell_announced(std::int64_t execution_count, const std::
   activity_.on_cell_announced(execution_count, code, truncated, at_ms);
 }
 
+bool KernelListener::iopub_silent_for(std::chrono::milliseconds quiet) const {
+  if (!iopub_ || iopub_since_ns_ == 0) return false;
+  const std::int64_t since = std::max(iopub_since_ns_, last_message_ns_);
+  return util::steady_ns() - since >= std::chrono::nanoseconds(quiet).count();
+}
+
 void KernelListener::on_message(const Message& m) {
+  last_message_ns_ = util::steady_ns();
   // busy/idle around an execute_request are a cell's edges: sample before the cell's RSS
   // at start (or end) is taken. A flood of tiny executions is sampled at most every 5 ms.
   // Not while draining after the kernel's death: there is nothing left to sample.

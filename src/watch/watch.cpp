@@ -137,7 +137,13 @@ bool Watch::needs_full_rate(std::int64_t now_ms) const {
   if (!listener_) return true;
   if (listener_->ports_slow_to_open()) return false;
   const auto& state = listener_->activity().execution_state();
-  return !state || *state != "idle";
+  // A kernel found after its last status (the daemon started after it went idle) never says
+  // its state until its next cell. Silent on IOPub for 10 s, its memory flat, it is taken to
+  // be at rest; a message, or its memory moving, brings the full rate back. (A cell that runs
+  // on from before, silent and flat, then has its hang found in 30 s, not 6.)
+  constexpr std::chrono::seconds kSilentAtRest{10};
+  if (!state) return !listener_->iopub_silent_for(kSilentAtRest);
+  return *state != "idle";
 }
 
 void Watch::on_sample_timer() {

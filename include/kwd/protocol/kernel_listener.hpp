@@ -83,6 +83,9 @@ class KernelListener {
   // waiting until IOPub has been quiet for `quiet` or `budget` has passed.
   void drain(std::chrono::milliseconds quiet, std::chrono::milliseconds budget);
 
+  // IOPub listened to for `quiet` and silent all that time: a kernel found after it last said
+  // its state (by a daemon started after it went idle) is at rest as far as anyone can tell.
+  [[nodiscard]] bool iopub_silent_for(std::chrono::milliseconds quiet) const;
   [[nodiscard]] bool shutdown_requested() const { return activity_.shutdown_requested(); }
   [[nodiscard]] const KernelActivity& activity() const { return activity_; }
   [[nodiscard]] const std::optional<HangEvidence>& current_hang() const { return hang_; }
@@ -138,7 +141,9 @@ class KernelListener {
 
   std::shared_ptr<zmq::context_t> context_;
   std::unique_ptr<IopubListener> iopub_;
-  std::uint64_t fed_messages_ = 0;  // handed on by the client, when fed_by_client()
+  std::uint64_t fed_messages_ = 0;    // handed on by the client, when fed_by_client()
+  std::int64_t iopub_since_ns_ = 0;   // steady clock: when IOPub was first listened to
+  std::int64_t last_message_ns_ = 0;  // steady clock: the last message read
   std::unique_ptr<HeartbeatMonitor> heartbeat_;
   bool heartbeat_failed_ = false;
 
