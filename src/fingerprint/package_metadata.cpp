@@ -12,13 +12,17 @@ namespace {
 // The kernel's environment is read while the kernel runs and as it dies: what is read is
 // bounded (RootView reads regular files only). METADATA headers come first; the long
 // description after them can be large. A RECORD lists every file of a distribution (torch's:
-// about 2 MB).
-std::string read_head(const platform::RootView& root, const fs::path& file,
-                      std::size_t limit = 16 * 1024) {
-  return root.read(file.string(), limit).value_or(std::string());
+// about 2 MB). "" when the file is not there, a fact; nullopt when it is there and was not
+// read (an I/O error, a stalled mount, something else in its place for now), which is not.
+std::optional<std::string> read_head(const platform::RootView& root, const fs::path& file,
+                                     std::size_t limit = 16 * 1024) {
+  auto read = root.read_file(file.string(), limit);
+  if (read.text) return std::move(read.text);
+  if (read.missing) return std::string();
+  return std::nullopt;
 }
 
-std::string read_all(const platform::RootView& root, const fs::path& file) {
+std::optional<std::string> read_all(const platform::RootView& root, const fs::path& file) {
   return read_head(root, file, std::size_t{64} << 20);
 }
 
@@ -119,29 +123,38 @@ PackageIndex::Site* PackageIndex::site(const platform::RootView& root, const fs:
   return &s;
 }
 
-const std::optional<Distribution>& PackageIndex::details(const platform::RootView& root, Entry& e) {
+const std::optional<Distribution>& PackageIndex::details(const platform::RootView& root, Entry& e,
+                                                         bool& unsure) {
   if (e.details) return e.details;
   const auto what = root.stat(e.dir.string());
   const bool is_dir = what && what->directory;
   const bool dist_info = e.dir.filename().string().ends_with(".dist-info");
   // An egg-info that is a file is the PKG-INFO itself.
   const fs::path metadata = is_dir ? e.dir / (dist_info ? "METADATA" : "PKG-INFO") : e.dir;
-  if (const auto header = parse_metadata_header(read_head(root, metadata))) {
+  const auto text = read_head(root, metadata);
+  if (!text) unsure = true;
+  if (const auto header = parse_metadata_header(text.value_or(std::string()))) {
     Distribution d;
     d.name = header->first;
     d.version = header->second;
     d.metadata_dir = e.dir;
-    d.top_level = top_level(root, e);
+    d.top_level = top_level(root, e, unsure);
     e.details = std::move(d);
   }
   return e.details;
 }
 
-const std::vector<std::string>& PackageIndex::top_level(const platform::RootView& root, Entry& e) {
+const std::vector<std::string>& PackageIndex::top_level(const platform::RootView& root, Entry& e,
+                                                        bool& unsure) {
   if (!e.top_level_read) {
+    // An egg-info that is a file has none: the read finds nothing there.
+    const auto text = read_head(root, e.dir / "top_level.txt");
+    if (!text) {
+      unsure = true;
+      return e.top_level;
+    }
     e.top_level_read = true;
-    // An egg-info that is a file has none: the read finds no regular file there.
-    e.top_level = lines_of(read_head(root, e.dir / "top_level.txt"));
+    e.top_level = lines_of(*text);
   }
   return e.top_level;
 }
@@ -155,6 +168,7 @@ std::optional<Distribution> PackageIndex::owner_of(const platform::RootView& roo
   if (where == nullptr) return std::nullopt;
   if (auto it = where->owners.find(file); it != where->owners.end()) return it->second;
   std::optional<Distribution> owner;
+  bool unsure = false;
   {
     const auto& relative = split->second;
     const std::string top = relative.substr(0, relative.find('/'));
@@ -170,25 +184,27 @@ std::optional<Distribution> PackageIndex::owner_of(const platform::RootView& roo
     // top_level.txt files, small and read once per distribution.
     if (candidates.empty())
       for (auto& e : entries) {
-        const auto& names = top_level(root, e);
+        const auto& names = top_level(root, e, unsure);
         if (std::find(names.begin(), names.end(), top_module) != names.end() &&
             std::find(candidates.begin(), candidates.end(), &e) == candidates.end())
           candidates.push_back(&e);
       }
     if (candidates.size() == 1) {
-      owner = details(root, *candidates.front());
+      owner = details(root, *candidates.front(), unsure);
     } else if (candidates.size() > 1) {
       // A shared namespace: the one whose RECORD lists the file installed it.
       for (auto* e : candidates) {
         const auto record = read_all(root, e->dir / "RECORD");
-        if (record.find(relative + ",") != std::string::npos) {
-          owner = details(root, *e);
+        if (!record) unsure = true;
+        if (record && record->find(relative + ",") != std::string::npos) {
+          owner = details(root, *e, unsure);
           break;
         }
       }
     }
   }
-  where->owners.emplace(file, owner);
+  // What could not be read is looked at again next time, not remembered as "no owner".
+  if (!unsure) where->owners.emplace(file, owner);
   return owner;
 }
 
@@ -200,7 +216,10 @@ std::optional<Distribution> PackageIndex::find(const platform::RootView& root,
   Site* where = site(root, split->first);
   if (where == nullptr) return std::nullopt;
   for (auto& e : where->entries)
-    if (e.normalised_name == normalise(name)) return details(root, e);
+    if (e.normalised_name == normalise(name)) {
+      bool unsure = false;
+      return details(root, e, unsure);
+    }
   return std::nullopt;
 }
 

@@ -13,7 +13,8 @@ RootView::FileRead RootView::read_opened(const std::string& path, const RegularF
   if (file.not_regular) {
     out.problem = path + ": not a regular file";
   } else if (!file.fd) {
-    out.missing = file.error == ENOENT;
+    // ENOTDIR: a file on the way is where a directory would be, so nothing is at `path`.
+    out.missing = file.error == ENOENT || file.error == ENOTDIR;
     if (!out.missing) out.problem = util::cannot("open", path, file.error);
   } else {
     out.owner = file.st.st_uid;

@@ -40,6 +40,25 @@ TEST_CASE("a regular file is opened for reading, with its stat") {
   CHECK(read_up_to(opened.fd.get(), 4) == "{\"ke");
 }
 
+TEST_CASE("read_up_to reads a file larger than its first buffer whole, or to its bound") {
+  TempDir dir("kwd-regular");
+  std::string text;
+  for (int i = 0; text.size() < 100'000; ++i)
+    text += std::to_string(i) + ",";
+  const fs::path file = dir.path / "large.json";
+  std::ofstream(file, std::ios::binary) << text;
+  const auto read = [&](std::size_t bound) {
+    const auto opened = open_regular_file(AT_FDCWD, file.c_str());
+    REQUIRE(opened.fd);
+    return read_up_to(opened.fd.get(), bound);
+  };
+  CHECK(read(1 << 20) == text);
+  CHECK(read(text.size()) == text);
+  CHECK(read(16384) == text.substr(0, 16384));
+  CHECK(read(40'000) == text.substr(0, 40'000));
+  CHECK(read(0) == "");
+}
+
 TEST_CASE("what is no regular file is refused without being opened") {
   TempDir dir("kwd-regular");
   const fs::path fifo = dir.path / "kernel-fifo.json";

@@ -82,8 +82,12 @@ class PackageIndex {
   // The site's record, listed again when the directory changed since; nullptr when the
   // directory is not there. Called with mutex_ held.
   Site* site(const platform::RootView& root, const std::filesystem::path& dir);
-  static const std::optional<Distribution>& details(const platform::RootView& root, Entry& e);
-  static const std::vector<std::string>& top_level(const platform::RootView& root, Entry& e);
+  // Each sets `unsure` when a file that is there could not be read (an I/O error, a stalled
+  // mount): what follows from it is not remembered, and is looked at again next time.
+  static const std::optional<Distribution>& details(const platform::RootView& root, Entry& e,
+                                                    bool& unsure);
+  static const std::vector<std::string>& top_level(const platform::RootView& root, Entry& e,
+                                                   bool& unsure);
   std::mutex mutex_;
   struct SiteKey {
     dev_t dev;

@@ -290,6 +290,23 @@ TEST_CASE("framework builds are read from the packages' own files", "[fingerprin
   CHECK(wheel->cuda == "12.4");
 }
 
+TEST_CASE("PackageIndex does not remember what it could not read as a fact", "[fingerprint]") {
+  FakeSite fake;
+  PackageIndex index;
+  const std::string module = fake.at("tensorflow/libtensorflow_framework.so.2");
+  // The METADATA there but not readable for now: a directory in its place fails the read as
+  // an I/O error or a stalled mount would, while the file is there.
+  const fs::path metadata = fake.site / "tensorflow-2.18.0.dist-info/METADATA";
+  fs::remove(metadata);
+  fs::create_directory(metadata);
+  CHECK_FALSE(index.owner_of(module));
+  fs::remove(metadata);
+  write_file(metadata, "Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.18.0\n");
+  const auto owner = index.owner_of(module);
+  REQUIRE(owner);
+  CHECK(owner->version == "2.18.0");
+}
+
 TEST_CASE("PackageIndex answers from memory until the site directory changes", "[fingerprint]") {
   FakeSite fake;
   PackageIndex index;
