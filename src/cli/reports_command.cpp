@@ -1,6 +1,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -70,7 +71,8 @@ std::string list_json_text(const report::ReportStore& store,
                               {"kernel_id", row.kernel_id},
                               {"notebook", row.notebook},
                               {"cause", row.cause},
-                              {"readable", row.readable}});
+                              {"readable", row.readable},
+                              {"in_fallback", row.in_fallback}});
   return report::to_text(out, -1);
 }
 
@@ -168,6 +170,17 @@ Command add_reports_command(CLI::App& app) {
               std::cout << report::list_header();
               for (const auto& row : rows)
                 std::cout << report::format_list_row(row);
+              const auto waiting = std::count_if(rows.begin(), rows.end(),
+                                                 [](const auto& row) { return row.in_fallback; });
+              if (waiting > 0)
+                std::cout << "\n"
+                          << waiting << (waiting == 1 ? " report waits" : " reports wait")
+                          << " in the fallback location "
+                          << report::terminal_safe(report::ReportStore::fallback_dir().string())
+                          << ": the store could not take " << (waiting == 1 ? "it" : "them")
+                          << "; the next report written to it moves "
+                          << (waiting == 1 ? "it" : "them")
+                          << " in (a running daemon tries every 10 s).\n";
               return 0;
             }
             const auto lookup = report::find_report(store, *query);

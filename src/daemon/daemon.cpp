@@ -153,7 +153,15 @@ int Daemon::run() {
     light_scans_ = 0;
     scan();
   });
+  watched_record_.emplace(report::ReportStore::resolve_dir(options_.report_dir).parent_path());
+  report_unwatched_ends();
   scan();
+  // Reports a store refused, here or in an earlier daemon's time, move in once it takes them.
+  stores_refusing_.insert(options_.report_dir);
+  adopt_waiting_reports();
+  loop_.every(kAdoptInterval, [this] {
+    if (!stores_refusing_.empty()) adopt_waiting_reports();
+  });
   if (metrics_server_ || !options_.metrics_textfile.empty()) {
     publish_metrics();
     loop_.every(options_.metrics_interval, [this] { publish_metrics(); });
@@ -173,6 +181,9 @@ int Daemon::run() {
     if (kernel.pending_death) pending.push_back(pid);
   for (const pid_t pid : pending)
     store_pending_death(pid);
+  // Stopped on purpose: the kernels that end from now on are not watched by intent, and the
+  // next daemon has nothing to account for.
+  if (watched_record_) watched_record_->remove();
   // A daemon that is gone watches nothing: no stale file for the collector to keep showing.
   if (!options_.metrics_textfile.empty()) {
     std::error_code ignored;

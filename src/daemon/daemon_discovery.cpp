@@ -118,6 +118,7 @@ void Daemon::consider(const KernelProcessScanner::Found& found) {
       // new holder of its pid is found by a later scan.
       if (ended_.contains({process.pid, it->second.process.start_time})) continue;
       kernels_.erase(it);  // a reused pid, or an exec: the one we watched is gone
+      record_watched();
     }
     if (skipped_.contains({process.pid, process.start_time}) ||
         ended_.contains({process.pid, process.start_time}))

@@ -20,6 +20,7 @@
 #include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/connection_file.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
+#include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/wipe.hpp"
@@ -192,6 +193,7 @@ void Daemon::start_watching(const KernelProcess& process) {
       [this, pid](const protocol::HangEvidence& hang) { on_hang(pid, hang); });
   auto& placed = kernels_[pid] = std::move(kernel);
   placed.watch->start();
+  record_watched();
   const logging::LogFields fields({{"kernel_id", placed.kernel_id}});
   std::string found_at;
   if (const auto exec = exec_at_ns_.find(pid); exec != exec_at_ns_.end() && exec->second > 0)
@@ -326,11 +328,8 @@ void Daemon::store_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t a
                            ? watch::store_report(*k.watch, std::move(*report), context, k.kernel_id,
                                                  report_dir_for(k))
                            : watch::write_report(*k.watch, context, k.kernel_id, report_dir_for(k));
-  if (written.path) {
-    last_death_by_file_[file_key(k)] = written.path->stem().string();
-    ++reports_written_;
-  }
-  if (!written.path || written.in_fallback) ++report_write_failures_;
+  if (written.path) last_death_by_file_[file_key(k)] = written.path->stem().string();
+  count_written(report_dir_for(k), written.path.has_value(), written.in_fallback);
   if (options_.all_users) print_report_line(written.document, written.path);
   const std::pair<std::string, std::string> key{
       diagnosis::ReportView(written.document).text("/diagnosis/cause").value_or("unknown"),
@@ -349,6 +348,7 @@ void Daemon::let_go(pid_t pid) {
   const bool publish = metrics_server_ || !options_.metrics_textfile.empty();
   loop_.after(std::chrono::milliseconds(0), [this, pid, publish] {
     kernels_.erase(pid);
+    record_watched();
     if (publish) publish_metrics();
   });
 }
@@ -384,9 +384,23 @@ void Daemon::on_hang(pid_t pid, const protocol::HangEvidence& hang) {
   if (it->second.container) context.sections["kubernetes"] = kubernetes_section(it->second);
   const auto written = watch::write_report(*it->second.watch, context, it->second.kernel_id,
                                            report_dir_for(it->second));
-  if (written.path) ++reports_written_;
-  if (!written.path || written.in_fallback) ++report_write_failures_;
+  count_written(report_dir_for(it->second), written.path.has_value(), written.in_fallback);
   if (options_.all_users) print_report_line(written.document, written.path);
+}
+
+void Daemon::count_written(const std::string& report_dir, bool written, bool in_fallback) {
+  if (written) ++reports_written_;
+  if (!written || in_fallback) ++report_write_failures_;
+  if (in_fallback) stores_refusing_.insert(report_dir);
+}
+
+void Daemon::adopt_waiting_reports() {
+  // A store that took the waiting reports back, or has none waiting any more, is let go.
+  std::erase_if(stores_refusing_, [](const std::string& dir) {
+    const report::ReportStore store(report::ReportStore::resolve_dir(dir));
+    watch::adopt_waiting_reports(store);
+    return report::fallback_reports_for(store).empty();
+  });
 }
 
 std::shared_ptr<zmq::context_t> Daemon::context_for(pid_t pid) {

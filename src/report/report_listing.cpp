@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kwd/diagnosis/report_view.hpp"
+#include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/util/clock.hpp"
@@ -81,6 +82,10 @@ std::vector<ListedReport> list_reports(const ReportStore& store) {
   std::vector<ListedReport> rows;
   for (const auto& stored : store.list())
     rows.push_back(list_row(stored, read_report_file(stored.path)));
+  for (const auto& stored : fallback_reports_for(store)) {
+    rows.push_back(list_row(stored, read_report_file(stored.path)));
+    rows.back().in_fallback = true;
+  }
   std::stable_sort(rows.begin(), rows.end(), [](const ListedReport& a, const ListedReport& b) {
     return a.at_ms > b.at_ms;  // ties keep the store's order (by id, newest first)
   });

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kwd/logging/log_fields.hpp"
+#include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/report/terminal_summary.hpp"
@@ -62,6 +63,19 @@ void print_summary_instead(const nlohmann::json& report) noexcept {
 }
 
 }  // namespace
+
+void adopt_waiting_reports(const report::ReportStore& store) noexcept {
+  try {
+    const auto adopted = report::adopt_fallback_reports(store);
+    if (adopted.moved > 0)
+      spdlog::info("{} report{} that waited in the fallback location moved into {}", adopted.moved,
+                   adopted.moved == 1 ? "" : "s", store.dir().string());
+    if (!adopted.problem.empty())
+      spdlog::debug("reports still wait in the fallback location: {}", adopted.problem);
+  } catch (const std::exception& e) {
+    spdlog::debug("reports in the fallback location not moved: {}", e.what());
+  }
+}
 
 bool first_trouble_with(const std::filesystem::path& report_dir) {
   static std::mutex mutex;
@@ -119,6 +133,7 @@ WrittenReport store_report(const Watch& watch, nlohmann::json document,
     const logging::LogFields fields(report_fields(kernel_id, out.document, *out.path));
     spdlog::warn("kernel {} {}{}; {} report: {}", watch.pid(), what, verdict(out.document), kind,
                  out.path->string());
+    adopt_waiting_reports(primary);
     return out;
   } catch (const std::exception& e) {
     if (first_trouble_with(primary.dir()))
@@ -126,6 +141,8 @@ WrittenReport store_report(const Watch& watch, nlohmann::json document,
     else
       spdlog::debug("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
     out.document["notes"].push_back(std::string("report directory unusable: ") + e.what());
+    // What lets the report find its way home (report/fallback_reports.hpp).
+    out.document[report::kStoredInsteadOf] = primary.dir().string();
   }
   const report::ReportStore fallback(report::ReportStore::fallback_dir(), limits);
   try {

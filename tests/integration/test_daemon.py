@@ -49,10 +49,19 @@ class Daemon:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=new_session)
         deadline = time.monotonic() + 20
-        while not world["socket"].exists():
+        # Answering, not only there: a daemon killed before left its socket file behind.
+        while not self.answers():
             assert self.proc.poll() is None, self.proc.stdout.read()
             assert time.monotonic() < deadline, "daemon did not open its socket"
             time.sleep(0.05)
+
+    def answers(self):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(self.world["socket"]))
+                return True
+            except OSError:
+                return False
 
     def status(self):
         out = kwd("status", "--json", "--status-socket", self.world["socket"]).stdout
@@ -124,6 +133,154 @@ def the_report_for(world, d, connection_file, settle=0.3):
     time.sleep(settle)
     (report,) = reports_for(world, connection_file)
     return report
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")
+def test_a_report_the_full_store_refused_moves_in_once_the_store_has_room(world, daemon,
+                                                                          kernels):
+    """The store on a full filesystem: the daemon's report of a crash goes to the fallback
+    location, `reports list` finds it there, and once there is room again the daemon moves it
+    into the store by itself, with no other death to write."""
+    store = world["reports"]
+    store.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700",
+                              "kwd-full-store", str(store)], capture_output=True, text=True)
+    assert mounted.returncode == 0, mounted.stderr
+    try:
+        fd = os.open(store / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 4096) > 0:
+                pass
+        except OSError:  # full
+            pass
+        finally:
+            os.close(fd)
+        d = daemon()
+        k = kernels()
+        d.kernel(k.km.connection_file)
+        k.execute_until_death("import ctypes; ctypes.string_at(0)")
+        fallback = world["tmp"] / f"kernel-watchdog-{os.geteuid()}" / "reports"
+        deadline = time.monotonic() + 15
+        kernel_id = pathlib.Path(k.km.connection_file).stem.removeprefix("kernel-")
+        while not (waiting := [r for r in map(json.loads, map(pathlib.Path.read_text,
+                                                               fallback.glob("*.json")))
+                               if r["kernel"]["kernel_id"] == kernel_id]):
+            assert time.monotonic() < deadline, d.stop()
+            time.sleep(0.1)
+        (report,) = waiting
+        assert report["termination"]["signal_name"] == "SIGSEGV"
+        assert report["stored_instead_of"] == str(store)
+        listed = kwd("reports", "list", "--report-dir", store).stdout
+        assert f"{fallback}/{report['id']}.json" in listed, listed
+        (store / "filler").unlink()
+        deadline = time.monotonic() + 25  # the daemon tries every 10 s
+        while not (store / f"{report['id']}.json").exists():
+            assert time.monotonic() < deadline, d.stop()
+            time.sleep(0.2)
+        assert not (fallback / f"{report['id']}.json").exists()
+        log = d.stop()
+        assert f"moved into {store}" in log, log
+    finally:
+        subprocess.run(["umount", "-l", str(store)], check=False)
+
+
+def test_a_kernel_found_idle_by_a_daemon_started_after_it_is_pinged_at_rest(world, daemon,
+                                                                            kernels):
+    """A daemon started after its kernels went idle (a restart, a late install) never hears
+    them say so: IOPub is silent until their next cell. Silent for 10 s and flat, a kernel is
+    taken to be at rest and pinged every 10 s, not every 2 s for as long as no cell runs."""
+    k = kernels()
+    k.execute("x = 1")
+    d = daemon()
+    d.kernel(k.km.connection_file)
+    watched_at = time.time() * 1000
+    time.sleep(35)
+    k.km.provisioner.process.send_signal(signal.SIGKILL)
+    report = the_report_for(world, d, k.km.connection_file, settle=0)
+    assert report["execution"]["state_at_death"] != "busy", report["execution"]
+    pings = [b["t_ms"] for b in report["heartbeat"]["history"]]
+    # From 12 s after the daemon found it (10 s of silence, then the next ping's pace).
+    settled = [b - a for a, b in zip(pings, pings[1:]) if a > watched_at + 12_000]
+    assert settled and min(settled) >= 9_500, pings
+
+
+def watched_record(world):
+    """The daemon's record of the kernels it watches (daemon-watched.json beside the store)."""
+    path = world["tmp"] / "daemon-watched.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def kill_daemon(d):
+    d.proc.kill()
+    d.proc.wait(timeout=10)
+
+
+def test_a_daemon_killed_and_started_again_accounts_for_what_ended_meanwhile(world, daemon,
+                                                                             kernels):
+    """The daemon killed (SIGKILL) while three kernels live; while none runs, one kernel is
+    killed and one shut down by its manager. Started again, the daemon watches the living one
+    again and gives each of the other two one record, "ended while unwatched", with no guessed
+    cause; started a third time, it adds nothing. A death the daemon reported just before it
+    was killed, its record not yet rewritten, gets no second record."""
+    d = daemon()
+    alive, killed, shut = kernels(), kernels(), kernels()
+    for k in (alive, killed, shut):
+        d.kernel(k.km.connection_file)
+    files = {k.km.connection_file for k in (alive, killed, shut)}
+    deadline = time.monotonic() + 10
+    while not files <= {e["connection_file"] for e in (watched_record(world) or {"kernels": []})
+                        ["kernels"]}:
+        assert time.monotonic() < deadline, watched_record(world)
+        time.sleep(0.05)
+    pids = {k.km.connection_file: k.km.provisioner.process.pid for k in (killed, shut)}
+    kill_daemon(d)
+    os.kill(killed.km.provisioner.process.pid, signal.SIGKILL)
+    killed.wait_for_death()
+    shut.km.shutdown_kernel()
+    assert not pathlib.Path(shut.km.connection_file).exists()
+
+    d = daemon()
+    d.kernel(alive.km.connection_file)
+    log = d.stop()
+    for k, file_left in ((killed, True), (shut, False)):
+        (record,) = reports_for(world, k.km.connection_file)
+        assert record["termination"]["kind"] == "unknown", record["termination"]
+        diagnosis = record["diagnosis"]
+        assert diagnosis["cause"] == "unknown" and diagnosis["confidence"] == "low"
+        assert diagnosis["headline"].startswith(
+            "Kernel ended while kernel-watchdog's daemon was not running (between "), diagnosis
+        assert record["watchdog"]["unwatched_end"]["connection_file_present"] is file_left
+        assert record["kernel"]["pid"] == pids[k.km.connection_file]
+        assert f"kernel {record['kernel']['kernel_id']} (pid {record['kernel']['pid']}) ended " \
+               "while unwatched" in log, log
+    assert reports_for(world, alive.km.connection_file) == []
+
+    # A third start: the living kernel again, nothing more.
+    d = daemon()
+    d.kernel(alive.km.connection_file)
+    deadline = time.monotonic() + 10
+    while not (watched_record(world) or {"kernels": []})["kernels"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    before = watched_record(world)
+    # Killed right after it reported a death, before its record said so: the record restored
+    # as it was, the next daemon finds that death reported already.
+    alive.execute_until_death("import ctypes; ctypes.string_at(0)")
+    the_report_for(world, d, alive.km.connection_file, settle=0)
+    kill_daemon(d)
+    (world["tmp"] / "daemon-watched.json").write_text(json.dumps(before))
+    d = daemon()
+    time.sleep(1)
+    log = d.stop()
+    alive_id = pathlib.Path(alive.km.connection_file).stem.removeprefix("kernel-")
+    assert not [line for line in log.splitlines()
+                if "ended while unwatched" in line and alive_id in line], log
+    assert len(reports_for(world, killed.km.connection_file)) == 1
+    assert len(reports_for(world, shut.km.connection_file)) == 1
+    (report,) = reports_for(world, alive.km.connection_file)
+    assert report["diagnosis"]["cause"] == "native_crash"
+    # Stopped on purpose, the daemon leaves no record behind.
+    assert watched_record(world) is None
 
 
 def test_three_kernels_are_found_and_memory_follows(world, daemon, kernels):

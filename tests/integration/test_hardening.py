@@ -328,4 +328,22 @@ def test_a_full_or_read_only_store_costs_one_line_and_the_report_still_reaches_t
         (report,) = [json.loads(p.read_text()) for p in fallback.glob("*.json")]
         assert report["termination"]["signal_name"] == "SIGABRT"
         assert any(reason in n for n in report["notes"]), report["notes"]
+        assert report["stored_instead_of"] == str(store)
         assert str(fallback) in proc.stderr
+        # `reports list` of the store finds it where it waits, and says so.
+        listed = subprocess.run([KWD_BINARY, "reports", "list"], env=env, capture_output=True,
+                                text=True, timeout=30)
+        assert f"{fallback}/{report['id']}.json" in listed.stdout, listed.stdout
+        assert f"1 report waits in the fallback location {fallback}" in listed.stdout
+        # The store takes writes again: the next report written there brings it in.
+        if trouble == "read-only":
+            subprocess.run(["mount", "-o", "remount,rw", str(small_filesystem)], check=True)
+        else:
+            (small_filesystem / "filler").unlink()
+        again = subprocess.run([KWD_BINARY, "run", "--", PYTHON, "-c", "import os; os.abort()"],
+                               env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == -signal.SIGABRT, again.stderr
+        assert list(fallback.glob("*.json")) == [], again.stderr
+        stored = sorted(p.name for p in store.glob("*.json"))
+        assert len(stored) == 2 and f"{report['id']}.json" in stored, (stored, again.stderr)
+        assert "1 report that waited in the fallback location moved into" in again.stderr

@@ -20,6 +20,7 @@
 #include "kwd/daemon/kernel_processes.hpp"
 #include "kwd/daemon/process_events.hpp"
 #include "kwd/daemon/runtime_dir_watcher.hpp"
+#include "kwd/daemon/watched_record.hpp"
 #include "kwd/kernelspec/kernelspec.hpp"
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
@@ -144,6 +145,16 @@ class Daemon {
   // The kernel's watch dropped, on the loop's next pass.
   void let_go(pid_t pid);
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);
+  // Counts a report written (or not) in `report_dir`; one the store refused waits in the
+  // fallback location, and that store is tried again every kAdoptInterval.
+  void count_written(const std::string& report_dir, bool written, bool in_fallback);
+  void adopt_waiting_reports();
+  // The record of what is watched (watched_record.hpp): rewritten on the loop's next pass
+  // after a change, and read once at the start for the kernels that ended while no daemon
+  // ran, each given a record in its store ("ended while unwatched").
+  void record_watched();
+  void write_watched_record();
+  void report_unwatched_ends();
   // The ZeroMQ context for a kernel's sockets: the daemon's, or for a kernel in another
   // network namespace (a pod's) one whose I/O thread lives there, shared by that pod's kernels.
   std::shared_ptr<zmq::context_t> context_for(pid_t pid);
@@ -191,6 +202,11 @@ class Daemon {
   std::map<std::pair<std::string, std::string>, metrics::DeathFigures> last_death_by_cause_;
   // Reports the report store could not take (see WrittenReport::in_fallback).
   std::uint64_t report_write_failures_ = 0;
+  // Stores (as report_dir_for says them) whose reports wait in the fallback location.
+  std::set<std::string> stores_refusing_;
+  std::optional<WatchedRecordFile> watched_record_;
+  bool watched_record_due_ = false;
+  static constexpr std::chrono::seconds kAdoptInterval{10};
   std::unique_ptr<JupyterSessions> sessions_;
   static constexpr std::int64_t kKernelspecsFreshMs = 2'000;
   std::vector<kernelspec::Kernelspec> kernelspecs_;

@@ -23,13 +23,14 @@ struct ListedReport {
   std::string notebook;   // kernel.notebook, "" when not known
   std::string cause;      // the diagnosis headline, else how it ended; or why it could not be read
   bool readable = false;
+  bool in_fallback = false;  // it waits in the fallback location (report/fallback_reports.hpp)
 };
 
 ListedReport list_row(const StoredReport& stored, const nlohmann::json& document);
 ListedReport list_row(const StoredReport& stored, const ReportFile& file);
 
-// Every report of the store, read and ordered newest first; a file that cannot be read is a
-// row that says why.
+// Every report of the store, and those meant for it that wait in the fallback location, read
+// and ordered newest first; a file that cannot be read is a row that says why.
 std::vector<ListedReport> list_reports(const ReportStore& store);
 
 // What a person knows a report by, in the order it is tried: a path to a file; `latest`; a

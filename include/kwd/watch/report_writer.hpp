@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "kwd/report/report_store.hpp"
 #include "kwd/watch/watch.hpp"
 
 namespace kwd::watch {
@@ -28,6 +29,10 @@ std::optional<nlohmann::json> build_report(Watch& watch, const ReportContext& co
 WrittenReport store_report(const Watch& watch, nlohmann::json document,
                            const ReportContext& context, const std::string& kernel_id,
                            const std::string& report_dir);
+
+// Moves into `store` the reports that waited for it in the fallback location, and logs how
+// many: for a writer that finds the store taking writes again. Never throws.
+void adopt_waiting_reports(const report::ReportStore& store) noexcept;
 
 // True the first time a report directory is found unusable in this process (at start or at a
 // death), so that the trouble is said in one line, not again at every report.

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kwd/report/report_store.hpp"
+
+namespace kwd::report {
+
+// A report its store could not take (full, read-only, deleted) goes to the fallback location
+// (ReportStore::fallback_dir) with "stored_instead_of" naming the store it was meant for. It
+// stays findable there (`reports list` reads both places) and moves into its store once the
+// store takes writes again.
+inline constexpr const char* kStoredInsteadOf = "stored_instead_of";
+
+// The fallback location's reports meant for `store`, newest first. Nothing when the fallback
+// is missing, is the store itself, or is not safely ours (another user's directory in /tmp).
+std::vector<StoredReport> fallback_reports_for(
+    const ReportStore& store,
+    const std::filesystem::path& fallback_dir = ReportStore::fallback_dir());
+
+struct Adoption {
+  int moved = 0;
+  std::string problem;  // why the store refused one; the rest wait for the next try
+};
+
+// Moves the fallback reports meant for `store` into it: each written there atomically, never
+// over another, then removed from the fallback. Stops at the first the store refuses.
+Adoption adopt_fallback_reports(
+    const ReportStore& store,
+    const std::filesystem::path& fallback_dir = ReportStore::fallback_dir());
+
+}  // namespace kwd::report

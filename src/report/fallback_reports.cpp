@@ -1,0 +1,92 @@
+#include "kwd/report/fallback_reports.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "kwd/platform/regular_file.hpp"
+#include "kwd/report/report_file.hpp"
+#include "kwd/util/private_files.hpp"
+
+namespace kwd::report {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool same_dir(const fs::path& a, const fs::path& b) {
+  return a.lexically_normal() == b.lexically_normal();
+}
+
+// The fallback directory, opened only when every directory on its way is ours or root's: it
+// lies in /tmp, where anyone may have made a directory of that name first.
+std::optional<util::SafeDir> open_fallback(const ReportStore& store, const fs::path& fallback_dir) {
+  if (same_dir(fallback_dir, store.dir())) return std::nullopt;
+  std::error_code ec;
+  if (!fs::is_directory(fallback_dir, ec)) return std::nullopt;
+  try {
+    return util::SafeDir::open(fallback_dir);
+  } catch (const util::FileError&) {
+    return std::nullopt;
+  }
+}
+
+// The report's text, when it is ours and was meant for `store`.
+std::optional<std::string> text_meant_for(const util::SafeDir& fallback, const std::string& name,
+                                          const ReportStore& store) {
+  auto file = platform::open_regular_file(fallback.fd(), name.c_str(), O_NOFOLLOW);
+  if (!file.fd || file.st.st_uid != ::geteuid() ||
+      static_cast<std::uintmax_t>(file.st.st_size) > kMaxReportBytes)
+    return std::nullopt;
+  auto text = platform::read_up_to(file.fd.get(), kMaxReportBytes + 1);
+  if (!text) return std::nullopt;
+  const auto parsed = parse_report(*text, name);
+  if (!parsed.document) return std::nullopt;
+  const auto meant = parsed.document->find(kStoredInsteadOf);
+  if (meant == parsed.document->end() || !meant->is_string() ||
+      !same_dir(meant->get<std::string>(), store.dir()))
+    return std::nullopt;
+  return text;
+}
+
+}  // namespace
+
+std::vector<StoredReport> fallback_reports_for(const ReportStore& store,
+                                               const fs::path& fallback_dir) {
+  std::vector<StoredReport> out;
+  const auto fallback = open_fallback(store, fallback_dir);
+  if (!fallback) return out;
+  for (auto& stored : ReportStore(fallback->path()).list())
+    if (text_meant_for(*fallback, stored.id + ".json", store)) out.push_back(std::move(stored));
+  return out;
+}
+
+Adoption adopt_fallback_reports(const ReportStore& store, const fs::path& fallback_dir) {
+  Adoption out;
+  const auto fallback = open_fallback(store, fallback_dir);
+  if (!fallback) return out;
+  // Oldest first: a store that fills again part way has the older deaths.
+  auto waiting = ReportStore(fallback->path()).list();
+  for (auto it = waiting.rbegin(); it != waiting.rend(); ++it) {
+    const std::string name = it->id + ".json";
+    const auto text = text_meant_for(*fallback, name, store);
+    if (!text) continue;
+    try {
+      store.write(it->id, *text);
+    } catch (const util::FileError& e) {
+      // Already there: a move cut short after its write (ids carry a random part, so the
+      // same name is the same report). Anything else: the store still refuses.
+      std::error_code ec;
+      if (!fs::is_regular_file(store.dir() / name, ec)) {
+        out.problem = e.what();
+        return out;
+      }
+    }
+    ::unlinkat(fallback->fd(), name.c_str(), 0);
+    ++out.moved;
+  }
+  return out;
+}
+
+}  // namespace kwd::report
