@@ -16,6 +16,7 @@
 #include "kwd/kernelspec/kernelspec.hpp"
 #include "kwd/metrics/exposition.hpp"
 #include "kwd/platform/namespaces.hpp"
+#include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/clock.hpp"
 
@@ -153,11 +154,17 @@ int Daemon::run() {
     light_scans_ = 0;
     scan();
   });
-  watched_record_.emplace(report::ReportStore::resolve_dir(options_.report_dir).parent_path());
+  watched_record_.emplace(report::ReportStore::resolve_dir(options_.report_dir));
   report_unwatched_ends();
+  // The record's time says until when this daemon was alive, should it be killed.
+  loop_.every(kRecordTouchInterval, [this] { watched_record_->touch(); });
   scan();
-  // Reports a store refused, here or in an earlier daemon's time, move in once it takes them.
+  // Reports a store refused, here or in an earlier daemon's time, move in once it takes them:
+  // its own store's, and its pods' (under it), whichever daemon wrote them.
   stores_refusing_.insert(options_.report_dir);
+  const std::string base = report::store_key(report::ReportStore::resolve_dir(options_.report_dir));
+  for (const auto& waited_for : report::stores_waited_for())
+    if (waited_for.starts_with(base + "/")) stores_refusing_.insert(waited_for);
   adopt_waiting_reports();
   loop_.every(kAdoptInterval, [this] {
     if (!stores_refusing_.empty()) adopt_waiting_reports();

@@ -132,6 +132,7 @@ void Daemon::name_notebook(Kernel& k, bool now) {
   if (path.empty()) return;
   k.notebook = path;
   k.watch->set_notebook({std::move(path), "jupyter_server"});
+  record_watched();
 }
 
 const std::vector<kernelspec::Kernelspec>& Daemon::kernelspecs() {

@@ -2,11 +2,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "kwd/daemon/daemon.hpp"
 #include "kwd/daemon/unwatched_end.hpp"
 #include "kwd/logging/log_fields.hpp"
+#include "kwd/platform/host.hpp"
 #include "kwd/probes/process_record.hpp"
 #include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_document.hpp"
@@ -34,12 +36,13 @@ Stored store_record(const report::ReportStore& store, const std::string& id, nlo
     return {store.write(id, report::to_text(doc)), false};
   } catch (const std::exception& e) {
     doc["notes"].push_back(std::string("report directory unusable: ") + e.what());
-    doc[report::kStoredInsteadOf] = store.dir().string();
+    doc[report::kStoredInsteadOf] = report::store_key(store.dir());
   }
   try {
-    return {
-        report::ReportStore(report::ReportStore::fallback_dir()).write(id, report::to_text(doc)),
-        true};
+    return {report::ReportStore(report::ReportStore::fallback_dir(),
+                                report::StoreLimits::from_environment())
+                .write(id, report::to_text(doc)),
+            true};
   } catch (const std::exception& e) {
     spdlog::error("no record of it could be written: {}", e.what());
     return {};
@@ -62,6 +65,7 @@ void Daemon::write_watched_record() {
   WatchedRecord record;
   record.written_ms = util::wall_ms();
   record.daemon_pid = ::getpid();
+  record.boot_id = platform::boot_id();
   for (const auto& [pid, k] : kernels_)
     record.kernels.push_back({pid, k.process.start_time, k.process.started_at_ms,
                               k.watched_since_ms, k.kernel_id, k.process.connection_file,
@@ -84,13 +88,25 @@ void Daemon::report_unwatched_ends() {
   // What is still running is found again by the scans, which write the record anew.
   watched_record_->remove();
   if (!record) return;
+  // Another boot: its processes ended with the machine, and its pids mean nothing now.
+  if (const auto boot = platform::boot_id();
+      !record->boot_id.empty() && !boot.empty() && boot != record->boot_id) {
+    if (!record->kernels.empty())
+      spdlog::info(
+          "the machine restarted since the last daemon's record: the {} kernels it "
+          "watched ended with it; no record of them",
+          record->kernels.size());
+    return;
+  }
   const std::int64_t now = util::wall_ms();
+  const std::int64_t last_alive = std::max(record->written_ms, record->touched_ms);
   for (const auto& k : record->kernels) {
     if (still_running(k)) continue;
-    const report::ReportStore store(report::ReportStore::resolve_dir(k.report_dir));
+    const report::ReportStore store(report::ReportStore::resolve_dir(k.report_dir),
+                                    report::StoreLimits::from_environment());
     // A death the daemon reported just before it went: no second word of it.
     if (already_reported(store, k)) continue;
-    UnwatchedEnd end{k, record->written_ms, now, std::nullopt};
+    UnwatchedEnd end{k, last_alive, now, std::nullopt};
     if (!k.in_container && !k.connection_file.empty()) {
       struct stat st {};
       const bool present = ::lstat(k.connection_file.c_str(), &st) == 0;
@@ -102,7 +118,7 @@ void Daemon::report_unwatched_ends() {
     spdlog::warn(
         "kernel {} (pid {}) ended while unwatched: no daemon ran between {} and now; how "
         "it ended is not known; record: {}",
-        k.kernel_id, k.pid, util::iso8601_utc(record->written_ms),
+        k.kernel_id, k.pid, util::iso8601_utc(last_alive),
         stored.path ? stored.path->string() : std::string("none"));
     count_written(k.report_dir, stored.path.has_value(), stored.in_fallback);
   }

@@ -397,9 +397,9 @@ void Daemon::count_written(const std::string& report_dir, bool written, bool in_
 void Daemon::adopt_waiting_reports() {
   // A store that took the waiting reports back, or has none waiting any more, is let go.
   std::erase_if(stores_refusing_, [](const std::string& dir) {
-    const report::ReportStore store(report::ReportStore::resolve_dir(dir));
-    watch::adopt_waiting_reports(store);
-    return report::fallback_reports_for(store).empty();
+    const report::ReportStore store(report::ReportStore::resolve_dir(dir),
+                                    report::StoreLimits::from_environment());
+    return watch::adopt_waiting_reports(store) == 0;
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_document.hpp"
+#include "kwd/report/report_file.hpp"
 #include "kwd/timeline/timeline.hpp"
 #include "kwd/util/clock.hpp"
 
@@ -104,9 +105,13 @@ bool already_reported(const report::ReportStore& store, const WatchedEntry& kern
   const std::string sample = report::make_report_id(0, kernel.kernel_id, kernel.pid);
   const std::size_t after_time = sample.find('-') + 1;
   const std::string middle = sample.substr(after_time, sample.rfind('-') + 1 - after_time);
+  // A hang report names the process too; only a death counts.
   const auto names_it = [&](const report::StoredReport& r) {
     const auto dash = r.id.find('-');
-    return dash != std::string::npos && r.id.compare(dash + 1, middle.size(), middle) == 0;
+    if (dash == std::string::npos || r.id.compare(dash + 1, middle.size(), middle) != 0)
+      return false;
+    const auto file = report::read_report_file(r.path);
+    return !file.document || file.document->value("kind", std::string()) != "hang";
   };
   for (const auto& r : store.list())
     if (names_it(r)) return true;

@@ -1,10 +1,12 @@
 #include "kwd/daemon/watched_record.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "kwd/platform/file_time.hpp"
 #include "kwd/platform/regular_file.hpp"
 #include "kwd/util/private_files.hpp"
 
@@ -33,6 +35,7 @@ std::string to_text(const WatchedRecord& record) {
                        {"argv", k.argv}});
   return json{{"written_ms", record.written_ms},
               {"daemon_pid", record.daemon_pid},
+              {"boot_id", record.boot_id},
               {"kernels", std::move(kernels)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -45,6 +48,7 @@ std::optional<WatchedRecord> parse_watched_record(std::string_view text) {
   try {
     out.written_ms = doc.value("written_ms", std::int64_t{0});
     out.daemon_pid = doc.value("daemon_pid", -1);
+    out.boot_id = doc.value("boot_id", std::string());
     for (const auto& k : doc["kernels"]) {
       WatchedEntry e;
       e.pid = k.at("pid").get<pid_t>();
@@ -78,9 +82,18 @@ std::optional<WatchedRecord> WatchedRecordFile::read() const {
     if (!file.fd || file.st.st_uid != ::geteuid()) return std::nullopt;
     const auto text = platform::read_up_to(file.fd.get(), kMaxRecordBytes);
     if (!text) return std::nullopt;
-    return parse_watched_record(*text);
+    auto record = parse_watched_record(*text);
+    if (record) record->touched_ms = platform::modified_ms(file.st);
+    return record;
   } catch (const util::FileError&) {
     return std::nullopt;
+  }
+}
+
+void WatchedRecordFile::touch() const noexcept {
+  try {
+    ::utimensat(util::SafeDir::open(dir_).fd(), kName, nullptr, AT_SYMLINK_NOFOLLOW);
+  } catch (...) {
   }
 }
 

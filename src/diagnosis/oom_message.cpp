@@ -42,8 +42,8 @@ std::optional<std::int64_t> find_size(const std::string& line, const std::regex&
 
 OomNumbers parse_oom_numbers(std::string_view text) {
   // The lines quoted are a few hundred bytes; a pathological one is not worth the regexes.
-  constexpr std::size_t kMaxLine = 4096;
-  const std::string line(text.substr(0, kMaxLine));
+  constexpr std::size_t kMaxQuoted = 4096;
+  const std::string line(text.substr(0, kMaxQuoted));
   OomNumbers n;
   static const std::regex requested =
       size_pattern(R"((?:[Tt]ried to allocate|trying to allocate) )");

@@ -123,8 +123,8 @@ PackageIndex::Site* PackageIndex::site(const platform::RootView& root, const fs:
   return &s;
 }
 
-const std::optional<Distribution>& PackageIndex::details(const platform::RootView& root, Entry& e,
-                                                         bool& unsure) {
+std::optional<Distribution> PackageIndex::details(const platform::RootView& root, Entry& e,
+                                                  bool& unsure) {
   if (e.details) return e.details;
   const auto what = root.stat(e.dir.string());
   const bool is_dir = what && what->directory;
@@ -138,7 +138,12 @@ const std::optional<Distribution>& PackageIndex::details(const platform::RootVie
     d.name = header->first;
     d.version = header->second;
     d.metadata_dir = e.dir;
-    d.top_level = top_level(root, e, unsure);
+    bool top_level_unsure = false;
+    d.top_level = top_level(root, e, top_level_unsure);
+    if (top_level_unsure) {  // this answer, not kept: the next question reads again
+      unsure = true;
+      return d;
+    }
     e.details = std::move(d);
   }
   return e.details;

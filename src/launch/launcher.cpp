@@ -68,7 +68,8 @@ int Launcher::run() {
   // Reports an earlier death left in the fallback location move into the store once it takes
   // writes again; looked at once the kernel is under way, not on its path to the start.
   (void)loop_.after(std::chrono::seconds(5), [report_dir] {
-    watch::adopt_waiting_reports(report::ReportStore(report_dir));
+    watch::adopt_waiting_reports(
+        report::ReportStore(report_dir, report::StoreLimits::from_environment()));
   });
   // The kernel's memory and state for readers beside its manager (JupyterLab's status item).
   live_status_.emplace(options_.kernel.connection_file);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 bool same_dir(const fs::path& a, const fs::path& b) {
-  return a.lexically_normal() == b.lexically_normal();
+  return store_key(a) == store_key(b);
 }
 
 // The fallback directory, opened only when every directory on its way is ours or root's: it
@@ -45,12 +46,41 @@ std::optional<std::string> text_meant_for(const util::SafeDir& fallback, const s
   if (!parsed.document) return std::nullopt;
   const auto meant = parsed.document->find(kStoredInsteadOf);
   if (meant == parsed.document->end() || !meant->is_string() ||
-      !same_dir(meant->get<std::string>(), store.dir()))
+      meant->get<std::string>() != store_key(store.dir()))
     return std::nullopt;
   return text;
 }
 
 }  // namespace
+
+std::string store_key(const fs::path& dir) {
+  std::error_code ec;
+  fs::path key = fs::absolute(dir, ec);
+  if (ec) key = dir;
+  key = key.lexically_normal();
+  if (!key.has_filename() && key.has_parent_path() && key != key.root_path())
+    key = key.parent_path();
+  return key.string();
+}
+
+std::vector<std::string> stores_waited_for(const fs::path& fallback_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(fallback_dir, ec)) return out;
+  try {
+    const auto fallback = util::SafeDir::open(fallback_dir);
+    for (const auto& stored : ReportStore(fallback.path()).list()) {
+      const auto file = read_report_file(stored.path);
+      if (!file.document) continue;
+      const auto meant = file.document->find(kStoredInsteadOf);
+      if (meant == file.document->end() || !meant->is_string()) continue;
+      const auto key = meant->get<std::string>();
+      if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+    }
+  } catch (const util::FileError&) {
+  }
+  return out;
+}
 
 std::vector<StoredReport> fallback_reports_for(const ReportStore& store,
                                                const fs::path& fallback_dir) {
@@ -72,6 +102,10 @@ Adoption adopt_fallback_reports(const ReportStore& store, const fs::path& fallba
     const std::string name = it->id + ".json";
     const auto text = text_meant_for(*fallback, name, store);
     if (!text) continue;
+    if (!out.problem.empty()) {
+      ++out.waiting;
+      continue;
+    }
     try {
       store.write(it->id, *text);
     } catch (const util::FileError& e) {
@@ -80,7 +114,8 @@ Adoption adopt_fallback_reports(const ReportStore& store, const fs::path& fallba
       std::error_code ec;
       if (!fs::is_regular_file(store.dir() / name, ec)) {
         out.problem = e.what();
-        return out;
+        ++out.waiting;
+        continue;
       }
     }
     ::unlinkat(fallback->fd(), name.c_str(), 0);

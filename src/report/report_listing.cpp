@@ -83,6 +83,10 @@ std::vector<ListedReport> list_reports(const ReportStore& store) {
   for (const auto& stored : store.list())
     rows.push_back(list_row(stored, read_report_file(stored.path)));
   for (const auto& stored : fallback_reports_for(store)) {
+    // A move cut short, or under way: the store's copy is the one.
+    if (std::any_of(rows.begin(), rows.end(),
+                    [&](const ListedReport& row) { return row.stored.id == stored.id; }))
+      continue;
     rows.push_back(list_row(stored, read_report_file(stored.path)));
     rows.back().in_fallback = true;
   }

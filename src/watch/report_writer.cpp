@@ -64,7 +64,7 @@ void print_summary_instead(const nlohmann::json& report) noexcept {
 
 }  // namespace
 
-void adopt_waiting_reports(const report::ReportStore& store) noexcept {
+int adopt_waiting_reports(const report::ReportStore& store) noexcept {
   try {
     const auto adopted = report::adopt_fallback_reports(store);
     if (adopted.moved > 0)
@@ -72,8 +72,10 @@ void adopt_waiting_reports(const report::ReportStore& store) noexcept {
                    adopted.moved == 1 ? "" : "s", store.dir().string());
     if (!adopted.problem.empty())
       spdlog::debug("reports still wait in the fallback location: {}", adopted.problem);
+    return adopted.waiting;
   } catch (const std::exception& e) {
     spdlog::debug("reports in the fallback location not moved: {}", e.what());
+    return 1;  // looked at again next time
   }
 }
 
@@ -142,7 +144,7 @@ WrittenReport store_report(const Watch& watch, nlohmann::json document,
       spdlog::debug("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
     out.document["notes"].push_back(std::string("report directory unusable: ") + e.what());
     // What lets the report find its way home (report/fallback_reports.hpp).
-    out.document[report::kStoredInsteadOf] = primary.dir().string();
+    out.document[report::kStoredInsteadOf] = report::store_key(primary.dir());
   }
   const report::ReportStore fallback(report::ReportStore::fallback_dir(), limits);
   try {

@@ -58,11 +58,14 @@ class Collectors {
 // gigabyte a second outruns any sampling rate. The killer's own line measured the kernel's
 // RSS at the kill, and the tree held at least that much, so the peak is at least that.
 void fold_rss_at_kill(json& report) {
-  const json* evidence = report.contains("oom_evidence") ? &report["oom_evidence"] : nullptr;
-  if (evidence == nullptr || !evidence->is_object() || !report["memory"].is_object()) return;
+  const auto evidence = report.find("oom_evidence");
+  const auto memory_at = report.find("memory");
+  if (evidence == report.end() || !evidence->is_object() || memory_at == report.end() ||
+      !memory_at->is_object())
+    return;
   const auto at_kill = evidence->find("kernel_rss_at_kill_bytes");
   if (at_kill == evidence->end() || !at_kill->is_number_integer()) return;
-  auto& memory = report["memory"];
+  auto& memory = *memory_at;
   auto& peak = memory["peak"];
   const bool higher = !peak.contains("rss") || !peak["rss"].is_number() ||
                       peak["rss"].get<double>() < at_kill->get<double>();

@@ -143,7 +143,9 @@ def test_a_report_the_full_store_refused_moves_in_once_the_store_has_room(world,
     into the store by itself, with no other death to write."""
     store = world["reports"]
     store.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700",
+    # Room for the reports of other tests' kernels, which this daemon watches too and which
+    # wait in the fallback beside this one's.
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700",
                               "kwd-full-store", str(store)], capture_output=True, text=True)
     assert mounted.returncode == 0, mounted.stderr
     try:
@@ -198,15 +200,17 @@ def test_a_kernel_found_idle_by_a_daemon_started_after_it_is_pinged_at_rest(worl
     k.km.provisioner.process.send_signal(signal.SIGKILL)
     report = the_report_for(world, d, k.km.connection_file, settle=0)
     assert report["execution"]["state_at_death"] != "busy", report["execution"]
-    pings = [b["t_ms"] for b in report["heartbeat"]["history"]]
-    # From 12 s after the daemon found it (10 s of silence, then the next ping's pace).
-    settled = [b - a for a, b in zip(pings, pings[1:]) if a > watched_at + 12_000]
-    assert settled and min(settled) >= 9_500, pings
+    beats = report["heartbeat"]["history"]
+    # From 12 s after the daemon found it (10 s of silence, then the next ping's pace); a
+    # missed beat (a loaded machine) brings the 2 s pace back for the next ping, by design.
+    settled = [b["t_ms"] - a["t_ms"] for a, b in zip(beats, beats[1:])
+               if a["t_ms"] > watched_at + 12_000 and a["ok"] and b["ok"]]
+    assert settled and min(settled) >= 9_500, beats
 
 
 def watched_record(world):
-    """The daemon's record of the kernels it watches (daemon-watched.json beside the store)."""
-    path = world["tmp"] / "daemon-watched.json"
+    """The daemon's record of the kernels it watches (.daemon-watched in the store)."""
+    path = world["reports"] / ".daemon-watched"
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -259,8 +263,9 @@ def test_a_daemon_killed_and_started_again_accounts_for_what_ended_meanwhile(wor
     d = daemon()
     d.kernel(alive.km.connection_file)
     deadline = time.monotonic() + 10
-    while not (watched_record(world) or {"kernels": []})["kernels"]:
-        assert time.monotonic() < deadline
+    while alive.km.connection_file not in {
+            e["connection_file"] for e in (watched_record(world) or {"kernels": []})["kernels"]}:
+        assert time.monotonic() < deadline, watched_record(world)
         time.sleep(0.05)
     before = watched_record(world)
     # Killed right after it reported a death, before its record said so: the record restored
@@ -268,7 +273,7 @@ def test_a_daemon_killed_and_started_again_accounts_for_what_ended_meanwhile(wor
     alive.execute_until_death("import ctypes; ctypes.string_at(0)")
     the_report_for(world, d, alive.km.connection_file, settle=0)
     kill_daemon(d)
-    (world["tmp"] / "daemon-watched.json").write_text(json.dumps(before))
+    (world["reports"] / ".daemon-watched").write_text(json.dumps(before))
     d = daemon()
     time.sleep(1)
     log = d.stop()

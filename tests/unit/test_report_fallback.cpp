@@ -80,7 +80,10 @@ TEST_CASE("fallback reports: the store itself as the fallback, or none, is nothi
 }
 
 TEST_CASE("fallback reports: another user's file there is never taken") {
-  if (::geteuid() != 0) return;  // only root can make a file another user owns
+  if (::geteuid() != 0) {
+    WARN("not run: only root can make a file another user owns");
+    return;
+  }
   TempDir root("kwd-fallback");
   const report::ReportStore store(root.path / "store");
   const report::ReportStore fallback(root.path / "fallback");

@@ -205,6 +205,7 @@ class Daemon {
   // Stores (as report_dir_for says them) whose reports wait in the fallback location.
   std::set<std::string> stores_refusing_;
   std::optional<WatchedRecordFile> watched_record_;
+  static constexpr std::chrono::seconds kRecordTouchInterval{60};
   bool watched_record_due_ = false;
   static constexpr std::chrono::seconds kAdoptInterval{10};
   std::unique_ptr<JupyterSessions> sessions_;

@@ -11,10 +11,12 @@
 
 namespace kwd::daemon {
 
-// The kernels the daemon watches, kept on disk beside its store: a daemon that was killed
+// The kernels the daemon watches, kept on disk in its store (a dot-file, which the store's
+// listing leaves out): a daemon that was killed
 // (SIGKILL, an OOM kill, a crash of its own) reads it when started again, to tell which
-// kernels ended while nobody watched them. Rewritten when the set changes, never per sample;
-// removed when the daemon stops of its own will (watching then ends on purpose).
+// kernels ended while nobody watched them. Rewritten when the set changes, never per sample,
+// and its time touched every minute (the daemon was alive then); removed when the daemon stops
+// of its own will (watching then ends on purpose).
 struct WatchedEntry {
   pid_t pid = -1;
   std::uint64_t start_time = 0;  // with the pid: this process, not a later one
@@ -31,7 +33,9 @@ struct WatchedEntry {
 
 struct WatchedRecord {
   std::int64_t written_ms = 0;  // the daemon's last change of it: it was alive then
+  std::int64_t touched_ms = 0;  // the file's time when read (the daemon's last minute alive)
   pid_t daemon_pid = -1;
+  std::string boot_id;  // platform::boot_id(): pids and process starts mean nothing across boots
   std::vector<WatchedEntry> kernels;
 };
 
@@ -49,10 +53,13 @@ class WatchedRecordFile {
   // nullopt when there is none, or it cannot be read or parsed.
   [[nodiscard]] std::optional<WatchedRecord> read() const;
   void remove() const noexcept;
+  // Its time set to now: the daemon is alive. Nothing when there is no record yet.
+  void touch() const noexcept;
   [[nodiscard]] std::filesystem::path path() const { return dir_ / kName; }
 
  private:
-  static constexpr const char* kName = "daemon-watched.json";
+  // No ".json": whoever reads the store's *.json as reports (the Python package) skips it.
+  static constexpr const char* kName = ".daemon-watched";
   std::filesystem::path dir_;
 };
 

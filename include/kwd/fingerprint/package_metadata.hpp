@@ -84,8 +84,8 @@ class PackageIndex {
   Site* site(const platform::RootView& root, const std::filesystem::path& dir);
   // Each sets `unsure` when a file that is there could not be read (an I/O error, a stalled
   // mount): what follows from it is not remembered, and is looked at again next time.
-  static const std::optional<Distribution>& details(const platform::RootView& root, Entry& e,
-                                                    bool& unsure);
+  static std::optional<Distribution> details(const platform::RootView& root, Entry& e,
+                                             bool& unsure);
   static const std::vector<std::string>& top_level(const platform::RootView& root, Entry& e,
                                                    bool& unsure);
   std::mutex mutex_;

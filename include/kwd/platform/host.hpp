@@ -20,6 +20,10 @@ std::string default_opener();
 // (jupyter_core.paths.jupyter_data_dir).
 std::filesystem::path jupyter_user_data_dir();
 
+// What tells this boot of the machine from the next (Linux: the kernel's random boot_id;
+// macOS: kern.bootsessionuuid); "" when it cannot be read.
+std::string boot_id();
+
 // This process's resident memory in bytes; -1 when it cannot be read.
 std::int64_t self_resident_bytes();
 

@@ -14,6 +14,14 @@ namespace kwd::report {
 // store takes writes again.
 inline constexpr const char* kStoredInsteadOf = "stored_instead_of";
 
+// What a store is known by in "stored_instead_of": its absolute path, normalised, with no
+// trailing slash ("reports/" and "./reports" from the same place are the same store).
+std::string store_key(const std::filesystem::path& dir);
+
+// The stores that fallback reports wait for (their store_key), each once.
+std::vector<std::string> stores_waited_for(
+    const std::filesystem::path& fallback_dir = ReportStore::fallback_dir());
+
 // The fallback location's reports meant for `store`, newest first. Nothing when the fallback
 // is missing, is the store itself, or is not safely ours (another user's directory in /tmp).
 std::vector<StoredReport> fallback_reports_for(
@@ -22,6 +30,7 @@ std::vector<StoredReport> fallback_reports_for(
 
 struct Adoption {
   int moved = 0;
+  int waiting = 0;      // meant for the store and still in the fallback location
   std::string problem;  // why the store refused one; the rest wait for the next try
 };
 

@@ -31,8 +31,9 @@ WrittenReport store_report(const Watch& watch, nlohmann::json document,
                            const std::string& report_dir);
 
 // Moves into `store` the reports that waited for it in the fallback location, and logs how
-// many: for a writer that finds the store taking writes again. Never throws.
-void adopt_waiting_reports(const report::ReportStore& store) noexcept;
+// many: for a writer that finds the store taking writes again. Returns how many still wait
+// (the store refused again). Never throws.
+int adopt_waiting_reports(const report::ReportStore& store) noexcept;
 
 // True the first time a report directory is found unusable in this process (at start or at a
 // death), so that the trouble is said in one line, not again at every report.

@@ -3,9 +3,12 @@
 
 #include <mach-o/dyld.h>
 #include <mach/mach.h>
+#include <sys/sysctl.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace kwd::platform {
@@ -30,6 +33,13 @@ fs::path jupyter_user_data_dir() {
 
 std::optional<int> run_internal_step(int /*argc*/, char** /*argv*/) {
   return std::nullopt;
+}
+
+std::string boot_id() {
+  std::array<char, 64> uuid{};
+  std::size_t size = uuid.size();
+  if (::sysctlbyname("kern.bootsessionuuid", uuid.data(), &size, nullptr, 0) != 0) return {};
+  return std::string(uuid.data(), ::strnlen(uuid.data(), uuid.size()));
 }
 
 std::int64_t self_resident_bytes() {

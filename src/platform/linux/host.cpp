@@ -36,6 +36,13 @@ std::optional<int> run_internal_step(int argc, char** argv) {
   return std::nullopt;
 }
 
+std::string boot_id() {
+  auto text = linux_proc::read_small_file("/proc/sys/kernel/random/boot_id").value_or("");
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
 std::int64_t self_resident_bytes() {
   const auto text = linux_proc::read_small_file("/proc/self/statm");
   const auto pages = text ? linux_proc::parse_statm_resident(*text) : std::nullopt;

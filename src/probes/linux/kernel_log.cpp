@@ -16,6 +16,11 @@ std::optional<pid_t> number_at(std::string_view s, std::size_t pos) {
 // The sum of "anon-rss:NkB", "file-rss:NkB" and "shmem-rss:NkB" in a kill's line; nothing
 // unless all three are there (a kernel that prints less says less).
 std::optional<std::int64_t> rss_in_kill_line(std::string_view line) {
+  // After the process's name, which is the process's to choose ("(anon-rss:1kB)"): the last
+  // " total-vm:" is the kernel's.
+  const auto fields = line.rfind(" total-vm:");
+  if (fields == std::string_view::npos) return std::nullopt;
+  line.remove_prefix(fields);
   std::int64_t total = 0;
   for (const std::string_view key : {"anon-rss:", "file-rss:", "shmem-rss:"}) {
     const auto at = line.find(key);
@@ -24,7 +29,8 @@ std::optional<std::int64_t> rss_in_kill_line(std::string_view line) {
     const char* last = line.data() + line.size();
     std::int64_t kib = 0;
     const auto [p, ec] = std::from_chars(first, last, kib);
-    if (ec != std::errc() || p == first || kib < 0 ||
+    constexpr std::int64_t kMaxKib = std::int64_t{1} << 40;  // 1 PiB: no machine has more
+    if (ec != std::errc() || p == first || kib < 0 || kib > kMaxKib ||
         std::string_view(p, last).substr(0, 2) != "kB")
       return std::nullopt;
     total += kib * 1024;

@@ -58,6 +58,12 @@ TEST_CASE("a kill's line gives the victim's RSS only when it says it whole") {
   CHECK_FALSE(rss("Killed process 7 (R) total-vm:9kB, anon-rss:1MB, file-rss:2kB, shmem-rss:4kB"));
   CHECK_FALSE(rss("Killed process 7 (R) total-vm:9kB, anon-rss:kB, file-rss:2kB, shmem-rss:4kB"));
   CHECK_FALSE(rss("Killed process 7 (R) total-vm:9kB, anon-rss:-1kB, file-rss:2kB, shmem-rss:4kB"));
+  // The name is the process's own to choose; the kernel's fields come after it.
+  CHECK(rss("Killed process 7 (anon-rss:9kB) total-vm:9kB, anon-rss:1kB, file-rss:2kB, "
+            "shmem-rss:4kB") == 7 * 1024);
+  CHECK_FALSE(
+      rss("Killed process 7 (R) total-vm:9kB, anon-rss:99999999999999999kB, "
+          "file-rss:2kB, shmem-rss:4kB"));
 }
 
 TEST_CASE("other kernel messages are not OOM evidence") {
