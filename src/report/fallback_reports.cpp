@@ -33,9 +33,13 @@ std::optional<util::SafeDir> open_fallback(const ReportStore& store, const fs::p
   }
 }
 
-// The report's text, when it is ours and was meant for `store`.
-std::optional<std::string> text_meant_for(const util::SafeDir& fallback, const std::string& name,
-                                          const ReportStore& store) {
+struct Tagged {
+  std::string text;
+  std::string meant_for;  // its stored_instead_of
+};
+
+// A fallback report of ours that names the store it was meant for: its text and that store.
+std::optional<Tagged> read_tagged(const util::SafeDir& fallback, const std::string& name) {
   auto file = platform::open_regular_file(fallback.fd(), name.c_str(), O_NOFOLLOW);
   if (!file.fd || file.st.st_uid != ::geteuid() ||
       static_cast<std::uintmax_t>(file.st.st_size) > kMaxReportBytes)
@@ -45,10 +49,16 @@ std::optional<std::string> text_meant_for(const util::SafeDir& fallback, const s
   const auto parsed = parse_report(*text, name);
   if (!parsed.document) return std::nullopt;
   const auto meant = parsed.document->find(kStoredInsteadOf);
-  if (meant == parsed.document->end() || !meant->is_string() ||
-      meant->get<std::string>() != store_key(store.dir()))
-    return std::nullopt;
-  return text;
+  if (meant == parsed.document->end() || !meant->is_string()) return std::nullopt;
+  return Tagged{std::move(*text), meant->get<std::string>()};
+}
+
+// The report's text, when it is ours and was meant for `store`.
+std::optional<std::string> text_meant_for(const util::SafeDir& fallback, const std::string& name,
+                                          const ReportStore& store) {
+  auto tagged = read_tagged(fallback, name);
+  if (!tagged || tagged->meant_for != store_key(store.dir())) return std::nullopt;
+  return std::move(tagged->text);
 }
 
 }  // namespace
@@ -70,12 +80,9 @@ std::vector<std::string> stores_waited_for(const fs::path& fallback_dir) {
   try {
     const auto fallback = util::SafeDir::open(fallback_dir);
     for (const auto& stored : ReportStore(fallback.path()).list()) {
-      const auto file = read_report_file(stored.path);
-      if (!file.document) continue;
-      const auto meant = file.document->find(kStoredInsteadOf);
-      if (meant == file.document->end() || !meant->is_string()) continue;
-      const auto key = meant->get<std::string>();
-      if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+      const auto tagged = read_tagged(fallback, stored.id + ".json");
+      if (tagged && std::find(out.begin(), out.end(), tagged->meant_for) == out.end())
+        out.push_back(tagged->meant_for);
     }
   } catch (const util::FileError&) {
   }
