@@ -269,6 +269,8 @@ class CellExplainer {
         device = m[3].str();
         detail = " for a tensor of shape [" + shape + "] (" + m[2].str() + ")";
       }
+    } else if ((h = hit("pytorch.cuda_out_of_memory")) != nullptr) {
+      return pytorch_cuda_oom(*h);
     } else if ((h = hit("xla.host_out_of_memory")) != nullptr ||
                (h = hit("xla.resource_exhausted")) != nullptr) {
       framework = "JAX (XLA)";
@@ -279,6 +281,7 @@ class CellExplainer {
     }
     CellFailureFinding f;
     f.cause = kFrameworkOutOfMemory.id;
+    f.gpu_memory = device_words(device) != "the CPU";
     f.evidence.push_back(quoted(*h));
     const auto there_is = device_words(device) == "the CPU" ? memory_there_is() : std::nullopt;
     f.headline = framework + " could not allocate " +
@@ -301,6 +304,73 @@ class CellExplainer {
                    "generator) or in a smaller dtype."
              : "Make the allocation smaller: a smaller batch, a smaller dtype (float16/bfloat16), "
                "or the data in batches (tf.data, a generator) rather than one tensor.",
+         "The framework refused the allocation and raised it to the cell; the kernel lives on, "
+         "and what it held before is still held."});
+    return f;
+  }
+
+  // PyTorch's caching allocator refused a device block. Its message carries the figures: what
+  // was asked, the device's capacity and what was free (2.x: "GPU 0 has a total capacity of
+  // 139.80 GiB of which 17.48 GiB is free. Process 967 has 40.60 GiB memory in use."; 1.x:
+  // "(GPU 0; 10.91 GiB total capacity; ...; 569.81 MiB free; ...)").
+  [[nodiscard]] CellFailureFinding pytorch_cuda_oom(const SignatureHit& h) const {
+    // The message is one line; the traceback may repeat it, and each other process is named
+    // once in it.
+    const std::string all = all_text();
+    const auto at = std::min(all.find("CUDA out of memory"), all.size());
+    const std::string text = all.substr(at, all.find('\n', at) - at);
+    const auto size = [](const std::string& number, const std::string& unit) {
+      const auto parsed = util::parse_size(number + unit);
+      return parsed ? std::optional<std::int64_t>(static_cast<std::int64_t>(*parsed))
+                    : std::nullopt;
+    };
+    static const std::string kSize = R"(([0-9]+(?:\.[0-9]+)?) ([KMGT]?i?B))";
+    static const std::regex asked("Tried to allocate " + kSize);
+    static const std::regex capacity_2x("GPU ([0-9]+) has a total capacity of " + kSize +
+                                        " of which " + kSize + " is free");
+    static const std::regex capacity_1x(R"(\(GPU ([0-9]+); )" + kSize + " total capacity;[^)]*; " +
+                                        kSize + " free;");
+    static const std::regex other_process("Process [0-9]+ has " + kSize + " memory in use");
+    std::smatch m;
+    std::optional<std::int64_t> requested, total, free;
+    std::string gpu = "the GPU";
+    if (std::regex_search(text, m, asked)) requested = size(m[1].str(), m[2].str());
+    if (std::regex_search(text, m, capacity_2x) || std::regex_search(text, m, capacity_1x)) {
+      gpu = "GPU " + m[1].str();
+      total = size(m[2].str(), m[3].str());
+      free = size(m[4].str(), m[5].str());
+    }
+    std::int64_t others = 0;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), other_process);
+         it != std::sregex_iterator(); ++it)
+      others += size((*it)[1].str(), (*it)[2].str()).value_or(0);
+
+    CellFailureFinding f;
+    f.cause = kFrameworkOutOfMemory.id;
+    f.gpu_memory = true;
+    f.evidence.push_back(quoted(h));
+    f.headline = "PyTorch could not allocate " +
+                 (requested ? bytes(*requested) : std::string("the memory it asked for")) + " on " +
+                 gpu;
+    if (total && free) {
+      f.headline += "; " + bytes(*free) + " of its " + bytes(*total) + " was free";
+      f.evidence.push_back("PyTorch's message: " + bytes(*free) + " of " + gpu + "'s " +
+                           bytes(*total) + " was free when it asked");
+    }
+    if (others > 0) {
+      f.headline += ", other processes held " + bytes(others);
+      f.evidence.push_back("PyTorch's message: other processes held " + bytes(others) + " of " +
+                           gpu);
+    }
+    f.remedies.push_back(
+        {"framework_oom.smaller_allocation",
+         others > 0 ? "Other processes held " + bytes(others) +
+                          " of the GPU: run the notebook with the GPU to itself (another "
+                          "CUDA_VISIBLE_DEVICES, or fewer notebooks at once), or make the "
+                          "allocation smaller (a smaller batch, float16/bfloat16)."
+                    : "Make the allocation smaller: a smaller batch or a smaller dtype "
+                      "(float16/bfloat16); free what earlier cells hold (del the tensors, then "
+                      "torch.cuda.empty_cache()).",
          "The framework refused the allocation and raised it to the cell; the kernel lives on, "
          "and what it held before is still held."});
     return f;

@@ -196,8 +196,9 @@ void RuleContext::traceback(Finding& f) const {
 
 namespace {
 
-// How far up a stripped library's own frames the culprit's name is looked for.
-constexpr std::size_t kMaxUnnamedDepth = 8;
+// How far up a stripped library's own frames the culprit's name is looked for: NVIDIA's
+// driver 580 faulted nine frames below the cuMemcpyHtoD_v2 it exports (an H200, 2026-11-30).
+constexpr std::size_t kMaxUnnamedDepth = 16;
 
 // A library's own way of dying on purpose (Abseil's and glog's CHECK, TensorFlow's
 // LogMessageFatal): its frames sit between abort() and the code whose check failed, which is

@@ -321,11 +321,23 @@ void crash_stack_section(std::ostringstream& out, const ReportView& r, const Pai
   const auto& frames = r.array("/crash_stack/frames");
   if (frames.empty()) return;
   out << "\n" << paint("Where it crashed", "1") << "\n";
-  constexpr std::size_t kFrames = 8;
-  for (std::size_t i = 0; i < frames.size() && i < kFrames; ++i)
-    out << wrap(terminal_safe(native_frame_text(ReportView(frames[i]))), width, "  ", "    ", fit);
-  if (frames.size() > kFrames)
-    out << "  (" << frames.size() - kFrames << " more frames in the report)\n";
+  // A stripped library's own frames (a driver's, nine deep) say nothing one by one: a run of
+  // them is one line, and the frame it came through shows.
+  constexpr std::size_t kLines = 8;
+  std::size_t i = 0, lines = 0;
+  for (; i < frames.size() && lines < kLines; ++lines) {
+    const ReportView frame(frames[i]);
+    std::size_t run = 1;
+    while (!frame.text("/function") && i + run < frames.size() &&
+           !ReportView(frames[i + run]).text("/function") &&
+           ReportView(frames[i + run]).text("/module") == frame.text("/module"))
+      ++run;
+    std::string line = native_frame_text(frame);
+    if (run > 1) line = std::to_string(run) + " frames without a symbol " + line.substr(3);
+    out << wrap(terminal_safe(line), width, "  ", "    ", fit);
+    i += run;
+  }
+  if (i < frames.size()) out << "  (" << frames.size() - i << " more frames in the report)\n";
 }
 
 void remedies_section(std::ostringstream& out, const ReportView& r, const Paint& paint,

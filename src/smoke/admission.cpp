@@ -222,7 +222,7 @@ std::optional<std::size_t> Admission::over_budget(const std::vector<RunningJob>&
 }
 
 Prediction predict(const std::vector<Job>& jobs, std::optional<std::int64_t> budget,
-                   std::size_t ceiling) {
+                   std::size_t ceiling, const std::vector<SmokeGpu>& gpus) {
   Prediction out;
   if (jobs.empty()) return out;
   std::int64_t known_sum = 0;
@@ -233,11 +233,12 @@ Prediction predict(const std::vector<Job>& jobs, std::optional<std::int64_t> bud
       ++known;
     }
   const std::int64_t mean = known == 0 ? 0 : known_sum / static_cast<std::int64_t>(known);
-  Admission admission(budget, ceiling);
-  double seconds_sum = 0, memory_seconds = 0, over_half_seconds = 0;
+  Admission admission(budget, ceiling, gpus);
+  double seconds_sum = 0, memory_seconds = 0, over_half_seconds = 0, gpu_memory_seconds = 0;
   for (Job j : jobs) {
     if (!j.estimate) j.estimate = mean;
     seconds_sum += j.seconds;
+    gpu_memory_seconds += j.seconds * static_cast<double>(j.gpu_estimate.value_or(0));
     // No two notebooks that each hold more than half the budget run at once.
     if (budget && *j.estimate * 2 > *budget) over_half_seconds += j.seconds;
     memory_seconds += j.seconds * static_cast<double>(*j.estimate);
@@ -248,6 +249,11 @@ Prediction predict(const std::vector<Job>& jobs, std::optional<std::int64_t> bud
       std::max({out.lower_bound, seconds_sum / static_cast<double>(ceiling), over_half_seconds});
   if (budget && *budget > 0)
     out.lower_bound = std::max(out.lower_bound, memory_seconds / static_cast<double>(*budget));
+  std::int64_t gpu_room = 0;
+  for (const auto& g : gpus)
+    gpu_room += g.budget;
+  if (gpu_room > 0)
+    out.lower_bound = std::max(out.lower_bound, gpu_memory_seconds / static_cast<double>(gpu_room));
 
   std::vector<RunningJob> running;
   std::int64_t now = 0;
@@ -258,6 +264,8 @@ Prediction predict(const std::vector<Job>& jobs, std::optional<std::int64_t> bud
       RunningJob r;
       r.job = std::move(*decision.start);
       r.used = r.peak = *r.job.estimate;
+      r.gpu = decision.gpu;
+      r.gpu_peak = r.job.gpu_estimate.value_or(0);
       r.started_ns = now;
       running.push_back(std::move(r));
     }

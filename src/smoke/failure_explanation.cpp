@@ -30,6 +30,7 @@ void explain_failure(CellResult& cell, const nlohmann::json& error, const std::s
   cell.cause = finding->cause;
   cell.headline = finding->headline;
   cell.evidence = finding->evidence;
+  cell.gpu_out_of_memory = finding->gpu_memory;
   for (const auto& r : finding->remedies)
     cell.remedies.emplace_back(r.id, r.text);
   std::string said = "\nWhy: " + finding->headline + "\n";

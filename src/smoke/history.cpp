@@ -77,9 +77,13 @@ void store_history(const std::filesystem::path& file, const History& measured) {
   History all = load_history(file);
   for (const auto& [key, record] : measured) {
     NotebookRecord& kept = all[key];
-    if (record.seconds) kept.seconds = record.seconds;
-    if (record.peak_rss) kept.peak_rss = record.peak_rss;
-    if (record.peak_gpu) kept.peak_gpu = record.peak_gpu;
+    const auto merge = [&](auto& slot, const auto& measured_value) {
+      if (measured_value && (!record.cut_short || !slot || *slot < *measured_value))
+        slot = measured_value;
+    };
+    merge(kept.seconds, record.seconds);
+    merge(kept.peak_rss, record.peak_rss);
+    merge(kept.peak_gpu, record.peak_gpu);
   }
   nlohmann::json notebooks = nlohmann::json::object();
   for (const auto& [key, record] : all) {

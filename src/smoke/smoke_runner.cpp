@@ -118,7 +118,7 @@ Job job_of(std::size_t index, const Notebook& notebook, const History& history,
 }
 
 void say_the_plan(const std::vector<SuiteSchedule::Entry>& entries, std::int64_t budget,
-                  std::size_t ceiling, bool durations_known) {
+                  std::size_t ceiling, const std::vector<SmokeGpu>& gpus, bool durations_known) {
   std::vector<Job> jobs;
   std::size_t unknown = 0;
   for (const auto& entry : entries) {
@@ -137,7 +137,7 @@ void say_the_plan(const std::vector<SuiteSchedule::Entry>& entries, std::int64_t
       entries.size(), ceiling, entries.size() - unknown, unknown);
   if (unknown > 0) line += " (they start first, one at a time until their memory is seen)";
   if (durations_known && unknown < entries.size()) {
-    const auto prediction = predict(jobs, budget, ceiling);
+    const auto prediction = predict(jobs, budget, ceiling, gpus);
     line += fmt::format("; predicted {:.0f} s, against a lower bound of {:.0f} s",
                         prediction.seconds, prediction.lower_bound);
   }
@@ -222,7 +222,7 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_n
     entry.job = job_of(i, entry.notebook, history, durations);
     entries.push_back(std::move(entry));
   }
-  if (budget) say_the_plan(entries, *budget, ceiling, !durations.empty());
+  if (budget) say_the_plan(entries, *budget, ceiling, gpus, !durations.empty());
 
   ::signal(SIGPIPE, SIG_IGN);
   loop::EventLoop loop;
@@ -280,7 +280,8 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_n
     History measured;
     for (std::size_t i = 0; i < results.size(); ++i)
       measured[notebook_key(notebook_paths[i])] = {results[i].seconds, results[i].peak_rss,
-                                                   results[i].peak_gpu};
+                                                   results[i].peak_gpu,
+                                                   results[i].outcome != Outcome::passed};
     try {
       store_history(options.durations, measured);
     } catch (const std::exception& e) {

@@ -116,8 +116,11 @@ void SuiteSchedule::launch(Job job, std::optional<std::size_t> gpu) {
   slot.started_ns = now;
   // Notebooks come to run side by side only here, when one starts beside others.
   slot.packed = !beside.empty();
-  for (const auto& r : beside)
+  slot.shared_gpu = false;
+  for (const auto& r : beside) {
     slots_[r.job.index].packed = true;
+    if (gpu && r.gpu == gpu) slots_[r.job.index].shared_gpu = slot.shared_gpu = true;
+  }
   slot.admitted_estimate = job.estimate;
   slot.gpu = gpu;
   slot.entry.job = std::move(job);
@@ -168,6 +171,14 @@ bool SuiteSchedule::oom_kill_of_ours(const Slot& slot) const {
   return oom_killed(slot.run->result());
 }
 
+bool SuiteSchedule::gpu_oom_of_ours(const Slot& slot) const {
+  if (!admission_.budget() || !slot.gpu || !slot.shared_gpu || slot.gpu_oom_ran_again) return false;
+  const auto& cells = slot.run->result().cells;
+  return std::any_of(cells.begin(), cells.end(), [](const CellResult& c) {
+    return c.status == CellStatus::failed && c.gpu_out_of_memory;
+  });
+}
+
 void SuiteSchedule::on_run_done(std::size_t index) {
   Slot& slot = slots_[index];
   Job& job = slot.entry.job;
@@ -176,14 +187,16 @@ void SuiteSchedule::on_run_done(std::size_t index) {
   if (const auto peak = slot.run->result().peak_gpu)
     job.gpu_estimate = std::max(job.gpu_estimate.value_or(0), *peak);
   const bool of_ours = !slot.stopping && oom_kill_of_ours(slot);
-  if (slot.stopping || of_ours) {
-    if (of_ours) {
-      std::string why =
-          "OOM-killed while other notebooks ran beside it (smoke's packing, not "
-          "the notebook's fault)";
+  const bool gpu_of_ours = !slot.stopping && !of_ours && gpu_oom_of_ours(slot);
+  if (slot.stopping || of_ours || gpu_of_ours) {
+    if (of_ours || gpu_of_ours) {
+      std::string why = of_ours ? "OOM-killed while other notebooks ran beside it (smoke's "
+                                  "packing, not the notebook's fault)"
+                                : "its framework could not get GPU memory while other notebooks "
+                                  "held the same GPU (smoke's packing, not the notebook's fault)";
       say(fmt::format("{}: {}; it runs again alone", job.name, why));
       slot.requeues.push_back(std::move(why));
-      slot.oom_ran_again = true;
+      (of_ours ? slot.oom_ran_again : slot.gpu_oom_ran_again) = true;
     }
     slot.stopping = false;
     job.alone = true;

@@ -97,6 +97,19 @@ SCENARIOS = {
         ],
         "expect": "native_crash",
     },
+    # Issue 38: a bad host pointer handed to the driver (cuMemcpyHtoD through ctypes, as a
+    # binding with a bug would): the segfault is inside libcuda, and the report must say so.
+    "crash_in_libcuda": {
+        "cells": [
+            ("ok", "import torch, ctypes\ndst = torch.empty(1 << 20, dtype=torch.uint8, "
+                   "device='cuda')\ncuda = ctypes.CDLL('libcuda.so.1')"),
+            ("death", "def upload(host, n):\n    return cuda.cuMemcpyHtoD_v2("
+                      "ctypes.c_uint64(dst.data_ptr()), ctypes.c_void_p(host), ctypes.c_size_t(n))"
+                      "\nprint('returned', upload(0xdead0000, 1 << 20))"),
+        ],
+        "expect": "native_crash",
+        "headline_names": "libcuda",
+    },
     # An illegal address (Xid 31) and the exit that follows within milliseconds, as a CUDA
     # program dies of it: the Xid must be in the report (asked for at the death).
     "illegal_address_then_exit": {
@@ -199,7 +212,10 @@ def summary(report, diagnosed):
             "remedies": [r.get("id") for r in d.get("remedies") or []],
             "termination": (report.get("termination") or {}).get("description"),
             "cell_in_flight": ((report.get("execution") or {}).get("cell_in_flight") or {})
-            .get("execution_count"), "cells_gpu": gpu}
+            .get("execution_count"), "cells_gpu": gpu,
+            "crash_stack": [(os.path.basename(f.get("module") or "?"), f.get("function"))
+                            for f in (report.get("crash_stack") or {}).get("frames") or []][:8],
+            "crash_stack_missing": (report.get("crash_stack") or {}).get("missing")}
 
 
 def run_scenario(name, scenario, kw, out, timeout):
@@ -285,8 +301,11 @@ def run_scenario(name, scenario, kw, out, timeout):
         shutil.rmtree(work, ignore_errors=True)
     (dest / "result.json").write_text(json.dumps(result, indent=1))
     s = result.get("summary") or {}
-    verdict = "as expected" if s.get("cause") == scenario["expect"] else "DIFFERS"
-    print(f"{name}: {verdict}: cause {s.get('cause')} (expected {scenario['expect']}); "
+    named = scenario.get("headline_names", "")
+    verdict = ("as expected" if s.get("cause") == scenario["expect"] and
+               named in (s.get("headline") or "") else "DIFFERS")
+    print(f"{name}: {verdict}: cause {s.get('cause')} (expected {scenario['expect']}"
+          f"{', naming ' + named if named else ''}); "
           f"{s.get('headline')!r}; {result.get('error', '')}", flush=True)
     return result
 

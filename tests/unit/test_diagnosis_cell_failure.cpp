@@ -75,6 +75,50 @@ TEST_CASE("JAX's CPU allocation larger than the machine", "[cell_failure]") {
   CHECK_THAT(f->headline, Catch::Contains("the kernel's cgroup allows 600.0 MiB"));
 }
 
+TEST_CASE("PyTorch's CUDA out of memory, with the device's figures", "[cell_failure]") {
+  CellFailureFacts facts;
+  facts.ename = "OutOfMemoryError";
+  SECTION("PyTorch 2.x, as an H200 beside three other notebooks said it") {
+    facts.evalue =
+        "CUDA out of memory. Tried to allocate 40.00 GiB. GPU 0 has a total capacity of 139.80 "
+        "GiB of which 17.48 GiB is free. Process 967 has 40.60 GiB memory in use. Process 966 "
+        "has 40.60 GiB memory in use. Process 968 has 40.60 GiB memory in use. Including "
+        "non-PyTorch memory, this process has 518.00 MiB memory in use. Of the allocated memory "
+        "0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.";
+    // IPython's traceback repeats the message: its processes are counted once.
+    facts.traceback = "OutOfMemoryError: " + facts.evalue + "\n";
+    const auto f = explain_cell_failure(facts);
+    REQUIRE(f);
+    CHECK(f->cause == "framework_out_of_memory");
+    CHECK(f->gpu_memory);
+    CHECK(f->headline ==
+          "PyTorch could not allocate 40.0 GiB on GPU 0; 17.5 GiB of its 139.8 GiB was free, "
+          "other processes held 121.8 GiB");
+    REQUIRE(has_remedy(*f, "framework_oom.smaller_allocation"));
+    CHECK_THAT(f->remedies.front().text, Catch::StartsWith("Other processes held 121.8 GiB"));
+  }
+  SECTION("PyTorch 1.x's form") {
+    facts.ename = "RuntimeError";
+    facts.evalue =
+        "CUDA out of memory. Tried to allocate 1006.00 MiB (GPU 0; 10.91 GiB total capacity; "
+        "9.18 GiB already allocated; 569.81 MiB free; 9.49 GiB reserved in total by PyTorch)";
+    const auto f = explain_cell_failure(facts);
+    REQUIRE(f);
+    CHECK(f->gpu_memory);
+    CHECK(f->headline ==
+          "PyTorch could not allocate 1006.0 MiB on GPU 0; 569.8 MiB of its 10.9 GiB was free");
+    CHECK_THAT(f->remedies.front().text, Catch::StartsWith("Make the allocation smaller"));
+  }
+}
+
+TEST_CASE("TensorFlow's and JAX's CPU allocations are not the GPU's", "[cell_failure]") {
+  CellFailureFacts facts;
+  facts.evalue = "RESOURCE_EXHAUSTED: Out of memory allocating 4398046511104 bytes.";
+  const auto f = explain_cell_failure(facts);
+  REQUIRE(f);
+  CHECK_FALSE(f->gpu_memory);
+}
+
 TEST_CASE("a DataLoader worker's bus error is a full /dev/shm only when /dev/shm says so",
           "[cell_failure]") {
   auto facts = dataloader_bus_error();

@@ -174,6 +174,11 @@ TEST_CASE("recorded H100 reports re-diagnose right", "[diagnosis]") {
       // 2026-11-28): its last cell segfaulted before IOPub told of it.
       {"daemon_segv_unannounced_cell.json", "native_crash", "with no cell seen running"},
       {"ipykernel_contention_jax_holder.json", "gpu_out_of_memory", "other processes held"},
+      // A bad host pointer handed to cuMemcpyHtoD_v2 through ctypes (2026-11-30): the fault is
+      // nine frames deep in the stripped driver, named by the function it came through.
+      {"ipykernel_crash_in_libcuda.json", "native_crash",
+       "SIGSEGV (segmentation fault) in libcuda.so.580.159.04 (under cuMemcpyHtoD_v2), called "
+       "from upload(), line 2 of cell [2]"},
       {"ipykernel_illegal_address_then_exit.json", "gpu_driver_fault", "Xid 31"},
       {"ipykernel_jax_oom_last_words.json", "gpu_out_of_memory", "GPU_0_bfc"},
       {"ipykernel_run_all_short_cells.json", "native_crash", "SIGSEGV"},

@@ -50,6 +50,22 @@ TEST_CASE("reports show: the answer first, evidence, the crashing line, advice",
              Catch::Contains("\x1b[1;31m" + report["diagnosis"]["headline"].get<std::string>()));
 }
 
+TEST_CASE("reports show: a stripped driver's frames are one line, its function the next",
+          "[render]") {
+  // Recorded on an H200 (tests/gpu/scenarios.py crash_in_libcuda): nine unnamed frames of
+  // libcuda, then the cuMemcpyHtoD_v2 they came through, then libffi's.
+  std::ifstream in(std::filesystem::path(KWD_SOURCE_DIR) /
+                   "tests/fixtures/gpu/ipykernel_crash_in_libcuda.json");
+  const json report = kwd::diagnosis::rediagnose(json::parse(in));
+  const std::string out = render_summary(report, SummaryStyle{false, 100});
+  CHECK_THAT(out, Catch::Contains("Where it crashed\n"
+                                  "  9 frames without a symbol (libcuda.so.580.159.04)\n"
+                                  "  cuMemcpyHtoD_v2 (libcuda.so.580.159.04)\n"));
+  CHECK(count(out, "?? (libcuda") == 0);
+  // Eight lines at most, then what the report has beyond them.
+  CHECK_THAT(out, Catch::Matches("[\\s\\S]*\\(([0-9]+) more frames in the report\\)[\\s\\S]*"));
+}
+
 TEST_CASE("reports show without a diagnosis or a cell still answers", "[render]") {
   const json bare = {{"id", "x"}, {"termination", {{"description", "killed by SIGKILL"}}}};
   const std::string out = render_summary(bare, SummaryStyle{});

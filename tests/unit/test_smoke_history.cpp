@@ -30,6 +30,33 @@ TEST_CASE("the history keeps seconds and peaks, merged field by field") {
   CHECK(on_disk["notebooks"]["a.ipynb"]["peak_rss"] == 700 << 20);
 }
 
+TEST_CASE("a run cut short never lowers what the history holds") {
+  // Seen on an H200: a notebook whose 40 GiB allocation was refused stopped at 0.5 GiB; kept as
+  // its peak, the next run packed it beside three others as if it were light.
+  const kwd::test::TempDir dir("kwd-history");
+  const auto file = dir.path / "history.json";
+  constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+  store_history(file, {{"heavy.ipynb", {12.3, kGiB, 40 * kGiB}}});
+  store_history(file, {{"heavy.ipynb", {6.0, kGiB / 2, kGiB / 2, /*cut_short=*/true}},
+                       {"new.ipynb", {2.0, kGiB / 4, kGiB / 8, /*cut_short=*/true}}});
+  auto read = load_history(file);
+  CHECK(read.at("heavy.ipynb").seconds == 12.3);
+  CHECK(read.at("heavy.ipynb").peak_rss == kGiB);
+  CHECK(read.at("heavy.ipynb").peak_gpu == 40 * kGiB);
+  CHECK(read.at("new.ipynb").peak_gpu == kGiB / 8);  // a first record, even cut short
+  // Cut short but higher: it needed at least that much.
+  store_history(file, {{"heavy.ipynb", {20.0, 2 * kGiB, 30 * kGiB, /*cut_short=*/true}}});
+  read = load_history(file);
+  CHECK(read.at("heavy.ipynb").seconds == 20.0);
+  CHECK(read.at("heavy.ipynb").peak_rss == 2 * kGiB);
+  CHECK(read.at("heavy.ipynb").peak_gpu == 40 * kGiB);
+  // A whole run says what it takes now, lower or not.
+  store_history(file, {{"heavy.ipynb", {10.0, kGiB, 20 * kGiB}}});
+  read = load_history(file);
+  CHECK(read.at("heavy.ipynb").seconds == 10.0);
+  CHECK(read.at("heavy.ipynb").peak_gpu == 20 * kGiB);
+}
+
 TEST_CASE("a durations file of the first format still reads, and is written in the new one") {
   const kwd::test::TempDir dir("kwd-history");
   const auto file = dir.write("old.json", R"({"nb/a.ipynb": 12.5, "nb/b.ipynb": 0})");

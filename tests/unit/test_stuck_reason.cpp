@@ -1,6 +1,8 @@
 // What a stuck kernel waits on, from the stacks object of a report (hang.stacks, smoke's cell
 // stacks), one case each, and the threads that must not be read as a case.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kwd/diagnosis/stuck_reason.hpp"
@@ -212,4 +214,18 @@ TEST_CASE("the DataLoader's workers, a collective, the GPU, OpenMP, the cell's o
   REQUIRE(loop);
   CHECK(loop->id == "busy_loop");
   CHECK_THAT(loop->text, Catch::Contains("<module>() at 4.py:2"));
+}
+
+TEST_CASE("a kernel stuck in torch.cuda.synchronize() on an H200 waits for the GPU") {
+  // `kernel-watchdog stacks --json` of a real ipykernel (tests/gpu/stacks_check.py,
+  // 2026-11-30): a two-minute GPU kernel queued, then torch.cuda.synchronize(). The driver's
+  // own frames, unnamed, sit under cuCtxSynchronize_v2.
+  std::ifstream in(std::filesystem::path(KWD_SOURCE_DIR) /
+                   "tests/fixtures/stacks/torch_cuda_synchronize_h200.json");
+  const auto why = stuck_reason(json::parse(in));
+  REQUIRE(why);
+  CHECK(why->id == "gpu_sync");
+  CHECK(why->text ==
+        "waiting for the GPU: cuCtxSynchronize_v2, the work queued on the device has not "
+        "finished");
 }

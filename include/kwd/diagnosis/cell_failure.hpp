@@ -48,6 +48,7 @@ struct CellFailureFinding {
   std::string headline;
   std::vector<std::string> evidence;
   std::vector<Remedy> remedies;
+  bool gpu_memory = false;  // the memory that ran out was a GPU's
 };
 
 // A failed cell whose error a framework raised for a reason the facts confirm: memory it

@@ -86,12 +86,13 @@ class Admission {
 // its seconds (an unknown estimate counts as the mean of the known ones), and the lower bound
 // no schedule can beat: the longest notebook; those that each hold more than half the budget,
 // back to back; every notebook's memory-seconds packed perfectly into the budget; and the
-// ceiling's share of the time.
+// ceiling's share of the time; with GPUs, every notebook's GPU memory-seconds packed perfectly
+// into all the GPUs' room, and each placed as admission places it.
 struct Prediction {
   double seconds = 0;
   double lower_bound = 0;
 };
 Prediction predict(const std::vector<Job>& jobs, std::optional<std::int64_t> budget,
-                   std::size_t ceiling);
+                   std::size_t ceiling, const std::vector<SmokeGpu>& gpus = {});
 
 }  // namespace kwd::smoke

@@ -18,6 +18,9 @@ struct NotebookRecord {
   std::optional<double> seconds;
   std::optional<std::int64_t> peak_rss;  // bytes, the kernel's process tree at its highest
   std::optional<std::int64_t> peak_gpu;  // bytes, on its GPU at its highest
+  // Not stored: the run ended early (a cell failed, the kernel died), so its figures say only
+  // "at least this much", and a larger record is kept.
+  bool cut_short = false;
 };
 // By notebook_key().
 using History = std::map<std::string, NotebookRecord>;

@@ -30,6 +30,7 @@ struct CellResult {
   std::string headline;
   std::vector<std::string> evidence;
   std::vector<std::pair<std::string, std::string>> remedies;  // id, text
+  bool gpu_out_of_memory = false;  // the framework could not get GPU memory (cause above)
   double seconds = 0;
   std::optional<std::int64_t> peak_rss;  // bytes, the kernel's process tree
   std::optional<std::int64_t> peak_gpu;  // bytes, when a GPU is watched

@@ -23,7 +23,9 @@ namespace kwd::smoke {
 // The notebooks of one smoke run, on one loop: which starts when (Admission), and, under
 // `-j auto`, what their kernels hold as they run: a notebook whose memory would push the
 // kernels together past the budget is stopped before the OOM killer acts and run again
-// alone, as is one the OOM killer took while others ran beside it.
+// alone, as is one the OOM killer took while others ran beside it, and one whose framework
+// could not get GPU memory while others held the same GPU (an allocation is refused at once:
+// no sampling sees it coming).
 class SuiteSchedule {
  public:
   struct Entry {
@@ -58,9 +60,11 @@ class SuiteSchedule {
     std::int64_t queued_ns = 0;
     std::int64_t started_ns = 0;
     double waited_s = 0;
-    bool packed = false;         // another notebook ran beside this start of it
-    bool stopping = false;       // stopped by us to run again: its end is not its result
-    bool oom_ran_again = false;  // an OOM kill beside others was not counted, once
+    bool packed = false;             // another notebook ran beside this start of it
+    bool stopping = false;           // stopped by us to run again: its end is not its result
+    bool oom_ran_again = false;      // an OOM kill beside others was not counted, once
+    bool shared_gpu = false;         // another notebook ran on its GPU beside this start of it
+    bool gpu_oom_ran_again = false;  // a GPU allocation refused beside others, once
     std::optional<std::int64_t> admitted_estimate;
     std::optional<std::size_t> gpu;        // where this start of it was placed
     std::optional<NotebookResult> result;  // once it stands
@@ -74,6 +78,7 @@ class SuiteSchedule {
   void watch_memory();
   [[nodiscard]] std::vector<RunningJob> running() const;
   [[nodiscard]] bool oom_kill_of_ours(const Slot& slot) const;
+  [[nodiscard]] bool gpu_oom_of_ours(const Slot& slot) const;
 
   loop::EventLoop& loop_;
   zmq::context_t& zmq_;
