@@ -176,6 +176,13 @@ Command add_smoke_command(CLI::App& app) {
       ->add_option("--nvml-library", options->nvml_library,
                    "NVIDIA's libnvidia-ml to load (default: libnvidia-ml.so.1)")
       ->envname("KERNEL_WATCHDOG_NVML");
+  smoke
+      ->add_option("--resource-spec-file", options->resource_spec_file,
+                   "CTest's resource specification (JSON): the GPUs (\"gpus\": id and slots) to "
+                   "place notebooks on, one slot each, as CTest places tests; each kernel is told "
+                   "its GPU through CTEST_RESOURCE_GROUP_* as under CTest. Used instead of NVML's "
+                   "GPUs, with -j N or -j auto")
+      ->check(CLI::ExistingFile);
   smoke->add_flag_callback(
       "--no-faulthandler", [options] { options->faulthandler = false; },
       "Do not turn on Python's faulthandler in the kernels");

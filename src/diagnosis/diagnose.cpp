@@ -5,6 +5,29 @@
 #include "kwd/diagnosis/signature_scan.hpp"
 
 namespace kwd::diagnosis {
+namespace {
+
+// A source that stopped answering during the run is named whatever the cause: the reader
+// learns what the report could not see after it, and everything else stands.
+std::vector<std::string> failed_during_the_run(const ReportView& v) {
+  std::vector<std::string> out;
+  if (const auto since = v.integer("/gpu/failing_since_ms")) {
+    std::string what;
+    for (const auto& problem : v.array("/gpu/problems")) {
+      if (!problem.is_string() || what.size() > 240) continue;
+      what += (what.empty() ? "" : "; ") + problem.get<std::string>();
+    }
+    std::string when;
+    if (const auto died = v.integer("/kernel/died_at_ms"); died && *died >= *since)
+      when = " " + std::to_string((*died - *since + 500) / 1000) + " s before the death";
+    out.push_back("gpu: NVML stopped answering during the run" + when +
+                  (what.empty() ? "" : " (" + what + ")") +
+                  "; the GPU readings after that are missing, those before it stand");
+  }
+  return out;
+}
+
+}  // namespace
 
 nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& table) {
   using nlohmann::json;
@@ -67,6 +90,8 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
     advice.push_back(std::move(item));
   }
   out["missing"] = finding.missing;
+  for (auto& line : failed_during_the_run(input.view))
+    out["missing"].push_back(std::move(line));
   auto& matched = out["signatures"] = json::array();
   for (const auto* list : {&input.hits, &input.earlier_hits})
     for (const auto& h : *list) {

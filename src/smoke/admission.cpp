@@ -75,24 +75,34 @@ bool Admission::holding_for_growth(const std::vector<RunningJob>& running, std::
 Admission::Decision Admission::next(const std::vector<RunningJob>& running, std::int64_t now_ns) {
   Decision decision;
   if (queue_.empty() || running.size() >= ceiling_) return decision;
-  // What each GPU holds for the notebooks placed on it.
+  // What each GPU holds for the notebooks placed on it, and how many run there.
   std::vector<std::int64_t> gpu_held(gpus_.size(), 0);
+  std::vector<std::size_t> gpu_placed(gpus_.size(), 0);
   for (const auto& r : running)
-    if (r.gpu && *r.gpu < gpu_held.size())
+    if (r.gpu && *r.gpu < gpu_held.size()) {
       gpu_held[*r.gpu] += std::max(r.job.gpu_estimate.value_or(0), r.gpu_peak);
+      ++gpu_placed[*r.gpu];
+    }
   // Where a job would go: nullopt when some GPU must take it and none can.
   const auto gpu_for = [&](const Job& job) -> std::optional<std::optional<std::size_t>> {
     if (gpus_.empty()) return std::optional<std::size_t>();
-    const auto gpu = place_on_gpu(gpus_, gpu_held, job.gpu_estimate);
+    const auto gpu = place_on_gpu(gpus_, gpu_held, job.gpu_estimate, gpu_placed);
     if (!gpu) return std::nullopt;
     return gpu;
   };
+  // A resource spec's slots are a hard limit, as under CTest: nothing starts without one.
+  const bool by_slots = !gpus_.empty() && gpus_.front().slots > 0;
+  if (by_slots && !gpu_for(queue_.front())) {
+    decision.waits =
+        fmt::format("{} waits: every GPU slot of the resource spec is taken", queue_.front().name);
+    return decision;
+  }
   const auto take = [&](std::size_t i) {
     // One bigger than every GPU's room starts alone, on the GPU with the most free.
     if (const auto gpu = gpu_for(queue_[i]))
       decision.gpu = *gpu;
     else
-      decision.gpu = place_on_gpu(gpus_, gpu_held, std::nullopt);
+      decision.gpu = place_on_gpu(gpus_, gpu_held, std::nullopt, gpu_placed);
     decision.start = std::move(queue_[i]);
     queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
     decision.waits.clear();

@@ -87,10 +87,21 @@ std::vector<SmokeGpu> usable_gpus(const std::string& nvml_library, std::string& 
 
 std::optional<std::size_t> place_on_gpu(const std::vector<SmokeGpu>& gpus,
                                         const std::vector<std::int64_t>& held,
-                                        std::optional<std::int64_t> need) {
+                                        std::optional<std::int64_t> need,
+                                        const std::vector<std::size_t>& placed) {
   std::optional<std::size_t> best;
   std::int64_t best_left = 0;
   for (std::size_t i = 0; i < gpus.size(); ++i) {
+    if (gpus[i].slots > 0) {
+      const std::size_t taken = i < placed.size() ? placed[i] : 0;
+      const auto free_slots =
+          static_cast<std::int64_t>(gpus[i].slots) - static_cast<std::int64_t>(taken);
+      if (free_slots > 0 && (!best || free_slots > best_left)) {
+        best = i;
+        best_left = free_slots;
+      }
+      continue;
+    }
     const std::int64_t free = gpus[i].budget - (i < held.size() ? held[i] : 0);
     if (need) {
       const std::int64_t left = free - *need;
@@ -107,6 +118,13 @@ std::optional<std::size_t> place_on_gpu(const std::vector<SmokeGpu>& gpus,
 }
 
 std::vector<std::string> gpu_environment(const SmokeGpu& gpu) {
+  if (!gpu.ctest_id.empty())
+    // As CTest tells a test its GPU: the suite picks its device from these (no
+    // CUDA_VISIBLE_DEVICES: the id is the suite's own name for the device, which may be its
+    // ordinal among all the GPUs it sees).
+    return {"CTEST_RESOURCE_GROUP_COUNT=1", "CTEST_RESOURCE_GROUP_0=gpus",
+            "CTEST_RESOURCE_GROUP_0_GPUS=id:" + gpu.ctest_id + ",slots:1",
+            "XLA_PYTHON_CLIENT_PREALLOCATE=false", "TF_FORCE_GPU_ALLOW_GROWTH=true"};
   return {"CUDA_VISIBLE_DEVICES=" + gpu.uuid,
           // CTest's resource allocation: one group holding one slot of this GPU.
           "CTEST_RESOURCE_GROUP_COUNT=1", "CTEST_RESOURCE_GROUP_0=gpus",

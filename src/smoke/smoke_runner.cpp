@@ -21,6 +21,7 @@
 #include "kwd/smoke/gpu_placement.hpp"
 #include "kwd/smoke/history.hpp"
 #include "kwd/smoke/notebook_run.hpp"
+#include "kwd/smoke/resource_spec.hpp"
 #include "kwd/smoke/result_writers.hpp"
 #include "kwd/smoke/sharding.hpp"
 #include "kwd/smoke/suite_schedule.hpp"
@@ -207,10 +208,24 @@ int run_smoke(const SmokeOptions& options, const std::vector<std::string>& all_n
 
   std::optional<std::int64_t> budget;
   std::vector<SmokeGpu> gpus;
+  if (!options.resource_spec_file.empty()) {
+    try {
+      gpus = read_resource_spec(options.resource_spec_file);
+    } catch (const std::exception& e) {
+      std::cerr << "kernel-watchdog smoke: --resource-spec-file " << report::terminal_safe(e.what())
+                << "\n";
+      return 4;
+    }
+    std::string line = "kernel-watchdog smoke: GPUs of the resource spec, one slot a notebook:";
+    for (const auto& gpu : gpus)
+      line += " id " + gpu.ctest_id + " (" + std::to_string(gpu.slots) + " slot" +
+              (gpu.slots == 1 ? "" : "s") + ")" + (&gpu == &gpus.back() ? "" : ";");
+    std::cerr << report::terminal_safe(line) << "\n";
+  }
   if (options.memory_aware) {
     budget = memory_budget();
     if (!budget) return 4;
-    gpus = gpus_to_place_on(options);
+    if (gpus.empty()) gpus = gpus_to_place_on(options);
   }
   std::size_t ceiling = static_cast<std::size_t>(std::max(1, options.jobs));
   if (options.jobs_auto) ceiling = std::max(2U, std::thread::hardware_concurrency());

@@ -266,17 +266,23 @@ def wait_until(predicate, timeout=10.0):
     return True
 
 
+def on_fake_gpus(start_kernel, jupyter_env, script, flavour):
+    """A kernel under `run` whose watchdog loads the fake NVML (`flavour`: current or legacy)
+    reading `script`; -> (the FakeNvml, the kernel, its pid)."""
+    library = FAKE_NVML / flavour / "libnvidia-ml.so.1"
+    assert library.exists(), "tests/CMakeLists.txt builds the fake NVML"
+    fake = FakeNvml(jupyter_env["tmp"], script)
+    name = wrap_kernelspec(jupyter_env, f"python3-gpu-{flavour}", f"--nvml-library={library}")
+    k = start_kernel(name, env_overrides=fake.env())
+    return fake, k, k.kernel_pid
+
+
 @pytest.mark.parametrize("flavour,apis", [
     ("current", "memory info v2, running processes v3"),
     ("legacy", "memory info v1, running processes v1"),
 ])
 def test_gpu_memory_processes_and_xid_through_fake_nvml(flavour, apis, start_kernel, jupyter_env):
-    library = FAKE_NVML / flavour / "libnvidia-ml.so.1"
-    assert library.exists(), "tests/CMakeLists.txt builds the fake NVML"
-    fake = FakeNvml(jupyter_env["tmp"], TWO_GPUS)
-    name = wrap_kernelspec(jupyter_env, "python3-gpu", f"--nvml-library={library}")
-    k = start_kernel(name, env_overrides=fake.env())
-    kernel_pid = k.kernel_pid
+    fake, k, kernel_pid = on_fake_gpus(start_kernel, jupyter_env, TWO_GPUS, flavour)
     # The kernel "uses" 3 GiB on device 0, among 100 other processes.
     gpu_mem = 3 * 1024 * MiB
     fake.write(TWO_GPUS + f"device.0.process={kernel_pid}:{gpu_mem}\n")
@@ -496,6 +502,48 @@ def test_no_nvidia_driver_is_reported_and_everything_else_works(how, start_kerne
     assert report["system_memory"]["mem_total"] > 0
     assert report["memory"]["trend"]["rss"]["peak"] > 0
     assert "gpu_used" not in report["memory"]["samples"]
+
+
+def test_nvml_failing_during_the_run_is_named_and_nothing_else_is_lost(start_kernel, jupyter_env):
+    """The driver stops answering while the kernel runs (every call: NVML_ERROR_GPU_IS_LOST,
+    as when a GPU falls off the bus), then the kernel dies: the report says what NVML
+    answered and from when, keeps the GPU readings taken before, and all the rest (issue 40)."""
+    one_gpu = ("driver=550.54.15\ndevice.0.name=NVIDIA H100 80GB HBM3\n"
+               "device.0.uuid=GPU-11111111-2222-3333-4444-555555555555\n"
+               "device.0.total=85899345920\ndevice.0.used=12884901888\n")
+    fake, k, kernel_pid = on_fake_gpus(start_kernel, jupyter_env, one_gpu, "current")
+    held = 2 * 1024 * MiB
+    fake.write(one_gpu + f"device.0.process={kernel_pid}:{held}\n")
+    processes_call = "nvmlDeviceGetComputeRunningProcesses_v3"
+    # Two whole samples after the kernel's process appeared: its 2 GiB was read.
+    samples = fake.calls().count(f"{processes_call} 0\n")
+    assert wait_until(lambda: fake.calls().count(f"{processes_call} 0\n") >= samples + 2)
+    r, _ = k.execute("x = 21 * 2")
+    assert r["status"] == "ok"
+    lost_at = int(time.time() * 1000)
+    fake.write(one_gpu + "device.0.memory=15\ndevice.0.processes=15\n")
+    assert wait_until(lambda: f"{processes_call} 15\n" in fake.calls())
+    k.execute_until_death("import ctypes\nctypes.string_at(0)")
+    report = only_report(jupyter_env)
+
+    gpu = report["gpu"]
+    assert gpu["available"] is True
+    assert "device 0: memory info: GPU is lost" in gpu["problems"]
+    assert "device 0: running processes: GPU is lost" in gpu["problems"]
+    assert lost_at <= gpu["failing_since_ms"] <= report["kernel"]["died_at_ms"]
+    (process,) = gpu["processes"]  # read before the driver went
+    assert (process["pid"], process["peak_used_memory"]) == (kernel_pid, held)
+    assert max(v for _, v in series(report, "gpu_used")) == held
+    d = report["diagnosis"]
+    assert d["cause"] == "native_crash"  # the death is named as ever
+    (said,) = [m for m in d["missing"] if m.startswith("gpu: ")]
+    assert said.startswith("gpu: NVML stopped answering during the run ")
+    assert "s before the death (device 0: memory info: GPU is lost; " in said
+    assert said.endswith("; the GPU readings after that are missing, those before it stand")
+    # Everything else is there.
+    assert report["termination"]["signal_name"] == "SIGSEGV"
+    assert report["execution"]["cell_in_flight"]["code"].endswith("ctypes.string_at(0)")
+    assert report["memory"]["trend"]["rss"]["peak"] > 0
 
 
 # --- 5. the watchdog's own memory stays flat ---------------------------------------------

@@ -359,3 +359,58 @@ def test_a_gpu_allocation_refused_beside_another_notebook_runs_again_alone(
     assert len(by_name["heavy.ipynb"]["scheduling"]["requeues"]) == 1
     assert by_name["holder.ipynb"]["scheduling"]["requeues"] == []
     assert all(nb["outcome"] == "passed" for nb in by_name.values())
+
+
+def test_a_ctest_resource_spec_places_one_notebook_a_slot_and_tells_it_as_ctest_does(
+        tmp_path, monkeypatch):
+    """--resource-spec-file in CTest's format: two GPUs of one slot each, three notebooks under
+    a plain -j 3. No two run on one GPU at once, the third waits for a slot, and each kernel
+    learns its GPU from CTEST_RESOURCE_GROUP_* with no CUDA_VISIBLE_DEVICES over it (as a test
+    under ctest --resource-spec-file does)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = tmp_path / "resources.json"
+    spec.write_text(json.dumps({"version": {"major": 1, "minor": 0}, "local": [
+        {"gpus": [{"id": "0", "slots": 1}, {"id": "1", "slots": 1}]}]}))
+    log = tmp_path / "log"
+    names = ["r0.ipynb", "r1.ipynb", "r2.ipynb"]
+    for name in names:
+        notebook(tmp_path / name,
+                 "import os, time\n"
+                 f"open({str(log)!r}, 'a').write('{name} %s %s %s %f\\n' % ("
+                 "os.environ['CTEST_RESOURCE_GROUP_COUNT'], os.environ['CTEST_RESOURCE_GROUP_0'], "
+                 "os.environ['CTEST_RESOURCE_GROUP_0_GPUS'], time.time()))\n"
+                 "assert 'CUDA_VISIBLE_DEVICES' not in os.environ",
+                 "time.sleep(2)",
+                 f"open({str(log)!r}, 'a').write('{name} end - - %f\\n' % time.time())")
+    proc = subprocess.run([KWD_BINARY, "smoke", "--output-dir", str(tmp_path / "out"), "-j", "3",
+                           "--resource-spec-file", str(spec), *names],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    print(proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    assert ("GPUs of the resource spec, one slot a notebook: id 0 (1 slot); id 1 (1 slot)"
+            in proc.stderr)
+    assert "r2.ipynb waits: every GPU slot of the resource spec is taken" in proc.stderr
+    given, span = {}, {}
+    for line in log.read_text().splitlines():
+        name, count, kind, gpus, t = line.split()
+        if count == "end":
+            span[name] = (span[name][0], float(t))
+        else:
+            assert (count, kind) == ("1", "gpus")
+            given[name] = gpus
+            span[name] = (float(t), None)
+    assert set(given) == set(names)
+    assert set(given.values()) == {"id:0,slots:1", "id:1,slots:1"}
+    for name, (start, _) in span.items():
+        beside = [n for n, (s, e) in span.items() if n != name and given[n] == given[name]
+                  and s <= start < e]
+        assert beside == [], (name, given, span)
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": {"major": 1}, "local": [{"gpus": [{"id": "GPU-A"}]}]}))
+    proc = subprocess.run([KWD_BINARY, "smoke", "--resource-spec-file", str(bad), names[0]],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 4
+    assert f"--resource-spec-file {bad}: GPU id \"GPU-A\": lowercase letters" in proc.stderr

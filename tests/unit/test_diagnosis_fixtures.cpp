@@ -331,3 +331,22 @@ TEST_CASE("no two remedies give the same advice", "[diagnosis]") {
     }
   }
 }
+
+TEST_CASE("NVML failing during the run is named in missing, whatever the cause", "[diagnosis]") {
+  json report = kwd::test::recorded_segfault_report();
+  const auto died = report["kernel"]["died_at_ms"].get<std::int64_t>();
+  const json before = kwd::diagnosis::diagnose(report);
+  report["gpu"] = {{"available", true},
+                   {"problems", {"device 0: memory info: GPU is lost"}},
+                   {"failing_since_ms", died - 3000}};
+  const json after = kwd::diagnosis::diagnose(report);
+  CHECK(after["cause"] == before["cause"]);
+  CHECK(after["headline"] == before["headline"]);
+  REQUIRE(after["missing"].size() == before["missing"].size() + 1);
+  CHECK(after["missing"].back() ==
+        "gpu: NVML stopped answering during the run 3 s before the death (device 0: memory "
+        "info: GPU is lost); the GPU readings after that are missing, those before it stand");
+  // A device that never answered (NOT_SUPPORTED from the start) is no failure.
+  report["gpu"]["failing_since_ms"] = nullptr;
+  CHECK(kwd::diagnosis::diagnose(report)["missing"] == before["missing"]);
+}

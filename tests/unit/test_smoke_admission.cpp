@@ -19,6 +19,16 @@ Job job(std::size_t index, std::optional<std::int64_t> estimate, double seconds 
   return out;
 }
 
+// A GPU that NVML lists, as smoke reads it.
+SmokeGpu nvml_gpu(unsigned index, std::string uuid, std::string name, std::int64_t budget) {
+  SmokeGpu gpu;
+  gpu.index = index;
+  gpu.uuid = std::move(uuid);
+  gpu.name = std::move(name);
+  gpu.budget = budget;
+  return gpu;
+}
+
 RunningJob running(const Job& j, std::int64_t used, std::int64_t started_ns = 0) {
   RunningJob out;
   out.job = j;
@@ -209,7 +219,8 @@ TEST_CASE("the prediction places on the GPUs as admission does") {
     jobs.push_back(job(i, 700 * MiB, 12));
     jobs.back().gpu_estimate = 40 * kGiB + 600 * MiB;
   }
-  const std::vector<SmokeGpu> h200{{0, "GPU-f792be30", "NVIDIA H200", 139 * kGiB + 300 * MiB}};
+  const std::vector<SmokeGpu> h200{
+      nvml_gpu(0, "GPU-f792be30", "NVIDIA H200", 139 * kGiB + 300 * MiB)};
   const auto p = predict(jobs, 112 * kGiB, 16, h200);
   CHECK(p.seconds == Approx(24));
   // GPU memory-seconds over the device's room: 4 x 40.6 GiB x 12 s / 139.3 GiB.
@@ -232,8 +243,8 @@ TEST_CASE("CUDA_VISIBLE_DEVICES is read as the CUDA runtime reads it") {
 }
 
 TEST_CASE("a GPU is chosen by best fit, and none is packed past its free memory") {
-  const std::vector<SmokeGpu> gpus{{0, "GPU-big", "", 10 * 1024 * MiB},
-                                   {1, "GPU-small", "", 4 * 1024 * MiB}};
+  const std::vector<SmokeGpu> gpus{nvml_gpu(0, "GPU-big", "", 10 * 1024 * MiB),
+                                   nvml_gpu(1, "GPU-small", "", 4 * 1024 * MiB)};
   CHECK(place_on_gpu(gpus, {0, 0}, 3 * 1024 * MiB) == 1);  // fits both: the tighter
   CHECK(place_on_gpu(gpus, {0, 0}, 6 * 1024 * MiB) == 0);  // fits only the big one
   CHECK_FALSE(place_on_gpu(gpus, {6 * 1024 * MiB, 0}, 6 * 1024 * MiB));
@@ -280,7 +291,7 @@ TEST_CASE("a GPU is chosen by best fit, and none is packed past its free memory"
 }
 
 TEST_CASE("a kernel placed on a GPU sees only that GPU, and is told not to take all of it") {
-  const auto env = gpu_environment({3, "GPU-8d6f", "NVIDIA H100", 1});
+  const auto env = gpu_environment(nvml_gpu(3, "GPU-8d6f", "NVIDIA H100", 1));
   CHECK(env[0] == "CUDA_VISIBLE_DEVICES=GPU-8d6f");
   CHECK(std::find(env.begin(), env.end(), "CTEST_RESOURCE_GROUP_0_GPUS=id:3,slots:1") != env.end());
   CHECK(std::find(env.begin(), env.end(), "XLA_PYTHON_CLIENT_PREALLOCATE=false") != env.end());

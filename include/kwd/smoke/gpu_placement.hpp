@@ -9,12 +9,18 @@
 
 namespace kwd::smoke {
 
-// A GPU `smoke -j auto` may hand to a kernel, and the memory it may fill there.
+// A GPU `smoke -j auto` may hand to a kernel, and the memory it may fill there; or one of a
+// CTest resource spec (--resource-spec-file), which has slots instead.
 struct SmokeGpu {
   unsigned index = 0;  // NVML's index
   std::string uuid;    // "GPU-8d6f...": what the kernel is given as CUDA_VISIBLE_DEVICES
   std::string name;
   std::int64_t budget = 0;  // bytes: free when smoke started, less a CUDA context's reserve
+  // From a resource spec: its id, and how many notebooks may run on it at once (each takes
+  // one slot); placement counts slots and not memory, and the kernel is told the id through
+  // CTEST_RESOURCE_GROUP_* alone, as CTest tells a test. Empty id: an NVML GPU.
+  std::string ctest_id;
+  std::size_t slots = 0;
 };
 
 // Each CUDA context takes memory of its own beyond what the notebook allocates.
@@ -35,10 +41,12 @@ std::vector<SmokeGpu> usable_gpus(const std::string& nvml_library, std::string& 
 // Which GPU a notebook needing `need` bytes goes to, given what each holds for the
 // notebooks running there (`held`, by index into `gpus`): the one whose free memory fits it
 // most tightly (best fit); nullopt if none fits. A notebook of unknown GPU memory (`need`
-// nullopt) gets the one with the most free.
+// nullopt) gets the one with the most free. GPUs of a resource spec go by `placed` (how many
+// run on each): the one with the most slots free, nullopt when every slot is taken.
 std::optional<std::size_t> place_on_gpu(const std::vector<SmokeGpu>& gpus,
                                         const std::vector<std::int64_t>& held,
-                                        std::optional<std::int64_t> need);
+                                        std::optional<std::int64_t> need,
+                                        const std::vector<std::size_t>& placed = {});
 
 // What the kernel of a notebook placed on `gpu` is started with: only that GPU visible
 // (CUDA_VISIBLE_DEVICES, and CTest's resource group variables, for suites written for

@@ -30,6 +30,8 @@ struct SmokeOptions {
   std::filesystem::path junit;  // empty: none
   bool json = false;
   std::string nvml_library;
+  // --resource-spec-file: CTest's resource spec; its GPUs, by slots, instead of NVML's.
+  std::filesystem::path resource_spec_file;
   bool faulthandler = true;
   // --ipython-history: where IPython kernels keep their history. In memory, as nbclient has
   // it: a CI run does not add to the user's history file, kernels run in parallel do not

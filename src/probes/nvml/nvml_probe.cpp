@@ -218,6 +218,8 @@ void NvmlProbe::contribute(nlohmann::json& report) const {
   }
   gpu["other_processes"] = other_processes();
   gpu["problems"] = state_.problems;
+  gpu["failing_since_ms"] =
+      state_.failing_since_ms > 0 ? json(state_.failing_since_ms) : json(nullptr);
   gpu["sampled_at_ms"] = state_.sampled_at_ms > 0 ? json(state_.sampled_at_ms) : json(nullptr);
   report["gpu"] = std::move(gpu);
 }

@@ -118,6 +118,7 @@ void NvmlWorker::sample_devices(const NvmlLibrary& lib, std::vector<Device>& han
   // When the calls began: a reading counts as a cell's end only if it was begun after that
   // end (one begun just before the end was asked for is not it).
   const std::int64_t began_ms = util::wall_ms();
+  bool whole = true;
   for (std::size_t i = 0; i < handles.size(); ++i) {
     GpuDeviceState& dev = state.devices[i];
     const auto prefix = "device " + std::to_string(dev.index) + ": ";
@@ -127,11 +128,19 @@ void NvmlWorker::sample_devices(const NvmlLibrary& lib, std::vector<Device>& han
     } else {
       dev.memory.reset();
       note_problem(state, prefix + "memory info: " + lib.error_string(memory.code));
+      whole = false;
     }
     const Return rc = lib.compute_processes(handles[i], buffer, dev.processes);
     dev.processes_known = rc == kSuccess;
-    if (rc != kSuccess) note_problem(state, prefix + "running processes: " + lib.error_string(rc));
+    if (rc != kSuccess) {
+      note_problem(state, prefix + "running processes: " + lib.error_string(rc));
+      whole = false;
+    }
   }
+  if (whole)
+    state.sampled_whole = true;
+  else if (state.sampled_whole && state.failing_since_ms == 0)
+    state.failing_since_ms = began_ms;
   state.sampled_at_ms = began_ms;
 }
 

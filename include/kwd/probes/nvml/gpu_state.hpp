@@ -28,6 +28,12 @@ struct GpuState {
   std::vector<GpuDeviceState> devices;
   std::vector<std::string> problems;  // each distinct problem once, in order of appearance
   std::int64_t sampled_at_ms = 0;     // wall clock when the last device sample began
+  // A sample has read every device's memory and processes: NVML worked. A device that never
+  // answers (NOT_SUPPORTED from the start) is how the machine is, not a failure.
+  bool sampled_whole = false;
+  // Wall clock of the first sample that failed after a whole one (the driver lost the GPU,
+  // was unloaded, stopped answering); 0: none.
+  std::int64_t failing_since_ms = 0;
 };
 
 // An Xid (nvmlEventTypeXidCriticalError) as the worker received it. NVML does not say
