@@ -52,6 +52,14 @@ nlohmann::json diagnose(const nlohmann::json& report, const SignatureTable& tabl
   input.death = read_death(input.view);
   auto hits = scan(table, text_sources(input.view.report()));
   place_hits(input.view, hits);
+  // A kernel's own fatal-signal handler (xeus-python's "Error: signal 11:") ends the process it
+  // runs in: its line is never one the kernel survived. The order it was heard in says
+  // nothing here: the kernel's last IOPub messages, flushed at its exit, can reach a loaded
+  // watchdog after its stderr, so a cell that ended before the crash is heard ending after it
+  // (a fresh run's test_other_kernels[xpython]).
+  for (auto& h : hits)
+    if (h.signature->id == "xeus.fatal_signal" && h.pointer == "/stderr_tail/text")
+      h.survived_until_cell.reset();
   // What the kernel survived informs the story but takes no part in naming the cause.
   for (auto& h : hits)
     (h.survived() ? input.earlier_hits : input.hits).push_back(std::move(h));

@@ -77,9 +77,10 @@ void store_history(const std::filesystem::path& file, const History& measured) {
   History all = load_history(file);
   for (const auto& [key, record] : measured) {
     NotebookRecord& kept = all[key];
-    const auto merge = [&](auto& slot, const auto& measured_value) {
-      if (measured_value && (!record.cut_short || !slot || *slot < *measured_value))
-        slot = measured_value;
+    // Not captured as `record`: a structured binding cannot be, before clang 16.
+    const bool cut_short = record.cut_short;
+    const auto merge = [cut_short](auto& slot, const auto& measured_value) {
+      if (measured_value && (!cut_short || !slot || *slot < *measured_value)) slot = measured_value;
     };
     merge(kept.seconds, record.seconds);
     merge(kept.peak_rss, record.peak_rss);

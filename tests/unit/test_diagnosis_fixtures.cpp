@@ -350,3 +350,25 @@ TEST_CASE("NVML failing during the run is named in missing, whatever the cause",
   report["gpu"]["failing_since_ms"] = nullptr;
   CHECK(kwd::diagnosis::diagnose(report)["missing"] == before["missing"]);
 }
+
+TEST_CASE("xeus-python's fatal-signal line is the death's, even heard before the cells' ends",
+          "[diagnosis]") {
+  // A fresh run's test_other_kernels[xpython] under load: the kernel's IOPub messages (cell
+  // [1]'s end, cell [2]'s start), flushed at its exit, reached the watchdog after the
+  // handler's "Error: signal 11:" on stderr; by arrival, cell [1] "ran to its end after" the
+  // line, which was then taken for a crash the kernel survived.
+  std::ifstream in(kwd::test::kDiagnosisFixtures / "recorded_xeus_python_segfault.json");
+  json report = json::parse(in)["report"];
+  const auto died = report["kernel"]["died_at_ms"].get<std::int64_t>();
+  for (auto& pair : report["stderr_tail"]["arrivals"])
+    pair[1] = died - 40;  // every line heard first
+  auto& cell = report["execution"]["last_cells"][0];
+  cell["started_at_ms"] = died - 30;
+  cell["ended_at_ms"] = died - 20;
+  report["execution"]["cell_in_flight"]["started_at_ms"] = died - 10;
+  const json d = kwd::diagnosis::rediagnose(report)["diagnosis"];
+  INFO(d.dump(1));
+  CHECK(d["cause"] == "native_crash");
+  CHECK_THAT(d["headline"].get<std::string>(),
+             Catch::Contains("caught by the kernel's own handler, which exited with code 1"));
+}
