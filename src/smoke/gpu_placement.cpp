@@ -118,19 +118,20 @@ std::optional<std::size_t> place_on_gpu(const std::vector<SmokeGpu>& gpus,
 }
 
 std::vector<std::string> gpu_environment(const SmokeGpu& gpu) {
-  if (!gpu.ctest_id.empty())
-    // As CTest tells a test its GPU: the suite picks its device from these (no
-    // CUDA_VISIBLE_DEVICES: the id is the suite's own name for the device, which may be its
-    // ordinal among all the GPUs it sees).
-    return {"CTEST_RESOURCE_GROUP_COUNT=1", "CTEST_RESOURCE_GROUP_0=gpus",
-            "CTEST_RESOURCE_GROUP_0_GPUS=id:" + gpu.ctest_id + ",slots:1",
-            "XLA_PYTHON_CLIENT_PREALLOCATE=false", "TF_FORCE_GPU_ALLOW_GROWTH=true"};
-  return {"CUDA_VISIBLE_DEVICES=" + gpu.uuid,
-          // CTest's resource allocation: one group holding one slot of this GPU.
-          "CTEST_RESOURCE_GROUP_COUNT=1", "CTEST_RESOURCE_GROUP_0=gpus",
-          "CTEST_RESOURCE_GROUP_0_GPUS=id:" + std::to_string(gpu.index) + ",slots:1",
-          // JAX takes 75 % of the card at its first use, TensorFlow all of it, unless told.
-          "XLA_PYTHON_CLIENT_PREALLOCATE=false", "TF_FORCE_GPU_ALLOW_GROWTH=true"};
+  const bool from_spec = !gpu.ctest_id.empty();
+  std::vector<std::string> env;
+  // An NVML GPU is the only one the kernel sees. One of a resource spec is not masked, as
+  // CTest masks nothing: its id is the suite's own name for the device, which may be its
+  // ordinal among all the GPUs it sees.
+  if (!from_spec) env.push_back("CUDA_VISIBLE_DEVICES=" + gpu.uuid);
+  // CTest's resource allocation: one group holding one slot of this GPU.
+  env.insert(env.end(), {"CTEST_RESOURCE_GROUP_COUNT=1", "CTEST_RESOURCE_GROUP_0=gpus",
+                         "CTEST_RESOURCE_GROUP_0_GPUS=id:" +
+                             (from_spec ? gpu.ctest_id : std::to_string(gpu.index)) + ",slots:1",
+                         // JAX takes 75 % of the card at its first use, TensorFlow all of it,
+                         // unless told.
+                         "XLA_PYTHON_CLIENT_PREALLOCATE=false", "TF_FORCE_GPU_ALLOW_GROWTH=true"});
+  return env;
 }
 
 }  // namespace kwd::smoke
