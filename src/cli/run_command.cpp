@@ -88,6 +88,15 @@ Command add_run_command(CLI::App& app) {
                   "swap (e.g. 300M, 8G), so an OOM kill takes the kernel alone and the report "
                   "can prove it. Linux; where cgroups are not writable the kernel runs "
                   "unlimited and the report says why.");
+  auto thrash_s = std::make_shared<int>(30);
+  run->add_option("--thrash-timeout", *thrash_s,
+                  "Under --memory-limit: a kernel that thrashes at its limit this many seconds "
+                  "(usage at the limit, its page cache squeezed under a tenth of it and read "
+                  "back from disk at least 50 pages a second: the code it runs evicted and read "
+                  "again, while the OOM killer never fires) is ended with SIGKILL, and the report "
+                  "says so; 0: never")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
   run->add_option("--nvml-library", options->kernel.nvml_library,
                   "NVIDIA's libnvidia-ml to load (default: libnvidia-ml.so.1 from the dynamic "
                   "linker's search path)")
@@ -120,6 +129,7 @@ Command add_run_command(CLI::App& app) {
           }
           options->kernel.memory_limit = *limit;
         }
+        options->kernel.thrash_timeout = std::chrono::seconds(*thrash_s);
         options->kernel.gpu_interval =
             std::chrono::milliseconds(std::max<long>(10, static_cast<long>(1000.0 / *gpu_hz)));
         auto& heartbeat = options->kernel.listener.heartbeat;

@@ -151,6 +151,14 @@ Command add_smoke_command(CLI::App& app) {
   smoke->add_option("--memory-limit", *memory_limit,
                     "Run each kernel in a memory cgroup of its own with this limit (e.g. 2G); "
                     "an OOM kill is then reported with proof");
+  smoke
+      ->add_option("--thrash-timeout", options->thrash_timeout_s,
+                   "Under --memory-limit: a kernel that thrashes at its limit this many seconds "
+                   "(usage at the limit, its page cache squeezed under a tenth of it and read "
+                   "back from disk at least 50 pages a second, the OOM killer not firing) is "
+                   "ended with SIGKILL and its notebook fails with that cause; 0: never")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
   smoke->add_option("--max-rss", *max_rss,
                     "Memory budget per notebook: the first cell whose peak RSS (the kernel's "
                     "process tree) crosses it fails; the rest keep running");

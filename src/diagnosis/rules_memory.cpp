@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 
 #include "kwd/diagnosis/rule_context.hpp"
 #include "kwd/diagnosis/worker_oom.hpp"
@@ -47,7 +48,7 @@ class MemoryRules : public RuleContext {
       if (line.find("constraint=") != std::string::npos) constraint_line = i;
       if (line.find("Killed process") != std::string::npos) killed_line = i;
     }
-    if (!oom_killed) return std::nullopt;
+    if (!oom_killed) return thrash_ended();
 
     Finding f;
     const bool cgroup = (cg_delta > 0 || memcg) && !global;
@@ -106,6 +107,44 @@ class MemoryRules : public RuleContext {
       f.headline = title(f) + cell_phrase();
     }
     f.headline += taken_first_phrase(taken_first) + others;
+    return f;
+  }
+
+  // The watchdog's thrash guard ended the kernel at its --memory-limit (launch/watched_kernel,
+  // watch/thrash_guard.hpp): the limit killed it, by our hand instead of the OOM killer's.
+  std::optional<Finding> thrash_ended() const {
+    if (!v_.flag("/memory_thrash/ended_by_watchdog") || !v_.flag("/cgroup/created_by_watchdog"))
+      return std::nullopt;
+    Finding f;
+    f.cause = CauseId::oom_killed_cgroup;
+    f.confidence = "high";
+    termination(f);
+    const auto seconds = v_.number("/memory_thrash/seconds").value_or(0);
+    const auto per_second = v_.number("/memory_thrash/refaults_per_second").value_or(0);
+    const auto cache = v_.integer("/memory_thrash/most_file_cache_bytes").value_or(0);
+    const auto timeout = v_.integer("/memory_thrash/thrash_timeout_s").value_or(0);
+    const std::string spell = std::to_string(std::lround(seconds)) + " s";
+    f.evidence.push_back(
+        {"for " + spell + " the kernel's memory cgroup stayed at its limit with at most " +
+             util::format_bytes(static_cast<double>(cache)) + " of page cache left, and read " +
+             std::to_string(std::lround(per_second)) +
+             " evicted pages a second back from disk: the code and files it runs, evicted by "
+             "reclaim and read again, so the OOM killer never fired",
+         "/memory_thrash"});
+    f.evidence.push_back({"kernel-watchdog ended it with SIGKILL after its --thrash-timeout of " +
+                              std::to_string(timeout) + " s",
+                          "/memory_thrash/ended_by_watchdog"});
+    std::string limit = "--memory-limit";
+    if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
+      limit += ", " + util::format_bytes(static_cast<double>(*l));
+    f.evidence.push_back(
+        {"the cgroup is the one kernel-watchdog made for this kernel alone, with its " + limit,
+         "/cgroup/created_by_watchdog"});
+    cell(f);
+    f.headline =
+        "Ended by kernel-watchdog: the kernel filled the memory limit kernel-watchdog "
+        "set for it (" +
+        limit + ") and thrashed there for " + spell + ", the OOM killer not firing" + cell_phrase();
     return f;
   }
 

@@ -186,6 +186,11 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
       std::move(on_hang));
   watch_->set_stderr_tail(&stderr_->tail());
   if (cell_read_) watch_->set_before_sample([this] { read_cell_announcements(); });
+  if (memory_limit_ && launch_.thrash_timeout.count() > 0) {
+    thrash_guard_.emplace(launch_.thrash_timeout);
+    watch_->set_after_sample(
+        [this](const timeline::MemorySample& sample) { guard_against_thrashing(sample); });
+  }
 
   // Parse the signature table and compile its patterns now, off the death path (the
   // report must be on disk within milliseconds of the kernel's death).
@@ -255,6 +260,35 @@ void WatchedKernel::on_fault_output() {
   }
   // Faulthandler has begun its dump: the kernel lives a moment more.
   if (!had_text && fault_channel_.has_text() && watch_) watch_->kernel_dying();
+}
+
+void WatchedKernel::guard_against_thrashing(const timeline::MemorySample& sample) {
+  if (dead_ || thrashing_ || !thrash_guard_) return;
+  const auto spell = thrash_guard_->observe(sample);
+  if (!spell) return;
+  using util::format_bytes;
+  const double seconds = static_cast<double>(spell->at_ms - spell->since_ms) / 1000.0;
+  thrashing_ = nlohmann::json{{"ended_by_watchdog", false},
+                              {"since_ms", spell->since_ms},
+                              {"at_ms", spell->at_ms},
+                              {"seconds", seconds},
+                              {"thrash_timeout_s", launch_.thrash_timeout.count()},
+                              {"limit_bytes", spell->limit},
+                              {"usage_bytes", spell->usage},
+                              {"most_file_cache_bytes", spell->most_file_cache},
+                              {"refaults", spell->refaults},
+                              {"refaults_per_second", spell->refaults_per_second}};
+  // As the OOM killer would have, had reclaim ever come up empty: the kernel alone (its own
+  // children are the cgroup's to clean up when it goes).
+  const bool sent = send_signal(SIGKILL);
+  (*thrashing_)["ended_by_watchdog"] = sent;
+  spdlog::warn(
+      "the kernel (pid {}) has thrashed at its memory limit ({}) for {:.0f} s: its page cache "
+      "squeezed to {} and read back from disk {:.0f} pages a second, the OOM killer not firing; "
+      "{} (--thrash-timeout {})",
+      child_ ? child_->pid() : 0, format_bytes(static_cast<double>(spell->limit)), seconds,
+      format_bytes(static_cast<double>(spell->most_file_cache)), spell->refaults_per_second,
+      sent ? "ended it with SIGKILL" : "could not end it", launch_.thrash_timeout.count());
 }
 
 void WatchedKernel::read_cell_announcements() {
@@ -367,6 +401,7 @@ watch::WrittenReport WatchedKernel::write_report(const watch::ProcessEnd* end, s
     }
   }
   context.notes = notes_;
+  if (thrashing_) context.sections["memory_thrash"] = *thrashing_;
   // The faulting thread's native frames, when the handler reported; why there are none, when
   // the kernel died of a signal that would have had them.
   if (end != nullptr && crash_stack_) {

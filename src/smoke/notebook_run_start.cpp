@@ -141,6 +141,7 @@ void NotebookRun::start() {
   launch.passthrough = false;
   launch.own_process_group = true;
   launch.memory_limit = options_.memory_limit;
+  launch.thrash_timeout = std::chrono::seconds(options_.thrash_timeout_s);
   launch.nvml_library = options_.nvml_library;
   launch.host_sources = host_sources_;
   launch.faulthandler = options_.faulthandler;

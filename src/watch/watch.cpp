@@ -220,6 +220,7 @@ void Watch::on_sample_tick() {
     }
   }
   if (listener_) listener_->on_memory_sample(sample);
+  if (after_sample_) after_sample_(sample);
 }
 
 void Watch::note_connection_file() {

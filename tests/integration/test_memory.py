@@ -147,6 +147,86 @@ def test_unwritable_cgroup_hierarchy_says_so_and_runs_the_kernel_unlimited():
         assert report["diagnosis"]["cause"] not in ("oom_killed_cgroup", "oom_killed_system")
 
 
+# --- 1b. a kernel thrashing at run --memory-limit is ended ---------------------------------
+
+THRASH_FILE_BYTES = 64 * MiB
+
+# The kernel fills its limit with memory it cannot give back, all but 40 MiB (its own anon
+# pages: resident minus shared), and holds it, quiet, as a kernel full of tensors does
+# between cells.
+FILL_ALMOST_TO_THE_LIMIT = f"""
+def anon_bytes():
+    resident, shared = (int(v) for v in open('/proc/self/statm').read().split()[1:3])
+    return (resident - shared) * 4096
+held = []
+while anon_bytes() < {512 * MiB - 40 * MiB}:
+    held.append(b'\\x01' * (1 << 20))
+"""
+
+# Then runs through a file bigger than the room left, mapped as a library's code is: every
+# page it comes back to was evicted meanwhile and is read again from disk. Reclaim always
+# frees something, so the OOM killer has no reason to fire, ever.
+READ_THROUGH_MAPPED_FILE = """
+import mmap
+with open({path!r}, 'rb') as f:
+    mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+while True:
+    for offset in range(0, len(mapped), 4096):
+        mapped[offset]
+"""
+
+
+def file_out_of_the_page_cache(directory):
+    """A 64 MiB file on disk, none of it cached: the kernel reads it into its own cgroup (a
+    page is charged to the cgroup that first reads it). On the build's disk, never a tmpfs,
+    whose pages are swap-backed and could not be evicted at all."""
+    path = pathlib.Path(directory) / "thrash.bin"
+    with open(path, "wb") as f:
+        for _ in range(THRASH_FILE_BYTES // MiB):
+            f.write(os.urandom(MiB))
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return path
+
+
+def test_a_kernel_thrashing_at_its_memory_limit_is_ended_and_named(start_kernel, jupyter_env):
+    name = wrap_kernelspec(jupyter_env, "python3-thrashing", "--memory-limit=512M",
+                           "--thrash-timeout=5")
+    k = start_kernel(name)
+    with tempfile.TemporaryDirectory(dir=KWD_BUILD_DIR) as directory:
+        path = file_out_of_the_page_cache(directory)
+        r, _ = k.execute(FILL_ALMOST_TO_THE_LIMIT, timeout=60)
+        assert r["status"] == "ok", r
+        # Full and quiet for longer than the spell: no thrash, the kernel stays.
+        time.sleep(8)
+        r, _ = k.execute("len(held)")
+        assert r["status"] == "ok", r
+        assert load_reports(jupyter_env["report_dir"]) == []
+        started = time.monotonic()
+        rc = k.execute_until_death(READ_THROUGH_MAPPED_FILE.format(path=str(path)), timeout=120)
+    assert rc == -signal.SIGKILL
+    report = only_report(jupyter_env)
+    thrash = report["memory_thrash"]
+    assert thrash["ended_by_watchdog"] is True
+    assert thrash["thrash_timeout_s"] == 5
+    assert 5 <= thrash["seconds"] <= time.monotonic() - started
+    assert thrash["refaults_per_second"] >= 50
+    assert thrash["limit_bytes"] == 512 * MiB
+    assert thrash["most_file_cache_bytes"] <= 512 * MiB // 10
+    # The OOM killer never fired: the watchdog's SIGKILL is what ended it.
+    assert report["cgroup"]["oom_kill_delta"] == 0
+    diagnosis = report["diagnosis"]
+    assert diagnosis["cause"] == "oom_killed_cgroup", diagnosis
+    assert diagnosis["headline"].startswith(
+        "Ended by kernel-watchdog: the kernel filled the memory limit kernel-watchdog set for "
+        "it (--memory-limit, 512.0 MiB) and thrashed there for "), diagnosis["headline"]
+    assert "cell [3]" in diagnosis["headline"], diagnosis["headline"]
+    facts = [e["fact"] for e in diagnosis["evidence"]]
+    assert any("evicted pages a second back from disk" in f for f in facts), facts
+    assert any("--thrash-timeout of 5 s" in f for f in facts), facts
+
+
 # --- 2. a SIGKILL from someone else is not an OOM kill -----------------------------------
 
 @pytest.mark.parametrize("limited", [True, False], ids=["own-cgroup", "shared-cgroup"])

@@ -25,6 +25,7 @@
 #include "kwd/util/unique_fd.hpp"
 #include "kwd/watch/last_words.hpp"
 #include "kwd/watch/report_writer.hpp"
+#include "kwd/watch/thrash_guard.hpp"
 #include "kwd/watch/watch.hpp"
 
 namespace kwd::launch {
@@ -49,7 +50,10 @@ struct KernelLaunch {
   std::chrono::seconds full_rate_window{120};
   protocol::ListenerOptions listener;         // IOPub and heartbeat
   std::optional<std::uint64_t> memory_limit;  // a memory cgroup of its own with this limit
-  std::string nvml_library;                   // empty: default search
+  // Under that limit: a kernel that thrashes at it this long is ended (watch/thrash_guard.hpp);
+  // 0: never.
+  std::chrono::seconds thrash_timeout{30};
+  std::string nvml_library;  // empty: default search
   std::chrono::milliseconds gpu_interval{500};
   // The kernel log, NVML and meminfo readers, shared with the caller's other kernels
   // (`smoke -j`); null: this kernel's probes make their own.
@@ -123,6 +127,8 @@ class WatchedKernel {
   void read_cell_announcements();
   void look_for_kernel_stderr_pipe();
   void handle_death(const watch::ProcessEnd& end, std::int64_t died_at_ms);
+  // After each sample, under a memory limit of ours: ends a kernel that thrashes at it.
+  void guard_against_thrashing(const timeline::MemorySample& sample);
   // Hands the notice the previous kernel of this connection file left to the shim.
   // The notice the previous kernel left, now in the shim's files (nullopt: none).
   std::optional<nlohmann::json> pass_on_death_notice();
@@ -132,6 +138,9 @@ class WatchedKernel {
   DeathHandler on_death_;
   std::unique_ptr<StderrTee> stderr_;
   std::unique_ptr<platform::KernelMemoryLimit> memory_limit_;  // before child_: outlives it
+  std::optional<watch::ThrashGuard> thrash_guard_;  // under memory_limit_, unless turned off
+  // The spell the guard ended the kernel for: the report's memory_thrash section.
+  std::optional<nlohmann::json> thrashing_;
   std::optional<ChildProcess> child_;
   std::vector<std::string> notes_;
   // sitecustomize shim that gets Python tracebacks out of a dying kernel; none with

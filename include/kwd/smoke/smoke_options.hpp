@@ -19,6 +19,7 @@ struct SmokeOptions {
   double interrupt_grace_s = 10;  // after an interrupt, before the kernel is killed
   bool allow_errors = false;
   std::optional<std::uint64_t> memory_limit;  // a memory cgroup per kernel
+  int thrash_timeout_s = 30;                  // under it (launch::KernelLaunch::thrash_timeout)
   std::optional<std::uint64_t> max_rss;       // per-notebook peak budgets
   std::optional<std::uint64_t> max_gpu;
   int jobs = 1;

@@ -30,6 +30,12 @@ struct MemorySample {
   // Not series: the ceilings the limits are computed against (carried on every sample so
   // the last one before death says what was in force).
   std::int64_t mem_total = kUnknown;  // system MemTotal
+  // A memory cgroup the watchdog made for the kernel (--memory-limit), read at the slow rate:
+  // its page cache on the LRU lists (what reclaim can take without swap), and the pages it
+  // has read back since it started because they had been evicted (workingset refaults). The
+  // thrash guard judges by them.
+  std::int64_t cgroup_file_cache = kUnknown;
+  std::int64_t cgroup_refaults = kUnknown;
   // When the GPU readings above were taken: the GPU is sampled on a thread of its own at its
   // own rate, so they can be older than t_ms. kUnknown: taken at t_ms.
   std::int64_t gpu_sampled_at_ms = kUnknown;

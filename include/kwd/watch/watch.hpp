@@ -98,6 +98,11 @@ class Watch {
   // Runs before each memory sample: the launcher reads the cells the kernel announced since
   // the last one there, in a wake-up the watch has anyway, not in one of its own per cell.
   void set_before_sample(std::function<void()> hook) { before_sample_ = std::move(hook); }
+  // Runs after each memory sample, with it (the launcher's thrash guard). It may end the
+  // kernel; the death is then seen as any other.
+  void set_after_sample(std::function<void(const timeline::MemorySample&)> hook) {
+    after_sample_ = std::move(hook);
+  }
   // Takes a memory sample now (besides the timer's): a cell edge, a write on stderr.
   void sample_now();
   // The kernel has begun to die but still lives (faulthandler is writing its dump): the
@@ -162,6 +167,7 @@ class Watch {
   timeline::Timeline timeline_;
   const util::ByteRing* stderr_tail_ = nullptr;
   std::function<void()> before_sample_;
+  std::function<void(const timeline::MemorySample&)> after_sample_;
   std::int64_t started_at_ms_ = 0;
   std::int64_t last_sample_ns_ = 0;
   // The RSS that memory is "flat" around, and when it last moved away from it.

@@ -64,6 +64,7 @@ CgroupProbe::CgroupProbe(const ProbeOptions& options)
     return;
   }
   oom_kill_before_ = read_oom_kill();
+  if (created_by_watchdog_) reader_->read_stat_too();
   reader_->refresh_slow(interval_ms_);
   reason_ = "cgroup v" + std::to_string(cgroup->version) + " " + cgroup->dir +
             (created_by_watchdog_ ? " (made by the watchdog for this kernel)" : "") +
@@ -106,6 +107,8 @@ void CgroupProbe::sample(timeline::MemorySample& into) {
   reader_->refresh_usage(reader_->limit ? kUsageShareMs : interval_ms_);
   if (reader_->usage >= 0) into.cgroup_usage = reader_->usage;
   if (reader_->limit) into.cgroup_limit = *reader_->limit;
+  if (reader_->file_cache) into.cgroup_file_cache = *reader_->file_cache;
+  if (reader_->refaults) into.cgroup_refaults = *reader_->refaults;
 }
 
 void CgroupProbe::on_kernel_exit(const KernelExit& /*how*/) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <initializer_list>
 #include <utility>
 
 #include "kwd/platform/linux/procfs.hpp"
@@ -52,6 +53,29 @@ CgroupReader::CgroupReader(MemoryCgroup cgroup, const std::string& pressure_file
   peak_fd_ = open_read(cgroup_.dir + (v2 ? "/memory.peak" : "/memory.max_usage_in_bytes"));
 }
 
+void CgroupReader::read_stat_too() {
+  if (!stat_fd_ && usable()) stat_fd_ = open_read(cgroup_.dir + "/memory.stat");
+}
+
+namespace {
+
+// The cgroup's own counters: v1 and v2 share these names (v1's hierarchical ones start with
+// "total_"; a cgroup the watchdog made has no children). Kernels before 5.9 count refaults
+// in one "workingset_refault".
+void read_stat(const std::map<std::string, std::int64_t>& stat,
+               std::optional<std::int64_t>& file_cache, std::optional<std::int64_t>& refaults) {
+  auto sum = [&stat](std::initializer_list<const char*> keys) -> std::optional<std::int64_t> {
+    std::optional<std::int64_t> total;
+    for (const char* key : keys)
+      if (const auto it = stat.find(key); it != stat.end()) total = total.value_or(0) + it->second;
+    return total;
+  };
+  file_cache = sum({"active_file", "inactive_file"});
+  refaults = sum({"workingset_refault_anon", "workingset_refault_file", "workingset_refault"});
+}
+
+}  // namespace
+
 void CgroupReader::refresh_slow(std::int64_t min_age_ms) {
   const std::int64_t now = util::steady_ms();
   if (!usable() || !due(slow_read_ms_, min_age_ms, now)) return;
@@ -75,6 +99,7 @@ void CgroupReader::refresh_slow(std::int64_t min_age_ms) {
   if (const auto text = reread(failcnt_fd_))
     if (const auto failcnt = parse_number(*text)) events["failcnt"] = *failcnt;
   if (const auto text = reread(pressure_fd_)) pressure = parse_pressure(*text);
+  if (const auto text = reread(stat_fd_)) read_stat(parse_flat_keyed(*text), file_cache, refaults);
 }
 
 void CgroupReader::refresh_usage(std::int64_t min_age_ms) {

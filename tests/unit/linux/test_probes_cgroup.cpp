@@ -318,6 +318,21 @@ TEST_CASE("a SIGKILL without memory pressure is no OOM evidence") {
   const ProbeOptions options = options_for(victim, cgroup);
   CgroupProbe cgroup_probe(options);
   OomKillerProbe oom_probe(options);
+  // The cgroup is the watchdog's: its memory.stat is read for the thrash guard. Another
+  // kernel's cgroup (the daemon's, found by pid) never costs that read.
+  kwd::timeline::MemorySample sample;
+  cgroup_probe.sample(sample);
+  CHECK(sample.cgroup_file_cache >= 0);
+  CHECK(sample.cgroup_refaults >= 0);
+  ProbeOptions found_by_pid;
+  found_by_pid.kernel_pid = victim;
+  CgroupProbe not_ours(found_by_pid);
+  REQUIRE(not_ours.status().available);
+  kwd::timeline::MemorySample theirs;
+  not_ours.sample(theirs);
+  CHECK(theirs.cgroup_usage >= 0);
+  CHECK(theirs.cgroup_file_cache == kwd::timeline::kUnknown);
+  CHECK(theirs.cgroup_refaults == kwd::timeline::kUnknown);
   ::kill(victim, SIGKILL);
   ::waitpid(victim, nullptr, 0);
   cgroup_probe.on_kernel_exit({true, SIGKILL});
@@ -330,6 +345,27 @@ TEST_CASE("a SIGKILL without memory pressure is no OOM evidence") {
   CHECK(kwd::diagnosis::diagnose(report)["cause"] != "oom_killed_system");
   CHECK(report["oom_evidence"]["kernel_log"].empty());
   CHECK(report["oom_evidence"]["matched_pids"].empty());
+
+  // The same SIGKILL, sent by the thrash guard at the watchdog's own limit: the limit killed
+  // it, and the headline says by whose hand.
+  report["memory_thrash"] = {{"ended_by_watchdog", true}, {"since_ms", 1000},
+                             {"at_ms", 31'000},           {"seconds", 30.0},
+                             {"thrash_timeout_s", 30},    {"limit_bytes", 256 << 20},
+                             {"usage_bytes", 256 << 20},  {"most_file_cache_bytes", 3 << 20},
+                             {"refaults", 8250},          {"refaults_per_second", 275.0}};
+  auto thrashed = kwd::diagnosis::diagnose(report);
+  INFO(thrashed.dump(2));
+  CHECK(thrashed["cause"] == "oom_killed_cgroup");
+  const auto headline = thrashed["headline"].get<std::string>();
+  CHECK(
+      headline.starts_with("Ended by kernel-watchdog: the kernel filled the memory limit "
+                           "kernel-watchdog set for it (--memory-limit, 256.0 MiB) and thrashed "
+                           "there for 30 s"));
+  CHECK(thrashed["evidence"][0]["fact"].get<std::string>().find("275 evicted pages a second") !=
+        std::string::npos);
+  // Sent nothing (the kernel was gone already): the guard's spell is no cause of its own.
+  report["memory_thrash"]["ended_by_watchdog"] = false;
+  CHECK(kwd::diagnosis::diagnose(report)["cause"] != "oom_killed_cgroup");
   CHECK(cgroup.remove().empty());
 }
 

@@ -28,6 +28,10 @@ class CgroupReader {
   [[nodiscard]] int open_error() const { return open_error_; }
   [[nodiscard]] const platform::linux_proc::MemoryCgroup& cgroup() const { return cgroup_; }
   [[nodiscard]] bool has_pressure_file() const { return static_cast<bool>(pressure_fd_); }
+  // memory.stat is read too, from now on, at the slow rate (page cache and refaults): only
+  // for a cgroup the watchdog made, where a thrash is the watchdog's to end (a few dozen
+  // lines a second, for one kernel; a daemon's shared cgroups never read it).
+  void read_stat_too();
 
   // Re-read the limits along the path, the high-water mark, the event counters and the
   // pressure if the last read is older than `min_age_ms` (0: now).
@@ -41,6 +45,10 @@ class CgroupReader {
   std::optional<std::int64_t> max_usage;
   std::map<std::string, std::int64_t> events;
   std::optional<Pressure> pressure;
+  // From memory.stat, once read_stat_too(): active + inactive file pages, in bytes, and the
+  // workingset refaults (anon and file), in pages.
+  std::optional<std::int64_t> file_cache;
+  std::optional<std::int64_t> refaults;
 
  private:
   platform::linux_proc::MemoryCgroup cgroup_;
@@ -55,6 +63,7 @@ class CgroupReader {
   util::UniqueFd failcnt_fd_;           // v1 memory.failcnt
   util::UniqueFd peak_fd_;              // v2 memory.peak, v1 memory.max_usage_in_bytes
   util::UniqueFd pressure_fd_;
+  util::UniqueFd stat_fd_;
   std::int64_t slow_read_ms_ = -1;
   std::int64_t usage_read_ms_ = -1;
 };
