@@ -290,6 +290,42 @@ def fill(mnt):
 
 
 @needs_root
+@pytest.mark.parametrize("deleted", ["the store", "the store and its parents"])
+def test_a_store_deleted_while_the_kernel_runs_is_made_again_for_its_report(tmp_path, deleted):
+    """Someone cleans up (rm -rf ~/.local/state) while a kernel runs: the report of its death
+    is written all the same, in the store made again, private, with nothing said about it."""
+    home = tmp_path / "home"
+    store = home / ".local" / "state" / "kernel-watchdog" / "reports"
+    go = tmp_path / "go"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XDG_RUNTIME_DIR", "XDG_STATE_HOME", "PYTHONPATH",
+                        "KERNEL_WATCHDOG_REPORT_DIR")}
+    env.update(HOME=str(home), TMPDIR=str(tmp_path))
+    kernel = ("import os, time\n"
+              "print('ready', flush=True)\n"
+              f"while not os.path.exists({str(go)!r}):\n"
+              "    time.sleep(0.05)\n"
+              "os.abort()\n")
+    proc = subprocess.Popen([KWD_BINARY, "run", "--", PYTHON, "-c", kernel], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        assert store.is_dir()  # made when `run` started
+        shutil.rmtree(store if deleted == "the store" else home / ".local")
+        go.touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGABRT, err
+    (report,) = [json.loads(p.read_text()) for p in store.glob("*.json")]
+    assert report["termination"]["signal_name"] == "SIGABRT"
+    assert "stored_instead_of" not in report
+    assert not any("fallback" in n for n in report["notes"]), report["notes"]
+    for directory in (store, store.parent):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
+    assert f"crash report: {store}/{report['id']}.json" in err, err
+
+
 @pytest.mark.parametrize("trouble", ["full", "read-only", "full, fallback too"])
 def test_a_full_or_read_only_store_costs_one_line_and_the_report_still_reaches_the_user(
         small_filesystem, tmp_path, trouble):
