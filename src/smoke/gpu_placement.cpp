@@ -120,17 +120,18 @@ std::optional<std::size_t> place_on_gpu(const std::vector<SmokeGpu>& gpus,
 std::vector<std::string> gpu_environment(const SmokeGpu& gpu) {
   const bool from_spec = !gpu.ctest_id.empty();
   std::vector<std::string> env;
-  // An NVML GPU is the only one the kernel sees. One of a resource spec is not masked, as
-  // CTest masks nothing: its id is the suite's own name for the device, which may be its
-  // ordinal among all the GPUs it sees.
+  // An NVML GPU is the only one the kernel sees, so its id is 0: suites written for CTest
+  // use the id as the CUDA ordinal (torch.cuda.set_device(id)), and under the mask the GPU's
+  // NVML index would name a device that is not there. One of a resource spec is not masked,
+  // as CTest masks nothing: its id is the suite's own name for the device.
   if (!from_spec) env.push_back("CUDA_VISIBLE_DEVICES=" + gpu.uuid);
   // CTest's resource allocation: one group holding one slot of this GPU.
-  env.insert(env.end(), {"CTEST_RESOURCE_GROUP_COUNT=1", "CTEST_RESOURCE_GROUP_0=gpus",
-                         "CTEST_RESOURCE_GROUP_0_GPUS=id:" +
-                             (from_spec ? gpu.ctest_id : std::to_string(gpu.index)) + ",slots:1",
-                         // JAX takes 75 % of the card at its first use, TensorFlow all of it,
-                         // unless told.
-                         "XLA_PYTHON_CLIENT_PREALLOCATE=false", "TF_FORCE_GPU_ALLOW_GROWTH=true"});
+  env.insert(env.end(),
+             {"CTEST_RESOURCE_GROUP_COUNT=1", "CTEST_RESOURCE_GROUP_0=gpus",
+              "CTEST_RESOURCE_GROUP_0_GPUS=id:" + (from_spec ? gpu.ctest_id : "0") + ",slots:1",
+              // JAX takes 75 % of the card at its first use, TensorFlow all of it,
+              // unless told.
+              "XLA_PYTHON_CLIENT_PREALLOCATE=false", "TF_FORCE_GPU_ALLOW_GROWTH=true"});
   return env;
 }
 
