@@ -91,10 +91,11 @@ Command add_run_command(CLI::App& app) {
   auto thrash_s = std::make_shared<int>(30);
   run->add_option("--thrash-timeout", *thrash_s,
                   "Under --memory-limit: a kernel that thrashes at its limit this many seconds "
-                  "(usage at the limit, its page cache squeezed under a tenth of it and read "
-                  "back from disk at least 50 pages a second: the code it runs evicted and read "
-                  "again, while the OOM killer never fires) is ended with SIGKILL, and the report "
-                  "says so; 0: never")
+                  "(usage at the limit, its page cache squeezed to 16 MiB or less and pages read "
+                  "back from disk at least 20 a second: the code it runs evicted and read again, "
+                  "while the OOM killer never fires) is ended with SIGKILL, and the report says "
+                  "so. A kernel that reads data through the room it left itself is not touched. "
+                  "0: never")
       ->check(CLI::Range(0, 86400))
       ->capture_default_str();
   run->add_option("--nvml-library", options->kernel.nvml_library,

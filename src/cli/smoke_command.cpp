@@ -154,8 +154,8 @@ Command add_smoke_command(CLI::App& app) {
   smoke
       ->add_option("--thrash-timeout", options->thrash_timeout_s,
                    "Under --memory-limit: a kernel that thrashes at its limit this many seconds "
-                   "(usage at the limit, its page cache squeezed under a tenth of it and read "
-                   "back from disk at least 50 pages a second, the OOM killer not firing) is "
+                   "(usage at the limit, its page cache squeezed to 16 MiB or less and pages "
+                   "read back from disk at least 20 a second, the OOM killer not firing) is "
                    "ended with SIGKILL and its notebook fails with that cause; 0: never")
       ->check(CLI::Range(0, 86400))
       ->capture_default_str();

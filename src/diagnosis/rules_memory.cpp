@@ -113,7 +113,10 @@ class MemoryRules : public RuleContext {
   // The watchdog's thrash guard ended the kernel at its --memory-limit (launch/watched_kernel,
   // watch/thrash_guard.hpp): the limit killed it, by our hand instead of the OOM killer's.
   std::optional<Finding> thrash_ended() const {
-    if (!v_.flag("/memory_thrash/ended_by_watchdog") || !v_.flag("/cgroup/created_by_watchdog"))
+    // The SIGKILL sent, and the one the kernel died of: a kernel that had died already of
+    // something else (a segfault not yet reaped) is that death's.
+    if (!v_.flag("/memory_thrash/ended_by_watchdog") || !v_.flag("/cgroup/created_by_watchdog") ||
+        !sigkill())
       return std::nullopt;
     Finding f;
     f.cause = CauseId::oom_killed_cgroup;

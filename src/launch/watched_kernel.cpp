@@ -264,10 +264,10 @@ void WatchedKernel::on_fault_output() {
 
 void WatchedKernel::guard_against_thrashing(const timeline::MemorySample& sample) {
   if (dead_ || thrashing_ || !thrash_guard_) return;
-  const auto spell = thrash_guard_->observe(sample);
+  const auto spell = thrash_guard_->observe(sample, util::steady_ms());
   if (!spell) return;
   using util::format_bytes;
-  const double seconds = static_cast<double>(spell->at_ms - spell->since_ms) / 1000.0;
+  const double seconds = spell->seconds;
   thrashing_ = nlohmann::json{{"ended_by_watchdog", false},
                               {"since_ms", spell->since_ms},
                               {"at_ms", spell->at_ms},
@@ -278,8 +278,9 @@ void WatchedKernel::guard_against_thrashing(const timeline::MemorySample& sample
                               {"most_file_cache_bytes", spell->most_file_cache},
                               {"refaults", spell->refaults},
                               {"refaults_per_second", spell->refaults_per_second}};
-  // As the OOM killer would have, had reclaim ever come up empty: the kernel alone (its own
-  // children are the cgroup's to clean up when it goes).
+  // As the OOM killer would have, had reclaim ever come up empty. `run`: the kernel alone
+  // (what it started is the cgroup's to clean up when it goes); smoke: its whole group, the
+  // kernel leading one of its own there.
   const bool sent = send_signal(SIGKILL);
   (*thrashing_)["ended_by_watchdog"] = sent;
   spdlog::warn(

@@ -31,9 +31,9 @@ struct MemorySample {
   // the last one before death says what was in force).
   std::int64_t mem_total = kUnknown;  // system MemTotal
   // A memory cgroup the watchdog made for the kernel (--memory-limit), read at the slow rate:
-  // its page cache on the LRU lists (what reclaim can take without swap), and the pages it
-  // has read back since it started because they had been evicted (workingset refaults). The
-  // thrash guard judges by them.
+  // its page cache on the LRU lists (what reclaim can take without swap), and the file pages
+  // it has read back because they had been evicted (workingset refaults; major faults where
+  // the kernel has no such counter for it). The thrash guard judges by them.
   std::int64_t cgroup_file_cache = kUnknown;
   std::int64_t cgroup_refaults = kUnknown;
   // When the GPU readings above were taken: the GPU is sampled on a thread of its own at its

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <initializer_list>
 #include <utility>
 
 #include "kwd/platform/linux/procfs.hpp"
@@ -59,19 +58,24 @@ void CgroupReader::read_stat_too() {
 
 namespace {
 
-// The cgroup's own counters: v1 and v2 share these names (v1's hierarchical ones start with
-// "total_"; a cgroup the watchdog made has no children). Kernels before 5.9 count refaults
-// in one "workingset_refault".
+// The cgroup's own counters (v1's hierarchical ones start with "total_"; a cgroup the
+// watchdog made has no children). Page cache: active_file + inactive_file, in v1 and v2.
+// Pages read back: file refaults only (an anon refault is a swap-in, not the kernel's code
+// read again), named workingset_refault_file since Linux 5.9 and workingset_refault before,
+// in v2; v1 has them only since 6.1. Without them, major faults (pgmajfault, in both and on
+// every kernel) stand in: each one is a page read from disk.
 void read_stat(const std::map<std::string, std::int64_t>& stat,
                std::optional<std::int64_t>& file_cache, std::optional<std::int64_t>& refaults) {
-  auto sum = [&stat](std::initializer_list<const char*> keys) -> std::optional<std::int64_t> {
-    std::optional<std::int64_t> total;
-    for (const char* key : keys)
-      if (const auto it = stat.find(key); it != stat.end()) total = total.value_or(0) + it->second;
-    return total;
+  const auto value = [&stat](const char* key) -> std::optional<std::int64_t> {
+    const auto it = stat.find(key);
+    if (it == stat.end()) return std::nullopt;
+    return it->second;
   };
-  file_cache = sum({"active_file", "inactive_file"});
-  refaults = sum({"workingset_refault_anon", "workingset_refault_file", "workingset_refault"});
+  const auto active = value("active_file"), inactive = value("inactive_file");
+  file_cache = active && inactive ? std::optional(*active + *inactive) : std::nullopt;
+  refaults = value("workingset_refault_file");
+  if (!refaults) refaults = value("workingset_refault");
+  if (!refaults) refaults = value("pgmajfault");
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ class CgroupReader {
   std::map<std::string, std::int64_t> events;
   std::optional<Pressure> pressure;
   // From memory.stat, once read_stat_too(): active + inactive file pages, in bytes, and the
-  // workingset refaults (anon and file), in pages.
+  // file pages read back after their eviction (or, where the kernel does not count those
+  // for the cgroup, its major faults), a count.
   std::optional<std::int64_t> file_cache;
   std::optional<std::int64_t> refaults;
 
