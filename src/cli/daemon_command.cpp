@@ -15,6 +15,7 @@
 #include "kwd/daemon/scheduling_priority.hpp"
 #include "kwd/daemon/service_plan.hpp"
 #include "kwd/platform/descriptors.hpp"
+#include "kwd/platform/memory_reuse.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -198,6 +199,7 @@ Command add_daemon_command(CLI::App& app) {
         spdlog::info("{}", daemon::raise_scheduling_priority(*nice));
         if (const auto session = daemon::raise_session_priority(*nice); !session.empty())
           spdlog::info("{}", session);
+        platform::return_large_blocks_at_once();
         daemon::Daemon d(*options);
         return d.run();
       }};

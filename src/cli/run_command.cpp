@@ -6,6 +6,7 @@
 
 #include "kwd/cli/commands.hpp"
 #include "kwd/launch/launcher.hpp"
+#include "kwd/platform/memory_reuse.hpp"
 #include "kwd/util/size_parse.hpp"
 
 namespace kwd::cli {
@@ -138,6 +139,7 @@ Command add_run_command(CLI::App& app) {
         heartbeat.timeout = std::min(heartbeat.interval, std::chrono::milliseconds(1000));
         options->kernel.sample_interval =
             std::chrono::milliseconds(std::max<long>(1, static_cast<long>(1000.0 / *sample_hz)));
+        platform::return_large_blocks_at_once();
         launch::Launcher launcher(*options);
         return launcher.run();
       }};

@@ -9,6 +9,7 @@
 
 #include "kwd/diagnosis/diagnose.hpp"
 #include "kwd/fingerprint/make_fingerprint_probe.hpp"
+#include "kwd/platform/memory_reuse.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/timeline/trend.hpp"
@@ -100,6 +101,9 @@ void Watch::add_probe(std::unique_ptr<probes::Probe> probe) {
 void Watch::start() {
   started_ = true;
   started_at_ms_ = util::wall_ms();
+  // Where this process's memory stands before the kernel's first cell: the mark a flood is
+  // measured from (cell_edge).
+  if (options_.mode != "smoke") platform::give_freed_memory_back_if_grown();
   auto platform = probes::make_probes(options_.probes);
   if (options_.fingerprint)
     platform.push_back(fingerprint::make_fingerprint_probe(options_.kernel_pid));
@@ -169,6 +173,9 @@ void Watch::sample_now() {
 
 void Watch::cell_edge(bool running, bool sample, std::int64_t at_ms) {
   if (dead_) return;
+  // A cell's end: memory an output flood took goes back (not smoke's: it keeps freed memory
+  // for its next outputs, on purpose, and exits soon).
+  if (!running && options_.mode != "smoke") platform::give_freed_memory_back_if_grown();
   for (auto& p : probes_) {
     try {
       p->on_cell_edge(running, at_ms, sample);

@@ -9,4 +9,19 @@ namespace kwd::platform {
 // daemon or a long `run`. A no-op where the allocator has no such setting.
 void keep_freed_memory_for_reuse();
 
+// For a long-lived watcher (`run`, the daemon), at its start: blocks of a MiB or more (the
+// IOPub messages of a cell that floods its output, queued by libzmq) get a mapping of their
+// own, unmapped when freed. By default glibc, after the first such block is freed, serves
+// blocks up to 32 MiB from its heap and holds them (measured: a 100 MB flood left `run` 51
+// MiB larger; with this, 3 to 9 MiB, and a peak of 40-44 MiB instead of 77). A no-op
+// elsewhere.
+void return_large_blocks_at_once();
+
+// For a long-lived watcher (`run`, the daemon), after a cell: when this process's resident
+// memory has grown 16 MiB or more since it last gave memory back (an IOPub flood: libzmq
+// queued megabytes of stream messages, and the allocator keeps what they freed), the freed
+// memory goes back to the system. One small read otherwise. A no-op where the allocator
+// cannot.
+void give_freed_memory_back_if_grown();
+
 }  // namespace kwd::platform
