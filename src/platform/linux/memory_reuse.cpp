@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "kwd/platform/host.hpp"
@@ -29,15 +30,21 @@ void return_large_blocks_at_once() {
 
 void give_freed_memory_back_if_grown() {
 #ifdef __GLIBC__
-  static std::int64_t settled = -1;  // resident bytes after the last give-back
+  // Resident bytes after the last give-back; atomic, as watches on other loops may ask.
+  static std::atomic<std::int64_t> settled{-1};
   constexpr std::int64_t kGrowth = std::int64_t{16} << 20;
   const std::int64_t now = self_resident_bytes();
   if (now <= 0) return;
-  if (settled < 0 || now < settled) settled = now;
-  if (now - settled < kGrowth) return;
+  const std::int64_t mark = settled.load(std::memory_order_relaxed);
+  if (mark < 0 || now < mark) {
+    settled.store(now, std::memory_order_relaxed);
+    return;
+  }
+  if (now - mark < kGrowth) return;
   ::malloc_trim(0);
-  settled = self_resident_bytes();
-  spdlog::debug("gave freed memory back: resident {} MiB, was {} MiB", settled >> 20, now >> 20);
+  const std::int64_t after = self_resident_bytes();
+  settled.store(after, std::memory_order_relaxed);
+  spdlog::debug("gave freed memory back: resident {} MiB, was {} MiB", after >> 20, now >> 20);
 #endif
 }
 
