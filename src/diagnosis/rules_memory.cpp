@@ -86,14 +86,7 @@ class MemoryRules : public RuleContext {
     const std::string others = cgroup ? cgroup_neighbours(f) : std::string();
     if (cgroup && v_.flag("/cgroup/created_by_watchdog")) {
       // Our own --memory-limit: no container to blame, and the fix is in our options.
-      std::string limit = "--memory-limit";
-      if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
-        limit += ", " + util::format_bytes(static_cast<double>(*l));
-      f.evidence.push_back(
-          {"the cgroup is the one kernel-watchdog made for this kernel alone, "
-           "with its " +
-               limit,
-           "/cgroup/created_by_watchdog"});
+      const std::string limit = own_limit(f);
       f.headline =
           "Killed by the OOM killer: the kernel reached the memory limit kernel-watchdog "
           "set for it (" +
@@ -137,18 +130,25 @@ class MemoryRules : public RuleContext {
     f.evidence.push_back({"kernel-watchdog ended it with SIGKILL after its --thrash-timeout of " +
                               std::to_string(timeout) + " s",
                           "/memory_thrash/ended_by_watchdog"});
-    std::string limit = "--memory-limit";
-    if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
-      limit += ", " + util::format_bytes(static_cast<double>(*l));
-    f.evidence.push_back(
-        {"the cgroup is the one kernel-watchdog made for this kernel alone, with its " + limit,
-         "/cgroup/created_by_watchdog"});
+    const std::string limit = own_limit(f);
     cell(f);
     f.headline =
         "Ended by kernel-watchdog: the kernel filled the memory limit kernel-watchdog "
         "set for it (" +
         limit + ") and thrashed there for " + spell + ", the OOM killer not firing" + cell_phrase();
     return f;
+  }
+
+  // The cgroup kernel-watchdog made for the kernel, as evidence; "--memory-limit, 1.5 GiB"
+  // for the headline.
+  std::string own_limit(Finding& f) const {
+    std::string limit = "--memory-limit";
+    if (auto l = v_.integer("/cgroup/limit"); l && *l > 0)
+      limit += ", " + util::format_bytes(static_cast<double>(*l));
+    f.evidence.push_back(
+        {"the cgroup is the one kernel-watchdog made for this kernel alone, with its " + limit,
+         "/cgroup/created_by_watchdog"});
+    return limit;
   }
 
   // ", after the OOM killer had taken its DataLoader worker (pid 2330) first".

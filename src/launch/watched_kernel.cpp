@@ -266,28 +266,26 @@ void WatchedKernel::guard_against_thrashing(const timeline::MemorySample& sample
   if (dead_ || thrashing_ || !thrash_guard_) return;
   const auto spell = thrash_guard_->observe(sample, util::steady_ms());
   if (!spell) return;
-  using util::format_bytes;
-  const double seconds = spell->seconds;
-  thrashing_ = nlohmann::json{{"ended_by_watchdog", false},
+  // As the OOM killer would have, had reclaim ever come up empty. `run`: the kernel alone
+  // (what it started is the cgroup's to clean up when it goes); smoke: its whole group, the
+  // kernel leading one of its own there.
+  const bool sent = send_signal(SIGKILL);
+  thrashing_ = nlohmann::json{{"ended_by_watchdog", sent},
                               {"since_ms", spell->since_ms},
                               {"at_ms", spell->at_ms},
-                              {"seconds", seconds},
+                              {"seconds", spell->seconds},
                               {"thrash_timeout_s", launch_.thrash_timeout.count()},
                               {"limit_bytes", spell->limit},
                               {"usage_bytes", spell->usage},
                               {"most_file_cache_bytes", spell->most_file_cache},
                               {"refaults", spell->refaults},
                               {"refaults_per_second", spell->refaults_per_second}};
-  // As the OOM killer would have, had reclaim ever come up empty. `run`: the kernel alone
-  // (what it started is the cgroup's to clean up when it goes); smoke: its whole group, the
-  // kernel leading one of its own there.
-  const bool sent = send_signal(SIGKILL);
-  (*thrashing_)["ended_by_watchdog"] = sent;
+  using util::format_bytes;
   spdlog::warn(
       "the kernel (pid {}) has thrashed at its memory limit ({}) for {:.0f} s: its page cache "
       "squeezed to {} and read back from disk {:.0f} pages a second, the OOM killer not firing; "
       "{} (--thrash-timeout {})",
-      child_ ? child_->pid() : 0, format_bytes(static_cast<double>(spell->limit)), seconds,
+      child_ ? child_->pid() : 0, format_bytes(static_cast<double>(spell->limit)), spell->seconds,
       format_bytes(static_cast<double>(spell->most_file_cache)), spell->refaults_per_second,
       sent ? "ended it with SIGKILL" : "could not end it", launch_.thrash_timeout.count());
 }
