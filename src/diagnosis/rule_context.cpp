@@ -199,6 +199,7 @@ namespace {
 // How far up a stripped library's own frames the culprit's name is looked for: NVIDIA's
 // driver 580 faulted nine frames below the cuMemcpyHtoD_v2 it exports (an H200, 2026-11-30).
 constexpr std::size_t kMaxUnnamedDepth = 16;
+constexpr std::size_t kMaxCrashMessages = 3;
 
 // A library's own way of dying on purpose (Abseil's and glog's CHECK, TensorFlow's
 // LogMessageFatal): its frames sit between abort() and the code whose check failed, which is
@@ -272,6 +273,13 @@ void RuleContext::native_stack(Finding& f) const {
              base_name(top.text("/module").value_or("?")),
          "/crash_stack/frames/0"});
   }
+  // What the libraries said as the process died, as macOS's crash report kept it ("abort()
+  // called", malloc's "pointer being freed was not allocated").
+  const auto& messages = v_.array("/crash_stack/messages");
+  for (std::size_t i = 0; i < messages.size() && i < kMaxCrashMessages; ++i)
+    if (const auto text = ReportView(messages[i]).text(""))
+      f.evidence.push_back({"the system's crash report says: " + shorten(*text, 200),
+                            "/crash_stack/messages/" + std::to_string(i)});
   if (const auto missing = v_.text("/crash_stack/missing"))
     f.missing.push_back("crash_stack: " + *missing);
 }

@@ -16,6 +16,7 @@
 #include "kwd/platform/descriptors.hpp"
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/stacks/stacks_json.hpp"
+#include "kwd/stacks/system_crash_report.hpp"
 #include "kwd/util/clock.hpp"
 #include "kwd/util/self_exe.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -129,7 +130,8 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
   // The crash handler's socket pair: SEQPACKET, one message a crash, and the kernel's end
   // blocking (its handler waits on it, under its own time cap).
   util::UniqueFd crash_write;
-  if (python_shim_) {
+  // Where the system keeps a crashed process's report (macOS), it is read after the death.
+  if (python_shim_ && !stacks::system_writes_crash_reports()) {
     const auto library = stacks::crash_handler_library();
     int pair[2];
     if (library.empty()) {
@@ -357,7 +359,18 @@ void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died
   } catch (const std::exception& e) {
     spdlog::error("after the kernel's death: {}", e.what());
   }
+  read_system_crash_report(end, died_at_ms);
   on_death_(end, died_at_ms);
+}
+
+void WatchedKernel::read_system_crash_report(const watch::ProcessEnd& end,
+                                             std::int64_t died_at_ms) {
+  if (crash_stack_ || !python_shim_ || !child_ || !stacks::system_writes_crash_reports()) return;
+  if (!end.status || !end.status->signaled || !stacks::is_crash_signal(end.status->signal)) return;
+  crash_stack_ = stacks::read_system_crash_report(child_->pid(), end.status->signal, died_at_ms,
+                                                  kSystemCrashReportBudget);
+  spdlog::debug("the system's crash report of the kernel: {} native frames, looked for {} ms",
+                crash_stack_->frames.size(), crash_stack_->capture_ms);
 }
 
 void WatchedKernel::remove_shim() noexcept {

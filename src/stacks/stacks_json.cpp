@@ -114,10 +114,12 @@ json to_json(const ProcessStacks& s) {
 }
 
 json to_json(const CrashStack& c) {
-  const bool reported = c.fault.tid != 0;
-  return {{"tid", reported ? json(c.fault.tid) : json(nullptr)},
+  // The system's report (macOS) says no si_code; the handler's message says all of these.
+  const bool from_system = !c.system_report.empty();
+  const bool reported = c.fault.tid != 0 || from_system;
+  return {{"tid", c.fault.tid != 0 ? json(c.fault.tid) : json(nullptr)},
           {"signal", c.fault.signal},
-          {"si_code", reported ? json(c.fault.code) : json(nullptr)},
+          {"si_code", reported && !from_system ? json(c.fault.code) : json(nullptr)},
           {"fault_address", reported ? json(hex(c.fault.address)) : json(nullptr)},
           {"pc", reported ? json(hex(c.fault.pc)) : json(nullptr)},
           {"order", "most recent call first"},
@@ -126,7 +128,9 @@ json to_json(const CrashStack& c) {
           {"missing", or_null(c.missing)},
           {"frozen_us", c.frozen_us >= 0 ? json(c.frozen_us) : json(nullptr)},
           {"capture_ms", c.capture_ms},
-          {"reported_at_ms", c.reported_at_ms > 0 ? json(c.reported_at_ms) : json(nullptr)}};
+          {"reported_at_ms", c.reported_at_ms > 0 ? json(c.reported_at_ms) : json(nullptr)},
+          {"system_report", or_null(c.system_report)},
+          {"messages", c.messages}};
 }
 
 }  // namespace kwd::stacks

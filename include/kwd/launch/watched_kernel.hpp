@@ -127,6 +127,9 @@ class WatchedKernel {
   void read_cell_announcements();
   void look_for_kernel_stderr_pipe();
   void handle_death(const watch::ProcessEnd& end, std::int64_t died_at_ms);
+  // The system's own crash report of a kernel that died of a fatal signal (macOS), as its
+  // crash_stack; nothing where the crash handler reported or the system writes none.
+  void read_system_crash_report(const watch::ProcessEnd& end, std::int64_t died_at_ms);
   // After each sample, under a memory limit of ours: ends a kernel that thrashes at it.
   void guard_against_thrashing(const timeline::MemorySample& sample);
   // Hands the notice the previous kernel of this connection file left to the shim.
@@ -172,6 +175,8 @@ class WatchedKernel {
   static constexpr std::int64_t kMinStderrSampleGapNs = 20'000'000;
   // Under the handler's own cap (2 s): the kernel dies on time even if the unwinder stalls.
   static constexpr std::chrono::milliseconds kCrashCaptureBudget{1500};
+  // ReportCrash writes its report a second or so after the death; the report waits that long.
+  static constexpr std::chrono::milliseconds kSystemCrashReportBudget{3000};
   static constexpr std::chrono::milliseconds kLastWordsLookInterval{100};
   static constexpr int kLastWordsMaxLooks = 600;           // a minute
   static constexpr std::size_t kLastWordsLimit = 1 << 20;  // ipykernel's pipe holds 64 KiB

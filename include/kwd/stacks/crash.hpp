@@ -38,6 +38,10 @@ struct CrashStack {
   std::int64_t frozen_us = -1;
   std::int64_t capture_ms = 0;
   std::int64_t reported_at_ms = 0;  // when the handler's message reached the watchdog (epoch ms)
+  // Read from the system's crash report instead (macOS): its path, and what the libraries said
+  // before the death as the report kept it ("libsystem_c.dylib: abort() called").
+  std::string system_report;
+  std::vector<std::string> messages;
 };
 
 // SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP: the signals the handler reports.

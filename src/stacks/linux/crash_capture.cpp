@@ -5,6 +5,7 @@
 #include "kwd/stacks/linux/libdw_api.hpp"
 #include "kwd/stacks/linux/unwind_child.hpp"
 #include "kwd/stacks/pure.hpp"
+#include "kwd/stacks/system_crash_report.hpp"
 
 namespace kwd::stacks {
 
@@ -42,6 +43,21 @@ CrashStack capture_crash_stack(const FatalSignal& fault, std::chrono::millisecon
   out.capture_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - started)
                        .count();
+  return out;
+}
+
+// Linux writes no crash report a watchdog could wait for (a core, when one is kept, is
+// systemd-coredump's or the administrator's): the handler above reads the stack instead.
+bool system_writes_crash_reports() {
+  return false;
+}
+
+CrashStack read_system_crash_report(pid_t pid, int signal, std::int64_t,
+                                    std::chrono::milliseconds) {
+  CrashStack out;
+  out.fault.pid = pid;
+  out.fault.signal = signal;
+  out.missing = "Linux writes no crash report of its own: the crash handler reads the stack";
   return out;
 }
 
