@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string text_at(const json& object, const char* key) {
+std::string ips_text(const json& object, const char* key) {
   if (!object.is_object()) return {};
   const auto it = object.find(key);
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -41,10 +41,10 @@ int crash_signal_number(const std::string& name) {
 
 // "EXC_BAD_ACCESS (SIGSEGV): KERN_INVALID_ADDRESS at 0x0": as Console shows the exception.
 std::string describe_exception(const json& exception) {
-  std::string out = text_at(exception, "type");
-  if (const auto signal = text_at(exception, "signal"); !signal.empty())
+  std::string out = ips_text(exception, "type");
+  if (const auto signal = ips_text(exception, "signal"); !signal.empty())
     out += out.empty() ? signal : " (" + signal + ")";
-  if (const auto subtype = text_at(exception, "subtype"); !subtype.empty())
+  if (const auto subtype = ips_text(exception, "subtype"); !subtype.empty())
     out += (out.empty() ? "" : ": ") + subtype;
   return out;
 }
@@ -61,26 +61,26 @@ std::vector<std::string> application_messages(const json& asi) {
   return out;
 }
 
-struct Image {
+struct UsedImage {
   std::uint64_t base = 0;
   std::string path;
 };
 
-std::vector<Image> used_images(const json& images) {
-  std::vector<Image> out;
+std::vector<UsedImage> used_images(const json& images) {
+  std::vector<UsedImage> out;
   if (!images.is_array()) return out;
   for (const auto& image : images) {
-    Image i;
+    UsedImage i;
     i.base = unsigned_at(image, "base").value_or(0);
     // A path under a user's home can be hidden by the report ("*"): the name still says which.
-    i.path = text_at(image, "path");
-    if (i.path.empty()) i.path = text_at(image, "name");
+    i.path = ips_text(image, "path");
+    if (i.path.empty()) i.path = ips_text(image, "name");
     out.push_back(std::move(i));
   }
   return out;
 }
 
-NativeFrame frame_of(const json& frame, const std::vector<Image>& images) {
+NativeFrame frame_of(const json& frame, const std::vector<UsedImage>& images) {
   NativeFrame out;
   const auto offset_in_image = unsigned_at(frame, "imageOffset").value_or(0);
   if (const auto index = unsigned_at(frame, "imageIndex"); index && *index < images.size()) {
@@ -89,9 +89,9 @@ NativeFrame frame_of(const json& frame, const std::vector<Image>& images) {
   } else {
     out.pc = offset_in_image;
   }
-  out.function = util::demangle(text_at(frame, "symbol"));
+  out.function = util::demangle(ips_text(frame, "symbol"));
   out.offset = unsigned_at(frame, "symbolLocation").value_or(offset_in_image);
-  out.file = text_at(frame, "sourceFile");
+  out.file = ips_text(frame, "sourceFile");
   if (const auto line = unsigned_at(frame, "sourceLine");
       line && *line <= static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
     out.line = static_cast<int>(*line);
@@ -105,7 +105,7 @@ std::optional<SystemCrashReport> parse_ips_crash(std::string_view text) {
   if (newline == std::string_view::npos) return std::nullopt;
   const auto metadata = json::parse(text.substr(0, newline), nullptr, false);
   // bug_type 309 is a process's crash; others (hangs, resource reports, panics) differ.
-  if (!metadata.is_object() || text_at(metadata, "bug_type") != "309") return std::nullopt;
+  if (!metadata.is_object() || ips_text(metadata, "bug_type") != "309") return std::nullopt;
   const auto body = json::parse(text.substr(newline + 1), nullptr, false);
   if (!body.is_object()) return std::nullopt;
   const auto pid = unsigned_at(body, "pid");
@@ -114,11 +114,11 @@ std::optional<SystemCrashReport> parse_ips_crash(std::string_view text) {
 
   SystemCrashReport out;
   out.pid = static_cast<pid_t>(*pid);
-  out.process = text_at(body, "procName");
+  out.process = ips_text(body, "procName");
   const json none;
   const auto& exception = body.contains("exception") ? body["exception"] : none;
   out.exception = describe_exception(exception);
-  out.signal = crash_signal_number(text_at(exception, "signal"));
+  out.signal = crash_signal_number(ips_text(exception, "signal"));
   out.messages = application_messages(body.contains("asi") ? body["asi"] : none);
 
   const auto& threads = body.contains("threads") ? body["threads"] : none;

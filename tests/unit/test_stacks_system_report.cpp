@@ -92,12 +92,13 @@ TEST_CASE("an abort's report: libSystem's frames are passed over and its message
   body["exception"] = {{"type", "EXC_CRASH"}, {"signal", "SIGABRT"}, {"codes", "0x0, 0x0"}};
   body["asi"] = {{"libsystem_c.dylib", {"abort() called"}}};
   auto& frames = body["threads"][0]["frames"];
-  // __pthread_kill < pthread_kill < abort above the library's frame, as an abort() shows.
-  frames.insert(frames.begin(), {{"imageOffset", 0x7300}, {"imageIndex", 4}});
-  frames.insert(frames.begin() + 1,
-                {{"imageOffset", 0x5f70}, {"imageIndex", 5}, {"symbol", "pthread_kill"}});
-  frames.insert(frames.begin(),
-                {{"imageOffset", 0x9764}, {"imageIndex", 4}, {"symbol", "__pthread_kill"}});
+  // __pthread_kill, an unnamed frame of the same library, pthread_kill: above the library's
+  // frame, as an abort() shows.
+  const json added = json::array(
+      {json::object({{"imageOffset", 0x9764}, {"imageIndex", 4}, {"symbol", "__pthread_kill"}}),
+       json::object({{"imageOffset", 0x7300}, {"imageIndex", 4}}),
+       json::object({{"imageOffset", 0x5f70}, {"imageIndex", 5}, {"symbol", "pthread_kill"}})});
+  frames.insert(frames.begin(), added.begin(), added.end());
   const std::uint64_t kernel_base = body["usedImages"][4]["base"];
   body["threads"][0]["threadState"]["pc"]["value"] = kernel_base + 0x9764;
 

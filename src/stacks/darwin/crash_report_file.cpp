@@ -15,7 +15,7 @@
 namespace kwd::stacks {
 namespace {
 
-constexpr std::size_t kMaxReportBytes = 8 << 20;
+constexpr std::size_t kMaxIpsBytes = 8 << 20;
 constexpr auto kLookInterval = std::chrono::milliseconds(50);
 
 // ReportCrash writes a process's report into its user's ~/Library/Logs/DiagnosticReports; the
@@ -70,9 +70,9 @@ CrashStack read_system_crash_report(pid_t pid, int signal, std::int64_t died_at_
         if (!ends_with_ips(name) || others.contains(name)) continue;
         auto file = platform::open_regular_file(dir.get(), name.c_str(), O_NOFOLLOW);
         if (!file.fd || file.st.st_mtime < oldest_s ||
-            static_cast<std::size_t>(file.st.st_size) > kMaxReportBytes)
+            static_cast<std::size_t>(file.st.st_size) > kMaxIpsBytes)
           continue;
-        const auto text = platform::read_up_to(file.fd.get(), kMaxReportBytes);
+        const auto text = platform::read_up_to(file.fd.get(), kMaxIpsBytes);
         if (!text) continue;
         const auto report = parse_ips_crash(*text);
         // Unreadable now may be a report still being written: looked at again next time.
