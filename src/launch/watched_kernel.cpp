@@ -365,7 +365,8 @@ void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died
 
 void WatchedKernel::read_system_crash_report(const watch::ProcessEnd& end,
                                              std::int64_t died_at_ms) {
-  if (crash_stack_ || !python_shim_ || !child_ || !stacks::system_writes_crash_reports()) return;
+  // Any kernel's, Python or not: the system writes a report for every process that crashes.
+  if (crash_stack_ || !child_ || !stacks::system_writes_crash_reports()) return;
   if (!end.status || !end.status->signaled || !stacks::is_crash_signal(end.status->signal)) return;
   crash_stack_ = stacks::read_system_crash_report(child_->pid(), end.status->signal, died_at_ms,
                                                   kSystemCrashReportBudget);

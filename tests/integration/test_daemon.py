@@ -677,6 +677,62 @@ def test_clean_shutdown_and_restart(world, daemon, kernels):
     assert reports_for(world, k.km.connection_file) == []
 
 
+def test_fifty_kernels_dying_at_once_get_fifty_reports(world, daemon):
+    """Issue 40's flood of deaths: 50 real ipykernels the daemon watches, sent SIGSEGV in
+    one loop, as a node's kernels die when their pod is evicted or a shared library breaks
+    them all. Every death gets its one report, none is lost or written twice. How fast they
+    come is bench/daemon_bench.py's --at-once figure, not this test's."""
+    count = 50
+    d = daemon()
+    managers = []
+    try:
+        for _ in range(count):
+            km = KernelManager(kernel_name=PLAIN)
+            km.start_kernel()  # spawned, not waited for: they start side by side
+            managers.append(km)
+        files = {km.connection_file: km for km in managers}
+        deadline = time.monotonic() + 240  # 50 Pythons starting on this machine's cores
+        while True:
+            watched = {row["connection_file"]: row["pid"] for row in d.status()["kernels"]
+                       if row["connection_file"] in files}
+            if len(watched) == count:
+                break
+            assert time.monotonic() < deadline, f"{len(watched)} of {count} kernels watched"
+            time.sleep(0.5)
+        for connection_file, km in files.items():
+            assert watched[connection_file] == km.provisioner.process.pid
+        for km in managers:
+            os.kill(km.provisioner.process.pid, signal.SIGSEGV)
+        for km in managers:
+            km.provisioner.process.wait(timeout=30)
+
+        ids = {pathlib.Path(cf).stem.removeprefix("kernel-"): km for cf, km in files.items()}
+        deadline = time.monotonic() + 60
+        while True:
+            mine = [r for r in load_reports(world["reports"])
+                    if r.get("kernel", {}).get("kernel_id") in ids]
+            if len(mine) >= count:
+                break
+            assert time.monotonic() < deadline, f"{len(mine)} of {count} deaths reported"
+            time.sleep(0.2)
+        time.sleep(1)  # none more comes: no death is reported twice
+        mine = [r for r in load_reports(world["reports"])
+                if r.get("kernel", {}).get("kernel_id") in ids]
+        assert sorted(r["kernel"]["kernel_id"] for r in mine) == sorted(ids)
+        for report in mine:
+            km = ids[report["kernel"]["kernel_id"]]
+            assert report["kernel"]["pid"] == km.provisioner.process.pid
+            assert report["termination"]["signal_name"] == "SIGSEGV"
+            assert report["watchdog"]["mode"] == "daemon"
+    finally:
+        for km in managers:
+            try:
+                km.shutdown_kernel(now=True)
+            except Exception:
+                pass
+            km.cleanup_resources()
+
+
 def test_wrapped_kernel_crash_gets_exactly_one_report(world, daemon):
     kwd("kernelspec", "wrap", PLAIN, "--prefix", world["prefix"], "--name", WRAPPED)
     d = daemon()
