@@ -10,7 +10,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -155,30 +154,9 @@ class BudgetWorker:
         return found if found is not None else shared.declared_peak(notebook)
 
     def _admit(self, item):
-        """Waits until the notebook fits, then adds it to the ledger. Returns the seconds it
-        waited, None when it did not."""
-        notebook = item.path
-        name = self._name(notebook)
-        estimate = self._estimate(notebook)
-        began, said = time.monotonic(), None
-        while True:
-            with shared.Ledger(self.ledger) as state:
-                shared.refresh(state)
-                why = shared.decide(state, name, estimate)
-                if why is None:
-                    alone = estimate is not None and estimate > state["budget"]
-                    state["running"].append(shared.entry_for(self.worker, name, estimate, alone))
-                    self.holding = notebook
-                    break
-                running = [e["notebook"] for e in state["running"]]
-            if said != running:  # a line when who runs changes, not at every poll
-                said = running
-                self._say(f"{self.worker} waits to start {name}: {why}")
-            time.sleep(POLL_S)
-        if said is None:
-            return None
-        waited = time.monotonic() - began
-        self._say(f"{self.worker} starts {name} after waiting {waited:.1f} s")
+        waited = shared.admit(self.ledger, self.worker, self._name(item.path),
+                              self._estimate(item.path), self._say, POLL_S)
+        self.holding = item.path
         return waited
 
     def _release(self):
@@ -186,8 +164,7 @@ class BudgetWorker:
             self.holding = None
             return
         try:
-            with shared.Ledger(self.ledger) as state:
-                state["running"] = [e for e in state["running"] if e["pid"] != os.getpid()]
+            shared.release(self.ledger)
         except Exception as e:
             self._give_up(e)
         self.holding = None

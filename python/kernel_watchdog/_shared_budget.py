@@ -317,6 +317,39 @@ class Ledger:
             self.file.close()  # the lock goes with it
 
 
+def admit(ledger, worker, notebook, estimate, say, poll_s=0.25):
+    """Waits until a notebook of this estimate (bytes, None: unknown) fits beside those
+    running, then adds it to the ledger under this process's pid. `say` gets a line when it
+    first waits, again when who runs changes (not at every poll), and when it starts after
+    waiting. Returns the seconds it waited, None when it did not."""
+    began, said = time.monotonic(), None
+    while True:
+        with Ledger(ledger) as state:
+            refresh(state)
+            why = decide(state, notebook, estimate)
+            if why is None:
+                alone = estimate is not None and estimate > state["budget"]
+                state["running"].append(entry_for(worker, notebook, estimate, alone))
+                break
+            running = [e["notebook"] for e in state["running"]]
+        if said != running:
+            said = running
+            say(f"{worker} waits to start {notebook}: {why}")
+        time.sleep(poll_s)
+    if said is None:
+        return None
+    waited = time.monotonic() - began
+    say(f"{worker} starts {notebook} after waiting {waited:.1f} s")
+    return waited
+
+
+def release(ledger, pid=None):
+    """Takes this process's notebook out of the ledger."""
+    pid = pid or os.getpid()
+    with Ledger(ledger) as state:
+        state["running"] = [e for e in state["running"] if e["pid"] != pid]
+
+
 def entry_for(worker, notebook, estimate, alone, pid=None):
     pid = pid or os.getpid()
     return {"worker": worker, "notebook": notebook, "estimate": estimate, "alone": alone,
