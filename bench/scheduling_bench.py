@@ -8,6 +8,11 @@ memory cgroup of this machine with a real limit (the test's own cgroup's child, 
                              .cache/venv-frameworks), each running notebooks in its own kernel
   smoke -j auto, cold        no history: its stops and runs again, and its time
   smoke -j auto, warm        with the history the cold run stored
+  pytest --nbmake -n N --kernel-watchdog
+                             the pytest plugin's budget shared by the xdist workers, with the
+                             history the cold run stored (--kernel-watchdog-history) and
+                             without (notebooks of unknown memory one at a time); the package
+                             is this checkout's Python side, installed with pip --target
 
 The suite: heavy notebooks that each grow to ~45 % of the limit (two never fit together in
 -j auto's budget) and light ones of ~70 MiB. Per tool: runs, OOM kills (the cgroup's
@@ -111,6 +116,19 @@ def run_in_cgroup(argv, limit, folder, env=None):
         cgroup.remove()
 
 
+def install_package(folder, python):
+    """This checkout's Python package without its C++ (as tests/integration does), installed
+    with `pip --target` into folder/site; returns that folder."""
+    wheels, site = folder / "wheel", folder / "site"
+    subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "--config-settings=wheel.cmake=false", "-w", str(wheels), str(ROOT)],
+                   check=True, timeout=300)
+    [wheel] = wheels.glob("kernel_watchdog-*.whl")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                    str(wheel)], check=True, timeout=300)
+    return site
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--watchdog", default=str(ROOT / "build" / "kernel-watchdog"))
@@ -134,10 +152,19 @@ def main():
         f"smoke -j {args.jobs}": smoke + ["-j", str(args.jobs), *names],
         "smoke -j auto (warm)": smoke + ["-j", "auto", "--durations", str(history), *names],
     }
+    envs = {}
     if python.exists():
-        tools[f"pytest --nbmake -n {args.jobs}"] = [
-            str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbmake", "-n",
-            str(args.jobs), *names]
+        pytest_n = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbmake", "-n",
+                    str(args.jobs)]
+        tools[f"pytest --nbmake -n {args.jobs}"] = [*pytest_n, *names]
+        plugin_env = dict(env, PYTHONPATH=str(install_package(folder, python)),
+                          KERNEL_WATCHDOG_BINARY=args.watchdog,
+                          KERNEL_WATCHDOG_REPORT_DIR=str(folder / "pytest-reports"))
+        for name, history_args in ((" (warm)", ["--kernel-watchdog-history", str(history)]),
+                                   (" (no history)", [])):
+            tool = f"pytest -n {args.jobs} --kernel-watchdog{name}"
+            tools[tool] = [*pytest_n, "--kernel-watchdog", *history_args, *names]
+            envs[tool] = plugin_env
     else:
         print(f"scheduling_bench: no {python}: pytest --nbmake left out", file=sys.stderr)
 
@@ -152,14 +179,14 @@ def main():
     lower_bound = None
     for round_ in range(args.rounds):
         for name, argv in tools.items():
-            r = run_in_cgroup(argv, limit, folder, env)
+            r = run_in_cgroup(argv, limit, folder, envs.get(name, env))
             results[name].append(r)
             found = re.search(r"lower bound of (\d+) s", r["stderr"])
             if found:
                 lower_bound = float(found.group(1))
             print(f"  round {round_ + 1} {name}: {r['seconds']:.1f} s, exit {r['rc']}, "
                   f"{r['oom_kills']} OOM kills", file=sys.stderr, flush=True)
-    print(f"\n{'tool':<28} {'runs':>4} {'OOM kills':>10} {'failed':>7} {'median s':>9} "
+    print(f"\n{'tool':<44} {'runs':>4} {'OOM kills':>10} {'failed':>7} {'median s':>9} "
           f"{'x bound':>8} {'x -j 1':>7}")
     serial = statistics.median(r["seconds"] for r in results["smoke -j 1"])
     for name, runs in results.items():
@@ -167,7 +194,7 @@ def main():
         failed = sum(1 for r in runs if r["rc"] != 0)
         ooms = sum(r["oom_kills"] for r in runs)
         bound = f"{median / lower_bound:.2f}" if lower_bound else "-"
-        print(f"{name:<28} {len(runs):>4} {ooms:>10} {failed:>7} {median:>9.1f} {bound:>8} "
+        print(f"{name:<44} {len(runs):>4} {ooms:>10} {failed:>7} {median:>9.1f} {bound:>8} "
               f"{median / serial:>7.2f}")
     print(f"lower bound (smoke's, from the cold run's times): {lower_bound} s")
     shutil.rmtree(folder, ignore_errors=True)

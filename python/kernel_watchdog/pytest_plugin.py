@@ -4,7 +4,11 @@ and (under GitHub Actions) an annotation. Off unless `--kernel-watchdog` or the 
 `kernel_watchdog = true`; then every kernel jupyter_client starts in the session is started
 by the kernel-watchdog provisioner.
 
-This file holds the options and turns the plugin on; _pytest_deaths.py does the work."""
+Under pytest-xdist the workers also share a memory budget: a notebook's kernel starts when
+its recorded peak fits beside the others' (_pytest_budget.py).
+
+This file holds the options and turns the plugin on; _pytest_deaths.py and _pytest_budget.py
+do the work."""
 import os
 
 
@@ -19,12 +23,20 @@ def pytest_addoption(parser):
                          "temporary directory, which pytest deletes after three sessions)")
     group.addoption("--kernel-watchdog-run-options", metavar="OPTIONS", default=None,
                     help="options for `kernel-watchdog run`, e.g. \"--memory-limit=4G\"")
+    group.addoption("--kernel-watchdog-history", metavar="FILE", default=None,
+                    help="under pytest-xdist, each notebook's peak memory from this history "
+                         "file of `kernel-watchdog smoke --durations FILE --store-durations` "
+                         "(read only): the workers start a notebook when its peak fits in the "
+                         "memory they share. Without it, notebooks of unknown memory start one "
+                         "at a time")
     parser.addini("kernel_watchdog", type="bool", default=False,
                   help="turn the kernel-watchdog plugin on (as --kernel-watchdog)")
     parser.addini("kernel_watchdog_report_dir", default="",
                   help="as --kernel-watchdog-report-dir")
     parser.addini("kernel_watchdog_run_options", default="",
                   help="as --kernel-watchdog-run-options")
+    parser.addini("kernel_watchdog_history", default="",
+                  help="as --kernel-watchdog-history")
 
 
 def pytest_configure(config):
@@ -33,6 +45,7 @@ def pytest_configure(config):
         on = config.getini("kernel_watchdog")
     if not on:
         return
+    from kernel_watchdog._pytest_budget import register as share_a_memory_budget
     from kernel_watchdog._pytest_deaths import KernelDeaths
 
     # The environment's store before pytest's temporary directory, which pytest deletes
@@ -46,3 +59,5 @@ def pytest_configure(config):
         KernelDeaths(config, report_dir=report_dir, run_options=run_options,
                      annotate=os.environ.get("GITHUB_ACTIONS") == "true"),
         "kernel-watchdog-deaths")
+    # Under pytest-xdist: the workers' notebooks start when they fit in a shared budget.
+    share_a_memory_budget(config)

@@ -15,12 +15,16 @@ Two ways to get the package:
   virtualenv's (scripts/setup.sh; without it these tests fail: run scripts/setup.sh)."""
 import json
 import os
+import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -28,7 +32,7 @@ import nbformat
 import psutil
 import pytest
 
-from conftest import KWD_BINARY, REPO_ROOT, load_reports
+from conftest import KWD_BINARY, REPO_ROOT, load_reports, own_memory_cgroup_dir
 from framework_corpus import VENV_PYTHON
 
 PROVISIONER = "kernel-watchdog-provisioner"
@@ -536,6 +540,290 @@ def test_off_unless_asked(env, tmp_path):
     assert "the kernel died" not in proc.stdout + proc.stderr
     assert not reports_under(tmp_path / "reports")
     assert not load_reports(env["KERNEL_WATCHDOG_REPORT_DIR"])
+
+
+# --- the pytest plugin under pytest-xdist: a memory budget the workers share ---------------
+
+MiB = 1024 * 1024
+
+# One worker's part in the shared budget, in the runners' interpreter: admit NOTEBOOK of
+# ESTIMATE MiB ("unknown": none) into LEDGER as WORKER, printing each line it says; optionally
+# start a child that holds GROW MiB (its "kernel"); print "running"; hold until stdin closes.
+LEDGER_USER = """
+import subprocess, sys
+from kernel_watchdog import _shared_budget as shared
+ledger, worker, notebook, estimate, grow = sys.argv[1:6]
+estimate = None if estimate == "unknown" else int(estimate) << 20
+shared.admit(ledger, worker, notebook, estimate, lambda line: print(line, flush=True), 0.05)
+child = None
+if int(grow):
+    child = subprocess.Popen([sys.executable, "-c", "import sys; held = b'x' * (%s << 20); "
+                              "print('grown', flush=True); sys.stdin.read()" % grow],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child.stdout.readline()
+print("running", flush=True)
+sys.stdin.read()
+if child:
+    child.stdin.close()
+    child.wait()
+shared.release(ledger)
+"""
+
+
+def make_ledger(env, folder, budget_mib):
+    code = ("import sys; from kernel_watchdog import _shared_budget as shared; "
+            "print(shared.make_ledger(sys.argv[1], int(sys.argv[2]) << 20, 'the test'))")
+    proc = run([python(env), "-c", code, str(folder), str(budget_mib)], env, folder)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+class LedgerUser:
+    """A process that takes its place in the ledger as a worker does (LEDGER_USER)."""
+
+    def __init__(self, env, ledger, worker, notebook, estimate_mib, grow_mib=0):
+        self.proc = subprocess.Popen(
+            [python(env), "-c", LEDGER_USER, ledger, worker, notebook, str(estimate_mib),
+             str(grow_mib)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        # Its lines as they come, read by a thread: a test waits for each with a timeout.
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def line(self):
+        """Its next line; a process that says nothing in a minute fails the test."""
+        try:
+            line = self.lines.get(timeout=60)
+        except queue.Empty:
+            raise AssertionError("the ledger user said nothing in 60 s") from None
+        assert line is not None, f"the ledger user ended: {self.proc.wait()}"
+        return line
+
+    def finish(self):
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+
+
+def ledger_of(path):
+    return json.loads(Path(path).read_text())
+
+
+def test_shared_budget_a_worker_waits_until_its_notebook_fits(env, tmp_path):
+    ledger = make_ledger(env, tmp_path, 1000)
+    holder = LedgerUser(env, ledger, "gw0", "a.ipynb", 700)
+    assert holder.line() == "running"
+    waiter = LedgerUser(env, ledger, "gw1", "b.ipynb", 600)
+    assert waiter.line() == ("gw1 waits to start b.ipynb: needs 600.0 MiB, 300.0 MiB free "
+                             "(gw0 running a.ipynb)")
+    # One that fits in what is left starts beside them at once.
+    small = LedgerUser(env, ledger, "gw2", "c.ipynb", 200)
+    assert small.line() == "running"
+    holder.finish()
+    assert waiter.line().startswith("gw1 starts b.ipynb after waiting ")
+    assert waiter.line() == "running"
+    assert sorted(e["notebook"] for e in ledger_of(ledger)["running"]) == ["b.ipynb", "c.ipynb"]
+    waiter.finish()
+    small.finish()
+    assert ledger_of(ledger)["running"] == []
+
+
+def test_shared_budget_drops_the_entry_of_a_worker_that_died(env, tmp_path):
+    ledger = make_ledger(env, tmp_path, 1000)
+    holder = LedgerUser(env, ledger, "gw0", "a.ipynb", 700)
+    assert holder.line() == "running"
+    waiter = LedgerUser(env, ledger, "gw1", "b.ipynb", 600)
+    assert waiter.line().startswith("gw1 waits to start b.ipynb: needs 600.0 MiB")
+    holder.proc.kill()  # its entry stays in the ledger: nothing released it
+    holder.proc.wait()
+    assert waiter.line().startswith("gw1 starts b.ipynb after waiting ")
+    assert waiter.line() == "running"
+    assert [e["worker"] for e in ledger_of(ledger)["running"]] == ["gw1"]
+    waiter.finish()
+
+
+def test_shared_budget_a_notebook_bigger_than_the_budget_runs_alone(env, tmp_path):
+    ledger = make_ledger(env, tmp_path, 1000)
+    small = LedgerUser(env, ledger, "gw0", "small.ipynb", 100)
+    assert small.line() == "running"
+    big = LedgerUser(env, ledger, "gw1", "big.ipynb", 3000)
+    assert big.line() == ("gw1 waits to start big.ipynb: it runs alone: needs 2.9 GiB, more "
+                          "than the whole budget (gw0 running small.ipynb)")
+    small.finish()
+    assert big.line().startswith("gw1 starts big.ipynb after waiting ")
+    assert big.line() == "running"
+    other = LedgerUser(env, ledger, "gw2", "other.ipynb", 10)
+    assert other.line() == "gw2 waits to start other.ipynb: gw1 runs big.ipynb alone"
+    big.finish()
+    assert other.line().startswith("gw2 starts other.ipynb after waiting ")
+    assert other.line() == "running"
+    other.finish()
+
+
+def test_shared_budget_follows_the_live_memory_of_a_workers_kernels(env, tmp_path):
+    # By the estimates both fit (50 + 100 of 1000 MiB); the first one's "kernel" holds 300 MiB.
+    ledger = make_ledger(env, tmp_path, 1000)
+    grown = LedgerUser(env, ledger, "gw0", "a.ipynb", 50, grow_mib=300)
+    assert grown.line() == "running"
+    waiter = LedgerUser(env, ledger, "gw1", "b.ipynb", 100)
+    line = waiter.line()
+    assert line.startswith("gw1 waits to start b.ipynb: gw0's a.ipynb holds "), line
+    assert line.endswith(", past its estimate of 50.0 MiB"), line
+    grown.finish()
+    assert waiter.line().startswith("gw1 starts b.ipynb after waiting ")
+    assert waiter.line() == "running"
+    waiter.finish()
+
+
+def test_shared_budget_notebooks_of_unknown_memory_start_one_at_a_time(env, tmp_path):
+    ledger = make_ledger(env, tmp_path, 1000)
+    first = LedgerUser(env, ledger, "gw0", "a.ipynb", "unknown")
+    assert first.line() == "running"
+    second = LedgerUser(env, ledger, "gw1", "b.ipynb", "unknown")
+    assert second.line() == ("gw1 waits to start b.ipynb: its memory is unknown, and so is "
+                             "that of a.ipynb (gw0 running a.ipynb)")
+    known = LedgerUser(env, ledger, "gw2", "c.ipynb", 100)  # a known one fits beside
+    assert known.line() == "running"
+    first.finish()
+    assert second.line().startswith("gw1 starts b.ipynb after waiting ")
+    assert second.line() == "running"
+    second.finish()
+    known.finish()
+
+
+def can_make_memory_cgroups():
+    base = own_memory_cgroup_dir()
+    return os.geteuid() == 0 and base is not None and base.is_dir()
+
+
+class MemoryCgroup:
+    """A child of this test's own cgroup v1 memory cgroup with a limit, for one run."""
+
+    def __init__(self, limit):
+        self.dir = own_memory_cgroup_dir() / f"kwd-xdist-{uuid.uuid4().hex[:8]}"
+        self.dir.mkdir()
+        (self.dir / "memory.limit_in_bytes").write_text(str(limit))
+
+    def run(self, argv, env, cwd):
+        try:
+            return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
+                                  timeout=600, preexec_fn=self.join)
+        finally:
+            self.oom_kills = int(dict(line.split() for line in (
+                self.dir / "memory.oom_control").read_text().splitlines()).get("oom_kill", 0))
+            self.remove()
+
+    def join(self):
+        (self.dir / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self):
+        for pid in (self.dir / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for _ in range(100):
+            try:
+                self.dir.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+HEAVY_MIB = 700  # two do not fit in the 1.5 GiB cgroup beside pytest and its workers
+
+
+def logged_notebook(path, log, body):
+    """A notebook whose cells write when its work starts and ends into `log`."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in (
+        f"import time\nopen({str(log)!r}, 'a').write('{path.name} start %f\\n' % time.time())",
+        body,
+        f"open({str(log)!r}, 'a').write('{path.name} end %f\\n' % time.time())")]
+    nbformat.write(nb, str(path))
+    return path.name
+
+
+def heavy_and_light_suite(folder, log, heavy=2):
+    """Two heavy notebooks (grown 20 MiB at a time, as one loading data does, and held) and
+    three light ones; and smoke's history file with their peaks."""
+    grow = (f"held = []\nfor _ in range({HEAVY_MIB // 20}):\n"
+            f"    held.append(b'x' * (20 << 20))\n    time.sleep(0.1)\ntime.sleep(2)")
+    names = [logged_notebook(folder / f"heavy{i}.ipynb", log, grow) for i in range(heavy)]
+    names += [logged_notebook(folder / f"light{i}.ipynb", log, "time.sleep(1)")
+              for i in range(3)]
+    # What `smoke --store-durations` records for them (peak RSS of the kernel's tree).
+    (folder / "history.json").write_text(json.dumps({"kernel-watchdog-history": 2, "notebooks": {
+        name: {"seconds": 8 if name.startswith("heavy") else 2,
+               "peak_rss": (HEAVY_MIB + 80 if name.startswith("heavy") else 80) * MiB}
+        for name in names}}))
+    return names
+
+
+def intervals(log):
+    """{notebook: (start, end)} of the notebooks that reached their end."""
+    starts, out = {}, {}
+    for line in log.read_text().splitlines():
+        name, what, t = line.split()
+        if what == "start":
+            starts[name] = float(t)
+        else:
+            out[name] = (starts[name], float(t))
+    return out
+
+
+@pytest.mark.skipif(not can_make_memory_cgroups(), reason="needs root and cgroup v1 memory")
+def test_xdist_workers_share_a_memory_budget_where_blind_workers_are_oom_killed(env, tmp_path):
+    log = tmp_path / "log"
+    names = heavy_and_light_suite(tmp_path, log)
+    pytest_n3 = [python(env), "-m", "pytest", "-p", "no:cacheprovider", "-v", "-rA",
+                 "--nbmake", "-n", "3"]
+
+    # Blind, as pytest-xdist users run it: both heavy notebooks at once, the OOM killer acts.
+    blind_cgroup = MemoryCgroup(1536 * MiB)
+    blind = blind_cgroup.run([*pytest_n3, *names], env, tmp_path)
+    assert blind.returncode == 1, blind.stdout + blind.stderr
+    assert blind_cgroup.oom_kills >= 1
+
+    # With the plugin and the history: a heavy one waits for the other; nothing is killed.
+    log.unlink()
+    cgroup = MemoryCgroup(1536 * MiB)
+    shared = cgroup.run([*pytest_n3, "--kernel-watchdog", "--kernel-watchdog-history",
+                         "history.json", *names], env, tmp_path)
+    output = shared.stdout + shared.stderr
+    assert shared.returncode == 0, output
+    assert cgroup.oom_kills == 0
+    assert "5 passed" in shared.stdout.splitlines()[-1]
+    assert (f"1.5 GiB of the memory cgroup {cgroup.dir} (memory.limit_in_bytes)"
+            in shared.stdout), shared.stdout
+    assert "estimates from history.json (5 notebooks of known peak)" in shared.stdout
+    waits = [line for line in shared.stderr.splitlines() if "waits to start heavy" in line]
+    assert waits, shared.stderr
+    first_heavy_wait = waits[0]
+    assert first_heavy_wait.startswith("kernel-watchdog: gw"), first_heavy_wait
+    assert f"needs {HEAVY_MIB + 80}.0 MiB" in first_heavy_wait, first_heavy_wait
+    ran = intervals(log)
+    assert sorted(ran) == sorted(names)
+    (a0, a1), (b0, b1) = ran["heavy0.ipynb"], ran["heavy1.ipynb"]
+    assert a1 <= b0 or b1 <= a0, ran  # the heavy ones one after the other
+
+
+def test_xdist_a_history_file_that_is_not_one_is_a_warning(env, tmp_path):
+    """One warning, and the suite runs with every notebook of unknown memory."""
+    names = heavy_and_light_suite(tmp_path, tmp_path / "log", heavy=0)
+    (tmp_path / "history.json").write_text("[1, 2]")
+    proc = run([python(env), "-m", "pytest", "-p", "no:cacheprovider", "--nbmake", "-n", "2",
+                "--kernel-watchdog", "--kernel-watchdog-history", "history.json",
+                *names], env, tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "history.json: not a history file" in proc.stdout, proc.stdout
+    assert "3 passed" in proc.stdout.splitlines()[-1]
+    assert "every notebook is of unknown memory" in proc.stdout
 
 
 # --- Jupyter Server -------------------------------------------------------------------
