@@ -4,7 +4,8 @@
 # CI does, the same suite against an ASan+UBSan build and the NVML tests under TSan
 # (scripts/sanitize.sh), and every fuzz target for 20 s on its corpus (scripts/fuzz.sh).
 # Extra arguments go to both ctest runs, e.g. scripts/test.sh -R integration.test_launcher
-# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 leave those stages out (a quicker local run).
+# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 / KWD_NEWCOMER_STAGE=0 leave those stages out (a
+# quicker local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,9 +53,10 @@ stage build scripts/build.sh
 # MkDocs 1.6 counting the warnings that strict fails on) and the docs' own commands and
 # claims, checked against the program just built (tests/docs/check_docs.py).
 stage docs sh -c 'NO_MKDOCS_2_WARNING=1 .cache/venv-docs/bin/mkdocs build && /usr/bin/python3 tests/docs/check_docs.py --binary build/kernel-watchdog'
-# The README's newcomer path from a fresh clone (tests/docs/newcomer.sh): one more build of the
-# program, so only when asked.
-if [ "${KWD_NEWCOMER_STAGE:-0}" != 0 ]; then stage newcomer tests/docs/newcomer.sh; fi
+# The README's newcomer path from a fresh clone (tests/docs/newcomer.sh): the lean install, one
+# more build of the program (without its tests: about 3 minutes on 2 cores) and the README's
+# quick start against it. KWD_NEWCOMER_STAGE=0 leaves it out of a quicker local run.
+if [ "${KWD_NEWCOMER_STAGE:-1}" != 0 ]; then stage newcomer tests/docs/newcomer.sh; fi
 # The fuzz targets share the sanitizer build (scripts/asan_build.sh): sanitize.sh builds them
 # with it when the fuzz stage follows. (Compiling that build beside the tests at idle priority
 # was tried: on this 2-core machine the tests stage went from 16 to 26 minutes and the

@@ -3,8 +3,8 @@
 # the test suite, then the README's quick start (its console blocks: wrap, a crashing cell,
 # `reports show latest`) against the program that clone built. Prints each step's time.
 #   tests/docs/newcomer.sh [REPO]    (default: this checkout's HEAD, cloned into a temp dir)
-# It compiles the whole program once more, so scripts/test.sh runs it only when asked
-# (KWD_NEWCOMER_STAGE=1).
+# It compiles the whole program once more (about 3 minutes on 2 cores); scripts/test.sh runs it
+# as its newcomer stage unless KWD_NEWCOMER_STAGE=0.
 set -euo pipefail
 repo="${1:-$(cd "$(dirname "$0")/../.." && pwd)}"
 work="$(mktemp -d)"
