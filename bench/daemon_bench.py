@@ -339,13 +339,17 @@ def main():
                 death_ms.append((time.monotonic() - t) * 1000)
 
         # The rest die together: every report must come, each in its pod's time.
-        together = managers[args.deaths:args.deaths + args.at_once]
-        pending = {pathlib.Path(km.connection_file).stem.removeprefix("kernel-")[:8]
-                   for km in together}
+        together = [km for km in managers[args.deaths:args.deaths + args.at_once]
+                    if km.provisioner.process.poll() is None]
+        # A report's name carries the kernel's pid: "<time>-<id, cut>-<pid>-<random>.json".
+        pending = {f"-{km.provisioner.process.pid}-" for km in together}
         at_once_ms = []
         t = time.monotonic()
         for km in together:
-            os.kill(km.provisioner.process.pid, signal.SIGSEGV)
+            try:
+                os.kill(km.provisioner.process.pid, signal.SIGSEGV)
+            except ProcessLookupError:
+                pending.discard(f"-{km.provisioner.process.pid}-")
         deadline = t + 30
         while pending and time.monotonic() < deadline:
             names = [p.name for p in reports.glob("*.json")]

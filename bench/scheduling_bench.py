@@ -138,6 +138,10 @@ def main():
     parser.add_argument("--heavy", type=int, default=3)
     parser.add_argument("--light", type=int, default=6)
     parser.add_argument("--venv", default=str(ROOT / ".cache" / "venv-frameworks"))
+    parser.add_argument("--tools", default="",
+                        help="only the tools whose names contain one of these comma-separated "
+                             "words (e.g. 'auto' for smoke -j auto's warm runs alone); the cold "
+                             "run always runs first")
     args = parser.parse_args()
     units = {"G": 1024 * MiB, "M": MiB}
     limit = int(float(args.limit[:-1]) * units[args.limit[-1].upper()])
@@ -168,6 +172,11 @@ def main():
     else:
         print(f"scheduling_bench: no {python}: pytest --nbmake left out", file=sys.stderr)
 
+    if args.tools:
+        words = [w.strip() for w in args.tools.split(",") if w.strip()]
+        tools = {name: argv for name, argv in tools.items() if any(w in name for w in words)}
+        if not tools:
+            sys.exit(f"scheduling_bench: no tool's name contains any of {words}")
     print(f"suite: {args.heavy} heavy notebooks of ~{int(limit * 0.45 / MiB)} MiB, {args.light} "
           f"light; cgroup limit {args.limit}; {args.rounds} rounds, the tools in turn")
     cold = run_in_cgroup(smoke + ["-j", "auto", "--durations", str(history), "--store-durations",
@@ -188,14 +197,16 @@ def main():
                   f"{r['oom_kills']} OOM kills", file=sys.stderr, flush=True)
     print(f"\n{'tool':<44} {'runs':>4} {'OOM kills':>10} {'failed':>7} {'median s':>9} "
           f"{'x bound':>8} {'x -j 1':>7}")
-    serial = statistics.median(r["seconds"] for r in results["smoke -j 1"])
+    serial = statistics.median(r["seconds"] for r in results["smoke -j 1"]) \
+        if "smoke -j 1" in results else None
     for name, runs in results.items():
         median = statistics.median(r["seconds"] for r in runs)
         failed = sum(1 for r in runs if r["rc"] != 0)
         ooms = sum(r["oom_kills"] for r in runs)
         bound = f"{median / lower_bound:.2f}" if lower_bound else "-"
+        versus_serial = f"{median / serial:.2f}" if serial else "-"
         print(f"{name:<44} {len(runs):>4} {ooms:>10} {failed:>7} {median:>9.1f} {bound:>8} "
-              f"{median / serial:>7.2f}")
+              f"{versus_serial:>7}")
     print(f"lower bound (smoke's, from the cold run's times): {lower_bound} s")
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -34,6 +34,7 @@ WatchedKernel::~WatchedKernel() {
   if (fault_read_) loop_.unwatch_fd(fault_read_.get());
   if (crash_socket_) loop_.unwatch_fd(crash_socket_.get());
   if (last_words_timer_) loop_.cancel(*last_words_timer_);
+  if (system_report_timer_) loop_.cancel(*system_report_timer_);
   watch_.reset();
   // smoke's kernels lead their own group: nothing they started outlives them.
   if (child_) child_->kill_group_leftovers(dead_);
@@ -359,19 +360,45 @@ void WatchedKernel::handle_death(const watch::ProcessEnd& end, std::int64_t died
   } catch (const std::exception& e) {
     spdlog::error("after the kernel's death: {}", e.what());
   }
-  read_system_crash_report(end, died_at_ms);
+  // Where the system writes a crashed process's report (macOS), the death is told once that
+  // report is read, or given up on: the loop runs meanwhile (smoke's other kernels).
+  if (wants_system_crash_report(end)) {
+    wait_for_system_crash_report(end, died_at_ms);
+    return;
+  }
   on_death_(end, died_at_ms);
 }
 
-void WatchedKernel::read_system_crash_report(const watch::ProcessEnd& end,
-                                             std::int64_t died_at_ms) {
+bool WatchedKernel::wants_system_crash_report(const watch::ProcessEnd& end) const {
   // Any kernel's, Python or not: the system writes a report for every process that crashes.
-  if (crash_stack_ || !child_ || !stacks::system_writes_crash_reports()) return;
-  if (!end.status || !end.status->signaled || !stacks::is_crash_signal(end.status->signal)) return;
-  crash_stack_ = stacks::read_system_crash_report(child_->pid(), end.status->signal, died_at_ms,
-                                                  kSystemCrashReportBudget);
-  spdlog::debug("the system's crash report of the kernel: {} native frames, looked for {} ms",
-                crash_stack_->frames.size(), crash_stack_->capture_ms);
+  return !crash_stack_ && child_ && stacks::system_writes_crash_reports() && end.status &&
+         end.status->signaled && stacks::is_crash_signal(end.status->signal);
+}
+
+void WatchedKernel::wait_for_system_crash_report(const watch::ProcessEnd& end,
+                                                 std::int64_t died_at_ms) {
+  system_report_search_.emplace();
+  system_report_search_->pid = child_->pid();
+  system_report_search_->signal = end.status->signal;
+  system_report_search_->died_at_ms = died_at_ms;
+  const auto started = std::chrono::steady_clock::now();
+  const auto look = [this, end, died_at_ms, started] {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started);
+    auto found = stacks::look_for_system_crash_report(*system_report_search_);
+    if (!found && waited < kSystemCrashReportBudget) return false;
+    crash_stack_ = found ? std::move(*found)
+                         : stacks::system_crash_report_not_found(*system_report_search_, waited);
+    crash_stack_->capture_ms = waited.count();
+    spdlog::debug("the system's crash report of the kernel: {} native frames, after {} ms",
+                  crash_stack_->frames.size(), waited.count());
+    if (system_report_timer_) loop_.cancel(*system_report_timer_);
+    system_report_timer_.reset();
+    on_death_(end, died_at_ms);
+    return true;
+  };
+  if (!look())
+    system_report_timer_ = loop_.every(kSystemCrashReportLookInterval, [look] { look(); });
 }
 
 void WatchedKernel::remove_shim() noexcept {

@@ -1,6 +1,7 @@
 #include <csignal>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "kwd/stacks/system_crash_report.hpp"
 #include "kwd/util/demangle.hpp"
@@ -20,9 +21,16 @@ std::string ips_text(const json& object, const char* key) {
 std::optional<std::uint64_t> unsigned_at(const json& object, const char* key) {
   if (!object.is_object()) return std::nullopt;
   const auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0)
-    return std::nullopt;
-  return it->get<std::uint64_t>();
+  if (it == object.end()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_number_integer() && it->get<std::int64_t>() >= 0) return it->get<std::uint64_t>();
+  return std::nullopt;
+}
+
+bool true_at(const json& object, const char* key) {
+  if (!object.is_object()) return false;
+  const auto it = object.find(key);
+  return it != object.end() && it->is_boolean() && it->get<bool>();
 }
 
 // A register of threadState: {"pc": {"value": 4305..., "matchesCrashFrame": 1}}.
@@ -100,12 +108,18 @@ NativeFrame frame_of(const json& frame, const std::vector<UsedImage>& images) {
 
 }  // namespace
 
-std::optional<SystemCrashReport> parse_ips_crash(std::string_view text) {
+IpsKind ips_kind(std::string_view text) {
   const auto newline = text.find('\n');
-  if (newline == std::string_view::npos) return std::nullopt;
+  if (newline == std::string_view::npos) return IpsKind::unreadable;
   const auto metadata = json::parse(text.substr(0, newline), nullptr, false);
+  if (!metadata.is_object()) return IpsKind::unreadable;
   // bug_type 309 is a process's crash; others (hangs, resource reports, panics) differ.
-  if (!metadata.is_object() || ips_text(metadata, "bug_type") != "309") return std::nullopt;
+  return ips_text(metadata, "bug_type") == "309" ? IpsKind::crash : IpsKind::other;
+}
+
+std::optional<SystemCrashReport> parse_ips_crash(std::string_view text) {
+  if (ips_kind(text) != IpsKind::crash) return std::nullopt;
+  const auto newline = text.find('\n');
   const auto body = json::parse(text.substr(newline + 1), nullptr, false);
   if (!body.is_object()) return std::nullopt;
   const auto pid = unsigned_at(body, "pid");
@@ -128,7 +142,7 @@ std::optional<SystemCrashReport> parse_ips_crash(std::string_view text) {
   if (const auto index = unsigned_at(body, "faultingThread"); index && *index < threads.size())
     faulting = static_cast<std::size_t>(*index);
   for (std::size_t i = 0; !faulting && i < threads.size(); ++i)
-    if (threads[i].is_object() && threads[i].value("triggered", false)) faulting = i;
+    if (true_at(threads[i], "triggered")) faulting = i;
   if (!faulting) return out;
 
   const auto& thread = threads[*faulting];
@@ -162,6 +176,18 @@ CrashStack crash_stack_from(const SystemCrashReport& report, std::size_t max_fra
   }
   out.messages = report.messages;
   if (out.frames.empty()) out.missing = "the system's crash report names no frame of the thread";
+  return out;
+}
+
+CrashStack system_crash_report_not_found(const SystemCrashReportSearch& search,
+                                         std::chrono::milliseconds waited) {
+  CrashStack out;
+  out.fault.pid = search.pid;
+  out.fault.signal = search.signal;
+  out.capture_ms = waited.count();
+  out.missing = "the system wrote no crash report for pid " + std::to_string(search.pid) +
+                " within " + std::to_string(waited.count()) +
+                " ms of its death (its crash reporter may be off, or slower than that)";
   return out;
 }
 

@@ -127,6 +127,12 @@ TEST_CASE("the faulting thread is the triggered one when the report has no index
   REQUIRE(report);
   CHECK(report->thread_id == 1844221);
   CHECK(report->frames.size() == 8);
+  // A "triggered" that is not a boolean marks nothing, and throws nothing.
+  body["threads"][1]["triggered"] = 1;
+  const auto odd = parse_ips_crash(ips_text(metadata, body));
+  REQUIRE(odd);
+  CHECK(odd->frames.empty());
+  CHECK(odd->thread_id == 0);
 }
 
 TEST_CASE("what is not a crash report, or is damaged, is no crash report") {
@@ -146,12 +152,24 @@ TEST_CASE("what is not a crash report, or is damaged, is no crash report") {
   odd["threads"][0]["frames"][1]["imageIndex"] = "one";
   odd["usedImages"][0] = "not an image";
   odd["asi"] = {{"libsystem_c.dylib", "not a list"}};
+  odd["threads"][0]["threadState"]["far"]["value"] = 0x10;  // the address is the state's far
   const auto report = parse_ips_crash(ips_text(metadata, odd));
   REQUIRE(report);
   CHECK(report->frames[0].module.empty());
   CHECK(report->frames[0].pc == 0x3f20);
   CHECK(report->frames[1].module.empty());
   CHECK(report->messages.empty());
+  CHECK(report->address == 0x10);
+}
+
+TEST_CASE("an .ips file is told a crash, another kind of report, or not readable yet") {
+  auto [metadata, body] = fixture_documents();
+  CHECK(ips_kind(fixture_text()) == IpsKind::crash);
+  json hang = metadata;
+  hang["bug_type"] = "288";
+  CHECK(ips_kind(ips_text(hang, body)) == IpsKind::other);
+  CHECK(ips_kind("{\"bug_type\":") == IpsKind::unreadable);  // still being written
+  CHECK(ips_kind("") == IpsKind::unreadable);
 }
 
 TEST_CASE("a crash stack is capped, and an empty thread says so") {
@@ -165,11 +183,14 @@ TEST_CASE("a crash stack is capped, and an empty thread says so") {
   CHECK_FALSE(crash_stack_from(bare).missing.empty());
 }
 
-#ifdef __linux__
-TEST_CASE("Linux writes no crash report of its own to wait for") {
-  CHECK_FALSE(system_writes_crash_reports());
-  const auto none = read_system_crash_report(1, SIGSEGV, 0, std::chrono::milliseconds(10));
+TEST_CASE("a report that never came says so, with the pid and how long it was waited for") {
+  SystemCrashReportSearch search;
+  search.pid = 4321;
+  search.signal = SIGSEGV;
+  const auto none = system_crash_report_not_found(search, std::chrono::milliseconds(3000));
   CHECK(none.frames.empty());
-  CHECK_FALSE(none.missing.empty());
+  CHECK(none.fault.signal == SIGSEGV);
+  CHECK(none.capture_ms == 3000);
+  CHECK_THAT(none.missing, Catch::Contains("pid 4321") && Catch::Contains("3000 ms"));
+  CHECK(to_json(none)["tid"].is_null());  // no thread was named
 }
-#endif

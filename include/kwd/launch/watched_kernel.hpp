@@ -22,6 +22,7 @@
 #include "kwd/probes/host_sources.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/stacks/crash.hpp"
+#include "kwd/stacks/system_crash_report.hpp"
 #include "kwd/util/unique_fd.hpp"
 #include "kwd/watch/last_words.hpp"
 #include "kwd/watch/report_writer.hpp"
@@ -127,9 +128,12 @@ class WatchedKernel {
   void read_cell_announcements();
   void look_for_kernel_stderr_pipe();
   void handle_death(const watch::ProcessEnd& end, std::int64_t died_at_ms);
-  // The system's own crash report of a kernel that died of a fatal signal (macOS), as its
-  // crash_stack; nothing where the crash handler reported or the system writes none.
-  void read_system_crash_report(const watch::ProcessEnd& end, std::int64_t died_at_ms);
+  // Whether the death waits for the system's own crash report (macOS: a fatal signal, and no
+  // crash handler reported), which then becomes its crash_stack.
+  [[nodiscard]] bool wants_system_crash_report(const watch::ProcessEnd& end) const;
+  // Looks for it now and then every kSystemCrashReportLookInterval, within
+  // kSystemCrashReportBudget, and tells the death (on_death_) when done.
+  void wait_for_system_crash_report(const watch::ProcessEnd& end, std::int64_t died_at_ms);
   // After each sample, under a memory limit of ours: ends a kernel that thrashes at it.
   void guard_against_thrashing(const timeline::MemorySample& sample);
   // Hands the notice the previous kernel of this connection file left to the shim.
@@ -170,6 +174,8 @@ class WatchedKernel {
   std::optional<stacks::CrashStack> crash_stack_;
   std::string crash_handler_missing_;
   std::optional<loop::EventLoop::TimerId> last_words_timer_;
+  std::optional<stacks::SystemCrashReportSearch> system_report_search_;
+  std::optional<loop::EventLoop::TimerId> system_report_timer_;
   int last_words_looks_ = 0;
   bool dead_ = false;
   static constexpr std::int64_t kMinStderrSampleGapNs = 20'000'000;
@@ -177,6 +183,7 @@ class WatchedKernel {
   static constexpr std::chrono::milliseconds kCrashCaptureBudget{1500};
   // ReportCrash writes its report a second or so after the death; the report waits that long.
   static constexpr std::chrono::milliseconds kSystemCrashReportBudget{3000};
+  static constexpr std::chrono::milliseconds kSystemCrashReportLookInterval{50};
   static constexpr std::chrono::milliseconds kLastWordsLookInterval{100};
   static constexpr int kLastWordsMaxLooks = 600;           // a minute
   static constexpr std::size_t kLastWordsLimit = 1 << 20;  // ipykernel's pipe holds 64 KiB

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,12 @@ struct SystemCrashReport {
   std::vector<std::string> messages;  // "libsystem_c.dylib: abort() called" (asi)
 };
 
+// What an .ips file is, by its metadata line: a crash report (bug_type 309), another kind of
+// report (a hang, a resource report: never one to wait for), or not readable (yet: a report
+// may still be being written).
+enum class IpsKind { crash, other, unreadable };
+IpsKind ips_kind(std::string_view text);
+
 // An .ips file's text: a metadata line, then the report. nullopt when it is not a crash report
 // (bug_type other than 309), or its JSON is malformed or says no pid. Frames name their image
 // by path (the name when the path is hidden), demangle C++ names and keep file:line where the
@@ -43,10 +50,21 @@ CrashStack crash_stack_from(const SystemCrashReport& report, std::size_t max_fra
 // report after the death instead of from a handler in the kernel.
 bool system_writes_crash_reports();
 
-// Waits up to `budget` for the system's crash report of `pid`, which died at `died_at_ms`
-// (epoch ms), and reads its faulting thread. Never throws: what could not be had is in
-// `missing`, with no frames. Implemented per platform.
-CrashStack read_system_crash_report(pid_t pid, int signal, std::int64_t died_at_ms,
-                                    std::chrono::milliseconds budget);
+// The search for one dead process's report, a look at a time, so that the caller's loop runs
+// between looks (smoke's other kernels go on being watched while the system writes it).
+struct SystemCrashReportSearch {
+  pid_t pid = 0;
+  int signal = 0;
+  std::int64_t died_at_ms = 0;
+  std::set<std::string> read_before;  // reports of other processes or kinds: not read again
+};
+
+// One look through the directories the system writes its reports to: the crash stack of
+// `search.pid` once its report is there. Never throws. Implemented per platform.
+std::optional<CrashStack> look_for_system_crash_report(SystemCrashReportSearch& search);
+
+// What the report says when the search ran out of time, `waited` in all.
+CrashStack system_crash_report_not_found(const SystemCrashReportSearch& search,
+                                         std::chrono::milliseconds waited);
 
 }  // namespace kwd::stacks

@@ -10,12 +10,14 @@
 #include <mach-o/loader.h>
 #include <mach-o/nlist.h>
 #include <mach/mach.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kwd/hang/thread_snapshot.hpp"
@@ -102,6 +104,7 @@ std::uint64_t strip_pointer_auth(std::uint64_t address) {
 struct Registers {
   std::uint64_t pc = 0;
   std::uint64_t frame = 0;
+  std::uint64_t link = 0;  // arm64's return address register; 0 on x86_64
 };
 
 std::optional<Registers> registers_of(mach_port_t thread) {
@@ -112,24 +115,33 @@ std::optional<Registers> registers_of(mach_port_t thread) {
                          &count) != KERN_SUCCESS)
     return std::nullopt;
   return Registers{strip_pointer_auth(arm_thread_state64_get_pc(state)),
-                   arm_thread_state64_get_fp(state)};
+                   arm_thread_state64_get_fp(state),
+                   strip_pointer_auth(arm_thread_state64_get_lr(state))};
 #else
   x86_thread_state64_t state{};
   mach_msg_type_number_t count = x86_THREAD_STATE64_COUNT;
   if (::thread_get_state(thread, x86_THREAD_STATE64, reinterpret_cast<thread_state_t>(&state),
                          &count) != KERN_SUCCESS)
     return std::nullopt;
-  return Registers{state.__rip, state.__rbp};
+  return Registers{state.__rip, state.__rbp, 0};
 #endif
 }
 
 // The program counter, then each saved return address up the frame-pointer chain: a frame
 // record is {the caller's frame pointer, the return address}, and callers' records lie at
 // higher addresses. Stops at the chain's end, a record out of order, or a read that fails.
+// A leaf function (a system call's stub, where most waiting threads are) saves no record: on
+// arm64 its caller is in the link register, taken when the first record does not already
+// hold it. (On x86_64 that caller is at the stack pointer, not read: one frame may be missing.)
 std::vector<std::uint64_t> walk_frames(mach_port_t task, const Registers& regs,
                                        std::size_t max_frames, bool& truncated) {
   std::vector<std::uint64_t> pcs{regs.pc};
   std::uint64_t frame = regs.frame;
+  if (regs.link != 0) {
+    std::uint64_t record[2] = {0, 0};
+    const bool read = frame != 0 && read_remote_bytes(task, frame, record, sizeof record);
+    if (!read || strip_pointer_auth(record[1]) != regs.link) pcs.push_back(regs.link);
+  }
   while (frame != 0 && frame % sizeof(std::uint64_t) == 0) {
     if (pcs.size() >= max_frames) {
       truncated = true;
@@ -153,7 +165,7 @@ struct LoadedImage {
   std::uint64_t slide = 0;
   std::string path;
   std::uint64_t linkedit_base = 0;  // where file offsets into __LINKEDIT are mapped
-  std::uint32_t symbol_offset = 0, symbol_count = 0, strings_offset = 0;
+  std::uint32_t symbol_offset = 0, symbol_count = 0, strings_offset = 0, strings_size = 0;
   bool has_symbols = false;
 };
 
@@ -194,6 +206,7 @@ bool read_image(mach_port_t task, std::uint64_t header_address, std::string path
       out.symbol_offset = symtab.symoff;
       out.symbol_count = symtab.nsyms;
       out.strings_offset = symtab.stroff;
+      out.strings_size = symtab.strsize;
       out.has_symbols = true;
     }
     at += command.cmdsize;
@@ -215,7 +228,12 @@ std::vector<LoadedImage> images_of(mach_port_t task) {
       KERN_SUCCESS)
     return out;
   dyld_all_image_infos all{};
-  if (!read_remote(task, info.all_image_info_addr, all)) return out;
+  // dyld sets infoArray to null while it changes the list (a library loading): read again.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (!read_remote(task, info.all_image_info_addr, all)) return out;
+    if (all.infoArray != nullptr) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   constexpr std::uint32_t kMaxImages = 8192;
   const std::uint32_t n = std::min(all.infoArrayCount, kMaxImages);
   std::vector<dyld_image_info> entries(n);
@@ -255,7 +273,9 @@ SymbolTable read_symbols(mach_port_t task, const LoadedImage& image) {
                          entries.size() * sizeof(nlist_64)))
     return out;
   for (const auto& entry : entries) {
-    if ((entry.n_type & N_STAB) != 0 || (entry.n_type & N_TYPE) != N_SECT) continue;
+    if ((entry.n_type & N_STAB) != 0 || (entry.n_type & N_TYPE) != N_SECT ||
+        entry.n_un.n_strx >= image.strings_size)
+      continue;
     out.symbols.emplace_back(entry.n_value + image.slide, entry.n_un.n_strx);
   }
   std::sort(out.symbols.begin(), out.symbols.end());
@@ -291,6 +311,8 @@ class Namer {
     if (address < image.start) return frame;
     std::string symbol =
         read_remote_string(task_, image.linkedit_base + image.strings_offset + string_index, 4096);
+    // A stripped image's only symbol before its code is its header's: it names nothing.
+    if (symbol.starts_with("__mh_") && symbol.ends_with("_header")) return frame;
     // Mach-O's C names carry a leading underscore ("_main", "__ZN3foo3barEv").
     if (symbol.starts_with("_")) symbol.erase(0, 1);
     frame.function = demangle(symbol);
@@ -422,8 +444,9 @@ std::vector<pid_t> descendants(pid_t pid, std::size_t cap, std::size_t& total) {
   total = 0;
   for (std::size_t next = 0; next < queue.size() && queue.size() < kMaxScanned; ++next) {
     pid_t children[256];
-    const int bytes = ::proc_listchildpids(queue[next], children, sizeof children);
-    const int n = bytes > 0 ? std::min<int>(bytes, 256) : 0;
+    // It returns how many pids it wrote (not bytes).
+    const int listed = ::proc_listchildpids(queue[next], children, sizeof children);
+    const int n = listed > 0 ? std::min<int>(listed, 256) : 0;
     for (int i = 0; i < n; ++i) {
       if (children[i] <= 0 || std::find(queue.begin(), queue.end(), children[i]) != queue.end())
         continue;
@@ -445,7 +468,11 @@ ProcessStacks capture_stacks(pid_t pid, const CaptureOptions& options) {
   out.found = hang::process_alive(pid);
   if (!out.found) return out;
   out.command = command_of(pid);
-  if (options.native) add_native(out, options);
+  // Suspending our own task would stop this thread too, with nothing to resume it.
+  if (options.native && pid == ::getpid())
+    out.native_missing = "the watchdog's own process: not stopped to read its own threads";
+  else if (options.native)
+    add_native(out, options);
   if (options.python)
     out.python_missing =
         "not read on macOS yet: the start-up hook's all-threads dump goes to a memory file "

@@ -52,13 +52,8 @@ bool system_writes_crash_reports() {
   return false;
 }
 
-CrashStack read_system_crash_report(pid_t pid, int signal, std::int64_t,
-                                    std::chrono::milliseconds) {
-  CrashStack out;
-  out.fault.pid = pid;
-  out.fault.signal = signal;
-  out.missing = "Linux writes no crash report of its own: the crash handler reads the stack";
-  return out;
+std::optional<CrashStack> look_for_system_crash_report(SystemCrashReportSearch&) {
+  return std::nullopt;
 }
 
 }  // namespace kwd::stacks
