@@ -202,7 +202,7 @@ def soak_daemon(args, watchdog, work):
     abnormal = {}    # kernel id -> its end
     clean_ids = set()
     # Death -> report on disk, in the order of the deaths: from the signal (segv, kill), or
-    # from the death the daemon dated (oom: the kernel's own OOM kill has no time of ours).
+    # from its parent's wait returning (oom: the kernel's own kill has no time of ours).
     death_ms = []
     by_end = collections.defaultdict(list)
     warm = None
@@ -266,7 +266,7 @@ def soak_daemon(args, watchdog, work):
                     abnormal[kid] = end
                     kc.execute("filler = bytearray(400 * 1024 * 1024)")
                     km.provisioner.process.wait(timeout=60)
-                    killed_at[kid] = None
+                    killed_at[kid] = time.time()  # its parent's wait returned: it is dead
                     kc.stop_channels()
                 else:
                     abnormal[kid] = end
@@ -280,11 +280,8 @@ def soak_daemon(args, watchdog, work):
                 for kid in [k for k in killed_at if store.by_kernel.get(k)]:
                     written, report = store.by_kernel[kid][0]
                     died = killed_at.pop(kid)
-                    if died is None:
-                        died = ((report.get("kernel") or {}).get("died_at_ms") or 0) / 1000
-                    if died:
-                        death_ms.append((written - died) * 1000)
-                        by_end[abnormal[kid]].append((written - died) * 1000)
+                    death_ms.append((written - died) * 1000)
+                    by_end[abnormal[kid]].append((written - died) * 1000)
                 time.sleep(0.002)
             shut_down(wave)
             done += len(wave)
