@@ -124,12 +124,15 @@ class Store:
             self.by_kernel[kid].append((path.stat().st_mtime_ns / 1e9, report))
 
 
-def status_pids(watchdog, sock):
+def watched_kernels(watchdog, sock):
+    """The daemon's status rows of the kernels it watches; None when it does not answer."""
     out = subprocess.run([watchdog, "status", "--json", "--status-socket", str(sock)],
                          capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        return {}
-    return {row["connection_file"]: row["pid"] for row in json.loads(out.stdout)["kernels"]}
+    return json.loads(out.stdout)["kernels"] if out.returncode == 0 else None
+
+
+def status_pids(watchdog, sock):
+    return {row["connection_file"]: row["pid"] for row in watched_kernels(watchdog, sock) or []}
 
 
 def kernel_id(km):
@@ -149,20 +152,14 @@ def wait_watched(watchdog, sock, wanted, seconds=60):
         time.sleep(0.1)
 
 
-def watched_count(watchdog, sock):
-    out = subprocess.run([watchdog, "status", "--json", "--status-socket", str(sock)],
-                         capture_output=True, text=True, timeout=30)
-    return len(json.loads(out.stdout)["kernels"]) if out.returncode == 0 else -1
-
-
 def settled_counts(watchdog, sock, daemon_pid, seconds=20):
     """The daemon's counts once it watches no kernel at all (other users of the machine's
     kernels come and go): comparable from one moment to another. None when it never is."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if watched_count(watchdog, sock) == 0:
+        if watched_kernels(watchdog, sock) == []:
             time.sleep(0.5)  # what a kernel's end released is released
-            if watched_count(watchdog, sock) == 0:
+            if watched_kernels(watchdog, sock) == []:
                 return process_counts(daemon_pid)
         time.sleep(0.2)
     return None

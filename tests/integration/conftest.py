@@ -337,3 +337,21 @@ def process_rss(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS for {pid}")
+
+
+def intervals(log):
+    """{notebook: (start, end)} from a log of "NAME start T" and "NAME end T" lines, of the
+    runs that reached their end (a stopped run has none)."""
+    starts, out = {}, {}
+    for line in pathlib.Path(log).read_text().splitlines():
+        name, what, t = line.split()
+        if what == "start":
+            starts[name] = float(t)
+        else:
+            out[name] = (starts[name], float(t))
+    return out
+
+
+def overlaps(a, b):
+    """Whether two (start, end) intervals share a moment."""
+    return a[0] < b[1] and b[0] < a[1]

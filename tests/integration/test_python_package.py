@@ -32,7 +32,8 @@ import nbformat
 import psutil
 import pytest
 
-from conftest import KWD_BINARY, REPO_ROOT, load_reports, own_memory_cgroup_dir
+from conftest import (KWD_BINARY, REPO_ROOT, intervals, load_reports, overlaps,
+                      own_memory_cgroup_dir)
 from framework_corpus import VENV_PYTHON
 
 PROVISIONER = "kernel-watchdog-provisioner"
@@ -775,18 +776,6 @@ def heavy_and_light_suite(folder, log, heavy=2):
     return names
 
 
-def intervals(log):
-    """{notebook: (start, end)} of the notebooks that reached their end."""
-    starts, out = {}, {}
-    for line in log.read_text().splitlines():
-        name, what, t = line.split()
-        if what == "start":
-            starts[name] = float(t)
-        else:
-            out[name] = (starts[name], float(t))
-    return out
-
-
 @pytest.mark.skipif(not can_make_memory_cgroups(), reason="needs root and cgroup v1 memory")
 def test_xdist_workers_share_a_memory_budget_where_blind_workers_are_oom_killed(env, tmp_path):
     log = tmp_path / "log"
@@ -819,8 +808,7 @@ def test_xdist_workers_share_a_memory_budget_where_blind_workers_are_oom_killed(
     assert f"needs {HEAVY_MIB + 80}.0 MiB" in first_heavy_wait, first_heavy_wait
     ran = intervals(log)
     assert sorted(ran) == sorted(names)
-    (a0, a1), (b0, b1) = ran["heavy0.ipynb"], ran["heavy1.ipynb"]
-    assert a1 <= b0 or b1 <= a0, ran  # the heavy ones one after the other
+    assert not overlaps(ran["heavy0.ipynb"], ran["heavy1.ipynb"]), ran  # one after the other
 
 
 def test_xdist_a_history_file_that_is_not_one_is_a_warning(env, tmp_path):

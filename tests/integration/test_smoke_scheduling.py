@@ -13,7 +13,7 @@ import uuid
 import nbformat
 import pytest
 
-from conftest import KWD_BINARY, own_memory_cgroup_dir
+from conftest import KWD_BINARY, intervals, overlaps, own_memory_cgroup_dir
 
 MiB = 1024 * 1024
 LIMIT = 1536 * MiB
@@ -110,22 +110,6 @@ def heavy(tmp_path, name, log, hold_s=2.0):
 def light(tmp_path, name, log, metadata=None):
     return notebook(tmp_path / name, *logged(name, log, "time.sleep(1)\nx = sum(range(10**6))"),
                     metadata=metadata)
-
-
-def intervals(log):
-    """{notebook: (start, end)} of the runs that reached their end (a stopped run has none)."""
-    starts, out = {}, {}
-    for line in log.read_text().splitlines():
-        name, what, t = line.split()
-        if what == "start":
-            starts[name] = float(t)
-        else:
-            out[name] = (starts[name], float(t))
-    return out
-
-
-def overlaps(a, b):
-    return a[0] < b[1] and b[0] < a[1]
 
 
 def table_rows(stdout):
