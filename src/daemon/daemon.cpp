@@ -19,6 +19,7 @@
 #include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/watch/flight_end.hpp"
 
 // The daemon's life: its defaults, its start and its loop. What it does on the loop lives
 // beside this file: daemon_discovery.cpp finds kernels, daemon_watching.cpp watches them and
@@ -166,8 +167,13 @@ int Daemon::run() {
   for (const auto& waited_for : report::stores_waited_for())
     if (waited_for.starts_with(base + "/")) stores_refusing_.insert(waited_for);
   adopt_waiting_reports();
-  loop_.every(kAdoptInterval, [this] {
+  // Kernels whose `run` watchdog died with them (a whole cgroup killed) left a flight record
+  // in this store: reported from it.
+  const report::ReportStore own_store(report::ReportStore::resolve_dir(options_.report_dir));
+  watch::report_orphaned_flights(own_store);
+  loop_.every(kAdoptInterval, [this, own_store] {
     if (!stores_refusing_.empty()) adopt_waiting_reports();
+    watch::report_orphaned_flights(own_store);
   });
   if (metrics_server_ || !options_.metrics_textfile.empty()) {
     publish_metrics();

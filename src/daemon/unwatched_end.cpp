@@ -4,7 +4,6 @@
 
 #include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_document.hpp"
-#include "kwd/report/report_file.hpp"
 #include "kwd/timeline/timeline.hpp"
 #include "kwd/util/clock.hpp"
 
@@ -101,23 +100,7 @@ json unwatched_end_report(const UnwatchedEnd& end, const std::string& id) {
 }
 
 bool already_reported(const report::ReportStore& store, const WatchedEntry& kernel) {
-  // Report ids are "<time>-<kernel id, cut>-<pid>-<random>": the middle names the process.
-  const std::string sample = report::make_report_id(0, kernel.kernel_id, kernel.pid);
-  const std::size_t after_time = sample.find('-') + 1;
-  const std::string middle = sample.substr(after_time, sample.rfind('-') + 1 - after_time);
-  // A hang report names the process too; only a death counts.
-  const auto names_it = [&](const report::StoredReport& r) {
-    const auto dash = r.id.find('-');
-    if (dash == std::string::npos || r.id.compare(dash + 1, middle.size(), middle) != 0)
-      return false;
-    const auto file = report::read_report_file(r.path);
-    return !file.document || file.document->value("kind", std::string()) != "hang";
-  };
-  for (const auto& r : store.list())
-    if (names_it(r)) return true;
-  for (const auto& r : report::fallback_reports_for(store))
-    if (names_it(r)) return true;
-  return false;
+  return report::holds_death_report(store, kernel.kernel_id, kernel.pid);
 }
 
 }  // namespace kwd::daemon

@@ -1,5 +1,7 @@
 #include "kwd/diagnosis/diagnose.hpp"
 
+#include <cstdlib>
+
 #include "kwd/diagnosis/findings.hpp"
 #include "kwd/diagnosis/python_traceback.hpp"
 #include "kwd/diagnosis/signature_scan.hpp"
@@ -23,6 +25,37 @@ std::vector<std::string> failed_during_the_run(const ReportView& v) {
     out.push_back("gpu: NVML stopped answering during the run" + when +
                   (what.empty() ? "" : " (" + what + ")") +
                   "; the GPU readings after that are missing, those before it stand");
+  }
+  // The kernel log (Linux): without it an OOM kill is judged from the counters alone.
+  if (v.has("/oom_evidence")) {
+    if (!v.flag("/oom_evidence/kernel_log_readable")) {
+      const auto why = v.text("/oom_evidence/kernel_log_problem");
+      out.push_back("kernel log: not readable" + (why ? " (" + *why + ")" : std::string()) +
+                    "; an OOM kill is judged from the OOM-kill counters alone, without the OOM "
+                    "killer's own lines");
+    } else if (const auto failed = v.text("/oom_evidence/kernel_log_failed")) {
+      out.push_back("kernel log: reading it failed during the run (" + *failed +
+                    "); the OOM killer's lines after that are missing, the counters stand");
+    }
+    if (const auto lost = v.integer("/oom_evidence/kernel_log_records_lost"); lost && *lost > 0)
+      out.push_back("kernel log: records were overwritten before they were read (" +
+                    std::to_string(*lost) + (*lost == 1 ? " time" : " times") +
+                    ": the log was flooded during the run); an OOM killer's line among them "
+                    "would be lost, the OOM-kill counters stand");
+  }
+  if (const auto count = v.integer("/watchdog/clock_steps/count"); count && *count > 0) {
+    std::string steps;
+    for (const auto& step : v.array("/watchdog/clock_steps/steps")) {
+      if (!step.is_object() || steps.size() > 200) continue;
+      const ReportView s(step);
+      const auto by = s.integer("/by_ms").value_or(0);
+      steps += (steps.empty() ? "" : ", ") + std::string(by >= 0 ? "+" : "-") +
+               std::to_string((std::llabs(by) + 500) / 1000) + " s";
+    }
+    out.push_back("timing: the wall clock was stepped " +
+                  (*count == 1 ? std::string("once") : std::to_string(*count) + " times") +
+                  " during the watch (" + steps +
+                  "); the report's times on either side of a step differ by that much");
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "kwd/protocol/kernel_argv.hpp"
 #include "kwd/report/report_store.hpp"
 #include "kwd/util/clock.hpp"
+#include "kwd/watch/flight_end.hpp"
 
 namespace kwd::launch {
 namespace {
@@ -49,6 +50,12 @@ int Launcher::run() {
   }
 
   kernel_ = std::make_unique<WatchedKernel>(loop_, options_.kernel);
+  kernel_->set_sample_observer([this, report_dir] {
+    if (!flight_ && !kernel_->dead())
+      flight_.emplace(report_dir, kernel_->pid(), options_.kernel.connection_file,
+                      options_.kernel.argv);
+    if (flight_) flight_->observe(kernel_->watch());
+  });
   try {
     kernel_->start(
         [this](const watch::ProcessEnd& end, std::int64_t at) { on_kernel_death(end, at); },
@@ -67,9 +74,11 @@ int Launcher::run() {
   loop_.watch_fd(signals_->fd(), [this] { on_signals(); });
   // Reports an earlier death left in the fallback location move into the store once it takes
   // writes again; looked at once the kernel is under way, not on its path to the start.
+  // So do the kernels of watchdogs that died with them (watch/flight_end.hpp).
   (void)loop_.after(std::chrono::seconds(5), [report_dir] {
-    watch::adopt_waiting_reports(
-        report::ReportStore(report_dir, report::StoreLimits::from_environment()));
+    const report::ReportStore store(report_dir, report::StoreLimits::from_environment());
+    watch::adopt_waiting_reports(store);
+    watch::report_orphaned_flights(store);
   });
   // The kernel's memory and state for readers beside its manager (JupyterLab's status item).
   live_status_.emplace(options_.kernel.connection_file);
@@ -134,6 +143,7 @@ void Launcher::on_kernel_death(const watch::ProcessEnd& end, std::int64_t died_a
     spdlog::error("could not finish the crash report: {}", e.what());
   }
   if (live_status_) live_status_->remove();
+  if (flight_) flight_->remove();  // reported here, or asked for: nothing left to find
   kernel_->remove_shim();  // after the report, which is due within milliseconds of the death
   kernel_->release_memory_limit();
   end_like(end);

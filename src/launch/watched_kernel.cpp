@@ -189,11 +189,13 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
       std::move(on_hang));
   watch_->set_stderr_tail(&stderr_->tail());
   if (cell_read_) watch_->set_before_sample([this] { read_cell_announcements(); });
-  if (memory_limit_ && launch_.thrash_timeout.count() > 0) {
+  if (memory_limit_ && launch_.thrash_timeout.count() > 0)
     thrash_guard_.emplace(launch_.thrash_timeout);
-    watch_->set_after_sample(
-        [this](const timeline::MemorySample& sample) { guard_against_thrashing(sample); });
-  }
+  if (thrash_guard_ || sample_observer_)
+    watch_->set_after_sample([this](const timeline::MemorySample& sample) {
+      if (sample_observer_) sample_observer_();
+      if (thrash_guard_) guard_against_thrashing(sample);
+    });
 
   // Parse the signature table and compile its patterns now, off the death path (the
   // report must be on disk within milliseconds of the kernel's death).

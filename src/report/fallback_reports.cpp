@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kwd/platform/regular_file.hpp"
+#include "kwd/report/report_document.hpp"
 #include "kwd/report/report_file.hpp"
 #include "kwd/util/private_files.hpp"
 
@@ -129,6 +130,27 @@ Adoption adopt_fallback_reports(const ReportStore& store, const fs::path& fallba
     ++out.moved;
   }
   return out;
+}
+
+bool holds_death_report(const ReportStore& store, const std::string& kernel_id, int kernel_pid,
+                        std::int64_t since_ms) {
+  // Report ids are "<time>-<kernel id, cut>-<pid>-<random>": the middle names the process.
+  const std::string sample = make_report_id(0, kernel_id, kernel_pid);
+  const std::size_t after_time = sample.find('-') + 1;
+  const std::string middle = sample.substr(after_time, sample.rfind('-') + 1 - after_time);
+  const auto names_it = [&](const StoredReport& r) {
+    const auto dash = r.id.find('-');
+    if (dash == std::string::npos || r.id.compare(dash + 1, middle.size(), middle) != 0)
+      return false;
+    if (r.mtime_ms < since_ms) return false;
+    // A hang report names the process too; only a death counts.
+    const auto file = read_report_file(r.path);
+    return !file.document || file.document->value("kind", std::string()) != "hang";
+  };
+  const auto reports = store.list();
+  if (std::any_of(reports.begin(), reports.end(), names_it)) return true;
+  const auto waiting = fallback_reports_for(store);
+  return std::any_of(waiting.begin(), waiting.end(), names_it);
 }
 
 }  // namespace kwd::report

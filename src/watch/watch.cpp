@@ -215,6 +215,11 @@ void Watch::on_sample_tick() {
   last_sample_ns_ = util::steady_ns();
   timeline::MemorySample sample;
   sample.t_ms = util::wall_ms();
+  if (const auto step = clock_steps_.look(sample.t_ms, util::steady_ms()))
+    spdlog::warn(
+        "the wall clock stepped {} by {} s; the report's times differ by that much "
+        "on either side of it",
+        step->by_ms > 0 ? "forward" : "back", std::llabs(step->by_ms) / 1000);
   for (auto& p : probes_)
     p->sample(sample);
   if (sample.rss >= 0) {
@@ -323,6 +328,12 @@ json Watch::build_report(const ReportContext& ctx, const std::string& id) {
                    {"mode", options_.mode},
                    {"faulthandler", ctx.faulthandler},
                    {"cell_announcements", ctx.cell_announcements}};
+  if (clock_steps_.count() > 0) {
+    json steps = json::array();
+    for (const auto& step : clock_steps_.steps())
+      steps.push_back({{"at_ms", step.at_ms}, {"by_ms", step.by_ms}});
+    r["watchdog"]["clock_steps"] = {{"count", clock_steps_.count()}, {"steps", std::move(steps)}};
+  }
   if (ctx.python_shim_ran)
     r["watchdog"]["python_shim"] = {
         {"ran", *ctx.python_shim_ran},

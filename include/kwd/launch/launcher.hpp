@@ -12,6 +12,7 @@
 #include "kwd/loop/event_loop.hpp"
 #include "kwd/loop/signal_pipe.hpp"
 #include "kwd/watch/death_policy.hpp"
+#include "kwd/watch/flight_recorder.hpp"
 
 namespace kwd::launch {
 
@@ -43,6 +44,8 @@ class Launcher {
   bool manager_is_ending_kernel_ = false;
   std::optional<loop::EventLoop::TimerId> forward_timer_;
   std::optional<LiveStatusFile> live_status_;
+  // Its record in the store, for the death that takes this process with the kernel.
+  std::optional<watch::FlightRecorder> flight_;
   std::unique_ptr<WatchedKernel> kernel_;  // last: unregisters from loop_ when destroyed
 };
 

@@ -97,6 +97,10 @@ class WatchedKernel {
     if (watch_) watch_->iopub_message(message);
   }
   [[nodiscard]] const util::ByteRing& stderr_tail() const { return stderr_->tail(); }
+  // Called after each memory sample (a cell's edges take one too); set before start().
+  void set_sample_observer(std::function<void()> observer) {
+    sample_observer_ = std::move(observer);
+  }
   // What the watchdog could not do for this kernel; said in its report too.
   void add_note(std::string note) { notes_.push_back(std::move(note)); }
 
@@ -145,6 +149,7 @@ class WatchedKernel {
   DeathHandler on_death_;
   std::unique_ptr<StderrTee> stderr_;
   std::unique_ptr<platform::KernelMemoryLimit> memory_limit_;  // before child_: outlives it
+  std::function<void()> sample_observer_;
   std::optional<watch::ThrashGuard> thrash_guard_;  // under memory_limit_, unless turned off
   // The spell the guard ended the kernel for: the report's memory_thrash section.
   std::optional<nlohmann::json> thrashing_;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -27,6 +28,12 @@ std::vector<std::string> stores_waited_for(
 std::vector<StoredReport> fallback_reports_for(
     const ReportStore& store,
     const std::filesystem::path& fallback_dir = ReportStore::fallback_dir());
+
+// Whether `store`, or the fallback location for it, holds a death report of the kernel
+// process `kernel_pid` (a hang report does not count) written at or after `since_ms`: pids are
+// reused, a report from before the process started was another's.
+bool holds_death_report(const ReportStore& store, const std::string& kernel_id, int kernel_pid,
+                        std::int64_t since_ms = 0);
 
 struct Adoption {
   int moved = 0;

@@ -15,6 +15,7 @@
 #include "kwd/probes/probe.hpp"
 #include "kwd/probes/process_identity.hpp"
 #include "kwd/protocol/kernel_listener.hpp"
+#include "kwd/timeline/clock_steps.hpp"
 #include "kwd/timeline/timeline.hpp"
 #include "kwd/util/byte_ring.hpp"
 #include "kwd/watch/death_source.hpp"
@@ -121,6 +122,7 @@ class Watch {
   // The notebook, learnt after the start (the daemon asks the Jupyter server); the
   // connection file's jupyter_session still comes first.
   void set_notebook(probes::KernelNotebook notebook) { options_.notebook = std::move(notebook); }
+  [[nodiscard]] const probes::KernelNotebook& notebook() const { return options_.notebook; }
 
   [[nodiscard]] pid_t pid() const { return options_.kernel_pid; }
   [[nodiscard]] bool shutdown_requested() const;
@@ -165,6 +167,7 @@ class Watch {
   HangHandler on_hang_;
   probes::ProbeList probes_;
   timeline::Timeline timeline_;
+  timeline::ClockSteps clock_steps_;
   const util::ByteRing* stderr_tail_ = nullptr;
   std::function<void()> before_sample_;
   std::function<void(const timeline::MemorySample&)> after_sample_;

@@ -63,6 +63,8 @@ void KernelLogFeed::read_new(std::int64_t min_age_ms) {
         ++records_lost_;
         continue;
       }
+      if (errno != EAGAIN && read_failure_.empty())
+        read_failure_ = std::string("read: ") + std::strerror(errno);
       break;  // EAGAIN: nothing more now
     }
     if (n == 0) break;

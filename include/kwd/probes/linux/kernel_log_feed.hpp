@@ -64,6 +64,9 @@ class KernelLogFeed {
   }
   // Records the kernel's ring overwrote before they could be read, since this feed opened.
   [[nodiscard]] std::int64_t records_lost() const { return records_lost_; }
+  // The first read that failed other than for want of news or an overwritten record ("" when
+  // none did): the lines after it may be missing.
+  [[nodiscard]] const std::string& read_failure() const { return read_failure_; }
 
   // "Killed process" lines read since the feed opened.
   [[nodiscard]] std::int64_t kill_lines_read() const { return kill_lines_read_; }
@@ -80,6 +83,7 @@ class KernelLogFeed {
   std::deque<Entry> entries_;
   std::uint64_t next_number_ = 1;
   std::int64_t records_lost_ = 0;
+  std::string read_failure_;
   std::int64_t last_read_ms_ = -1;
 
   // Keeps the count's base current at the periodic reads: kills counted before the feed
