@@ -14,6 +14,10 @@ namespace {
 const std::map<std::string_view, std::string_view> kRestatedBy{
     {"pytorch.cuda_out_of_memory", "torch.smaller_batch"},
     {"pytorch.mps_out_of_memory", "mps.batch"},
+    {"pytorch.hip_out_of_memory", "torch.smaller_batch"},
+    {"hip.error_out_of_memory", "gpu.smaller_model"},
+    {"pytorch.xpu_out_of_memory", "xpu.smaller_batch"},
+    {"level_zero.out_of_device_memory", "xpu.smaller_batch"},
     {"tensorflow.gpu_tensor_oom", "tensorflow.memory_growth"},
     {"cudnn.handle_internal_error", "tensorflow.memory_growth"},
     {"xla.resource_exhausted", "jax.preallocate"},
@@ -154,7 +158,8 @@ void Advisor::signatures() {
       // "Shrink what lives on the device" is said by the framework's own remedy when there
       // is one (gpu.smaller_model then stays out).
       if (own == nullptr && restated->second == "gpu.smaller_model")
-        for (const char* shrink : {"torch.smaller_batch", "mps.batch", "mlx.memory_limit"})
+        for (const char* shrink :
+             {"torch.smaller_batch", "mps.batch", "mlx.memory_limit", "xpu.smaller_batch"})
           if (own == nullptr) own = given(shrink);
     }
     if (own != nullptr) {

@@ -72,6 +72,9 @@ void Advisor::gpu_oom() {
   if (in_.gpu_contention && in_.gpu_contention->significant()) other_gpu_processes();
   const bool mps = hit_id("pytorch.mps_out_of_memory");
   const bool mlx = hit_family("mlx");
+  // AMD (ROCm/HIP) and Intel (XPU, Level Zero) devices: the frameworks' own words say which.
+  const bool rocm = hit_family("rocm");
+  const bool xpu = hit_family("xpu");
   if (tf_growth_advised())
     add("tensorflow.memory_growth",
         "Let TensorFlow allocate GPU memory on demand: call "
@@ -83,12 +86,23 @@ void Advisor::gpu_oom() {
         "maps almost all free device memory when it starts, leaving none for cuDNN, cuBLAS or "
         "another process.");
   act("tensorflow.memory_growth", setting_cell("TF_FORCE_GPU_ALLOW_GROWTH", "true", "TensorFlow"));
-  if (pytorch() && !mps) {
+  if (pytorch() && !mps && !xpu) {
     add("torch.smaller_batch",
         "Lower the batch size (or use torch.autocast mixed precision / gradient checkpointing); "
         "torch.cuda.empty_cache() only returns cached blocks, it cannot free live tensors.",
         "PyTorch is loaded; its CUDA allocator ran out of device memory.");
-    if (torch_segments_advised())
+    if (rocm && !in_.env("PYTORCH_HIP_ALLOC_CONF") && !in_.env("PYTORCH_CUDA_ALLOC_CONF") &&
+        !in_.env("PYTORCH_ALLOC_CONF"))
+      add("torch.hip_expandable_segments",
+          "Start the kernel with PYTORCH_HIP_ALLOC_CONF=expandable_segments:True (the ROCm "
+          "build's name for the caching allocator's settings; newer builds also read the "
+          "PYTORCH_CUDA_ALLOC_CONF their message names) to reduce fragmentation.",
+          "The allocation failed on an AMD GPU under ROCm (HIP) and no allocator setting is "
+          "in the kernel's environment; when 'reserved but unallocated' memory is large, "
+          "fragmentation is what fails the allocation.");
+    act("torch.hip_expandable_segments",
+        setting_cell("PYTORCH_HIP_ALLOC_CONF", "expandable_segments:True", "PyTorch"));
+    if (torch_segments_advised() && !rocm)
       add("torch.expandable_segments",
           "Start the kernel with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce "
           "fragmentation of the caching allocator.",
@@ -105,6 +119,22 @@ void Advisor::gpu_oom() {
         "JAX/jaxlib is loaded and XLA_PYTHON_CLIENT_PREALLOCATE is not false: JAX reserves 75% "
         "of device memory at first use.");
   act("jax.preallocate", setting_cell("XLA_PYTHON_CLIENT_PREALLOCATE", "false", "JAX"));
+  if (rocm && !env_is("HSA_XNACK", {"1"}))
+    add("rocm.xnack",
+        "If the program uses managed (unified) memory, such as hipMallocManaged or a "
+        "framework's unified-memory option, start the kernel with HSA_XNACK=1 on a GPU that "
+        "supports it (MI200, MI300): pages then move on demand instead of the allocation "
+        "failing. It does not enlarge ordinary device allocations.",
+        "ROCm runs without XNACK unless HSA_XNACK=1 is set; without it, managed memory cannot "
+        "be oversubscribed.");
+  if (xpu)
+    add("xpu.smaller_batch",
+        "Lower the batch size or the model's precision on the Intel GPU; "
+        "torch.xpu.empty_cache() hands PyTorch's cached blocks back but cannot free live "
+        "tensors. After a Level Zero error (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY) restart the "
+        "kernel before retrying: the device may be left unusable.",
+        "The XPU (oneAPI/Level Zero) runtime ran out of device memory; on an integrated GPU "
+        "that memory is the machine's own.");
   if (mps)
     add("mps.batch",
         "Reduce the batch size or model precision on the MPS device. "
@@ -118,7 +148,9 @@ void Advisor::gpu_oom() {
         "MLX allocations failed in Metal, which aborts the process.");
   other_gpu_processes();
   // The framework's own advice already says how to shrink what it holds.
-  if (given("torch.smaller_batch") || given("mps.batch") || given("mlx.memory_limit")) return;
+  if (given("torch.smaller_batch") || given("mps.batch") || given("mlx.memory_limit") ||
+      given("xpu.smaller_batch"))
+    return;
   add("gpu.smaller_model",
       "Reduce what lives on the device at once: smaller batches or inputs, mixed precision, "
       "and delete models/tensors from earlier cells before building new ones.",

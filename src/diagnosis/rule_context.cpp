@@ -286,28 +286,32 @@ void RuleContext::native_stack(Finding& f) const {
 
 std::optional<Evidence> RuleContext::full_device() const {
   // Report data: any field may be null or of the wrong type (NOT_SUPPORTED answers, other
-  // writers), so everything is read through the tolerant view.
+  // writers), so everything is read through the tolerant view. NVIDIA's devices are under
+  // gpu (NVML), AMD's and Intel's under drm_gpu (DRM fdinfo and sysfs), with the same fields;
+  // each section numbers its own devices.
   const auto kernel_pid = v_.integer("/kernel/pid");
-  std::set<std::int64_t> our_devices;
-  for (const auto& p : v_.array("/gpu/processes")) {
-    const ReportView proc(p);
-    if (kernel_pid && proc.integer("/pid") == kernel_pid)
-      our_devices.insert(proc.integer("/device").value_or(0));
-  }
-  const auto& devices = v_.array("/gpu/devices");
-  for (std::size_t i = 0; i < devices.size(); ++i) {
-    const ReportView d(devices[i]);
-    const auto total = d.integer("/memory_total").value_or(0);
-    const auto used = d.integer("/memory_used").value_or(0);
-    const auto index = d.integer("/index").value_or(0);
-    if (total <= 0 || !our_devices.contains(index)) continue;
-    const double frac = static_cast<double>(used) / static_cast<double>(total);
-    if (frac >= 0.97)
-      return Evidence{"GPU " + std::to_string(index) + " (" + d.text("/name").value_or("?") +
-                          ") had " + util::format_bytes(static_cast<double>(used)) + " of " +
-                          util::format_bytes(static_cast<double>(total)) + " in use (" +
-                          percent(frac) + "), some of it the kernel's",
-                      "/gpu/devices/" + std::to_string(i)};
+  for (const std::string section : {"/gpu", "/drm_gpu"}) {
+    std::set<std::int64_t> our_devices;
+    for (const auto& p : v_.array(section + "/processes")) {
+      const ReportView proc(p);
+      if (kernel_pid && proc.integer("/pid") == kernel_pid)
+        our_devices.insert(proc.integer("/device").value_or(0));
+    }
+    const auto& devices = v_.array(section + "/devices");
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      const ReportView d(devices[i]);
+      const auto total = d.integer("/memory_total").value_or(0);
+      const auto used = d.integer("/memory_used").value_or(0);
+      const auto index = d.integer("/index").value_or(0);
+      if (total <= 0 || !our_devices.contains(index)) continue;
+      const double frac = static_cast<double>(used) / static_cast<double>(total);
+      if (frac >= 0.97)
+        return Evidence{"GPU " + std::to_string(index) + " (" + d.text("/name").value_or("?") +
+                            ") had " + util::format_bytes(static_cast<double>(used)) + " of " +
+                            util::format_bytes(static_cast<double>(total)) + " in use (" +
+                            percent(frac) + "), some of it the kernel's",
+                        section + "/devices/" + std::to_string(i)};
+    }
   }
   return std::nullopt;
 }

@@ -112,7 +112,7 @@ class GpuRules : public RuleContext {
     f.headline = unified ? std::string("GPU (unified) memory exhausted") : title(f);
     if (h != nullptr) f.headline += " (" + shorten(h->from_match, 90) + ")";
     f.headline += others + "; the kernel then " + how_it_died() + cell_phrase();
-    if (!v_.has("/gpu") && !unified)
+    if (!v_.has("/gpu") && !v_.has("/drm_gpu") && !unified)
       f.missing.push_back("gpu: no GPU probe data; device memory use at death is unknown");
     return f;
   }

@@ -30,7 +30,9 @@ std::string FrameworkBuild::summary() const {
     if (!cudnn.empty()) s += ", cuDNN " + cudnn;
     return s;
   }
-  if (accelerator == "rocm") return "ROCm" + (hip.empty() ? "" : " (HIP " + hip + ")");
+  if (accelerator == "rocm")
+    return "ROCm" + (rocm.empty() ? "" : " " + rocm) + (hip.empty() ? "" : " (HIP " + hip + ")");
+  if (accelerator == "xpu") return "XPU" + (xpu.empty() ? "" : " (oneAPI " + xpu + ")");
   return "CPU only";
 }
 
@@ -39,6 +41,8 @@ nlohmann::json FrameworkBuild::to_json() const {
   if (!cuda.empty()) j["cuda"] = cuda;
   if (!cudnn.empty()) j["cudnn"] = cudnn;
   if (!hip.empty()) j["hip"] = hip;
+  if (!rocm.empty()) j["rocm"] = rocm;
+  if (!xpu.empty()) j["xpu"] = xpu;
   return j;
 }
 
@@ -60,7 +64,19 @@ std::optional<FrameworkBuild> parse_torch_version(std::string_view view) {
   FrameworkBuild b;
   b.cuda = assignment(text, "cuda");
   b.hip = assignment(text, "hip");
-  b.accelerator = !b.cuda.empty() ? "cuda" : !b.hip.empty() ? "rocm" : "cpu";
+  b.rocm = assignment(text, "rocm");
+  b.xpu = assignment(text, "xpu");
+  // The local version says which wheel this is even where the fields do not (a ROCm wheel
+  // without `rocm`, an XPU one whose `xpu` is None).
+  const std::string version = assignment(text, "__version__");
+  const auto plus = version.find('+');
+  const std::string local = plus == std::string::npos ? "" : version.substr(plus + 1);
+  if (b.rocm.empty() && local.starts_with("rocm")) b.rocm = local.substr(4);
+  const bool xpu_wheel = local == "xpu" || local.starts_with("xpu");
+  b.accelerator = !b.cuda.empty()                     ? "cuda"
+                  : !b.hip.empty() || !b.rocm.empty() ? "rocm"
+                  : !b.xpu.empty() || xpu_wheel       ? "xpu"
+                                                      : "cpu";
   return b;
 }
 
@@ -82,9 +98,10 @@ std::optional<FrameworkBuild> read_framework_build(const platform::RootView& roo
     for (const auto& dir : root.list(site.string())) {
       static const std::regex plugin(R"(^jax_cuda([0-9]+)_plugin$)");
       std::smatch m;
-      if (std::regex_match(dir, m, plugin)) return FrameworkBuild{"cuda", m[1].str(), "", ""};
+      if (std::regex_match(dir, m, plugin))
+        return FrameworkBuild{"cuda", m[1].str(), "", "", "", ""};
     }
-    return FrameworkBuild{"cpu", "", "", ""};
+    return FrameworkBuild{"cpu", "", "", "", "", ""};
   }
   return std::nullopt;
 }

@@ -295,6 +295,7 @@ std::string render_html(const json& report) {
       {"memory", "Memory: trend, limits, peaks"},
       {"fingerprint", "Environment fingerprint"},
       {"gpu", "GPU"},
+      {"drm_gpu", "GPU (AMD/Intel, from DRM fdinfo)"},
       {"cgroup", "Its memory cgroup"},
       {"system_memory", "The machine's memory"},
       {"oom_evidence", "The OOM killer"},

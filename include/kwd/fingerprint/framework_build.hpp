@@ -11,11 +11,14 @@
 namespace kwd::fingerprint {
 
 // What a framework was built for, read from the files its package installs, never by
-// importing it: {"accelerator": "cpu" | "cuda" | "rocm", "cuda": "12.5.1", "cudnn": "9",
-// "hip": "6.0", "summary": "CUDA 12.5.1, cuDNN 9"} (fields it cannot know are left out).
+// importing it: {"accelerator": "cpu" | "cuda" | "rocm" | "xpu", "cuda": "12.5.1", "cudnn": "9",
+// "hip": "6.0", "rocm": "6.3", "xpu": "2025.2", "summary": "CUDA 12.5.1, cuDNN 9"} (fields it
+// cannot know are left out).
 struct FrameworkBuild {
-  std::string accelerator;  // cpu | cuda | rocm
+  std::string accelerator;  // cpu | cuda | rocm | xpu
   std::string cuda, cudnn, hip;
+  std::string rocm;  // torch's `rocm` (2.9 on), else its local version's: "+rocm6.3" -> "6.3"
+  std::string xpu;   // torch's `xpu` (the oneAPI it was built with); XPU builds are "+xpu"
   [[nodiscard]] std::string summary() const;
   [[nodiscard]] nlohmann::json to_json() const;
 };
@@ -23,7 +26,9 @@ struct FrameworkBuild {
 // tensorflow/python/platform/build_info.py: an OrderedDict of ('is_cuda_build', True),
 // ('cuda_version', '12.5.1'), ('cudnn_version', '9')...
 std::optional<FrameworkBuild> parse_tensorflow_build_info(std::string_view text);
-// torch/version.py: cuda = '12.1' or None, hip = '6.0...' or None.
+// torch/version.py: __version__ = '2.7.1+rocm6.3' (the local version names the wheel's
+// flavour: +cu124, +rocm6.3, +xpu, +cpu), cuda = '12.1' or None, hip = '6.0...' or None, and
+// in newer builds rocm and xpu.
 std::optional<FrameworkBuild> parse_torch_version(std::string_view text);
 
 // The build of framework `name` installed in `package_dir` (its import directory, as the

@@ -70,6 +70,9 @@ struct ProbeOptions {
   std::filesystem::path nvml_library;  // empty: the default search (libnvidia-ml.so.1)
   std::string cgroup_path;             // the kernel's own cgroup when the watchdog made one
   std::string proc_root = "/proc";
+  // Where the DRM probe finds proc/<pid>/fdinfo, sys/bus/pci/devices and dev/dri: "/" on a
+  // live machine, a fixture tree in tests.
+  std::filesystem::path drm_root = "/";
   // Who belongs to the kernel, shared by the probes that must attribute what they see;
   // make_probes() creates it when left empty.
   std::shared_ptr<KernelProcesses> processes;

@@ -1,5 +1,6 @@
 #include <memory>
 
+#include "kwd/probes/drm/drm_probe.hpp"
 #include "kwd/probes/linux/cgroup_probe.hpp"
 #include "kwd/probes/linux/oom_killer_probe.hpp"
 #include "kwd/probes/linux/process_tree_probe.hpp"
@@ -20,6 +21,8 @@ ProbeList make_platform_probes(const ProbeOptions& options) {
   probes.push_back(std::make_unique<linux_proc::SharedMemoryProbe>(options));
   // NVIDIA ships no NVML for macOS; here a missing driver is a reported state.
   probes.push_back(std::make_unique<nvml::NvmlProbe>(options));
+  // AMD and Intel GPUs, after NVML: their memory joins NVIDIA's in the samples.
+  probes.push_back(std::make_unique<drm::DrmProbe>(options));
   return probes;
 }
 

@@ -290,6 +290,40 @@ TEST_CASE("framework builds are read from the packages' own files", "[fingerprin
   CHECK(wheel->cuda == "12.4");
 }
 
+TEST_CASE("torch's ROCm and XPU builds are named", "[fingerprint][drm]") {
+  using kwd::fingerprint::parse_torch_version;
+  // A ROCm wheel before 2.9: hip set, the ROCm release only in the local version.
+  const auto rocm = parse_torch_version(
+      "from typing import Optional\n__version__ = '2.7.1+rocm6.3'\ndebug = False\n"
+      "cuda: Optional[str] = None\ngit_version = 'abc'\nhip: Optional[str] = "
+      "'6.3.42131-fa1d09cbd'\nxpu: Optional[str] = None\n");
+  REQUIRE(rocm);
+  CHECK(rocm->accelerator == "rocm");
+  CHECK(rocm->rocm == "6.3");
+  CHECK(rocm->summary() == "ROCm 6.3 (HIP 6.3.42131-fa1d09cbd)");
+  CHECK(rocm->to_json().at("rocm") == "6.3");
+  // 2.9 on writes rocm itself.
+  const auto rocm29 = parse_torch_version(
+      "__version__ = '2.9.1+rocm6.4'\ncuda: Optional[str] = None\nhip: Optional[str] = "
+      "'6.4.43482'\nrocm: Optional[str] = '6.4.2'\nxpu: Optional[str] = None\n");
+  REQUIRE(rocm29);
+  CHECK(rocm29->rocm == "6.4.2");
+  // An XPU wheel: +xpu, and the oneAPI release in xpu.
+  const auto xpu = parse_torch_version(
+      "__version__ = '2.9.1+xpu'\ndebug = False\ncuda: Optional[str] = None\n"
+      "hip: Optional[str] = None\nxpu: Optional[str] = '2025.2'\n");
+  REQUIRE(xpu);
+  CHECK(xpu->accelerator == "xpu");
+  CHECK(xpu->summary() == "XPU (oneAPI 2025.2)");
+  // +xpu alone says it too; +cpu says CPU.
+  CHECK(
+      parse_torch_version("__version__ = '2.8.0+xpu'\nxpu: Optional[str] = None\n")->accelerator ==
+      "xpu");
+  CHECK(
+      parse_torch_version("__version__ = '2.8.0+cpu'\nxpu: Optional[str] = None\n")->accelerator ==
+      "cpu");
+}
+
 TEST_CASE("PackageIndex does not remember what it could not read as a fact", "[fingerprint]") {
   FakeSite fake;
   PackageIndex index;
