@@ -9,11 +9,13 @@
 # command line that `zig c++ -target <arch>-macos` itself would run (so zig's libc++ and
 # macOS headers, the target's defines and builtins), with only its action changed.
 #
-# What it cannot do here: link. macOS's libzmq and libcrypto are not on this machine, and zig
-# carries no Apple frameworks (CoreFoundation, IOKit): the IOAccelerator probe reaches them
-# through our own declarations (src/probes/darwin/io_kit.hpp), which the GitHub workflow's
-# macOS job checks against Apple's headers. zig's libc++ is LLVM's newest, not the one in
-# Xcode's SDK: what Apple's older libc++ lacks shows up only on a Mac.
+# What it does not do: link. scripts/macos_link.sh links the program (libzmq and libcrypto are
+# opened at run time, so not needed); the unit tests are compiled only (their Catch2 main does
+# not compile with zig's clang, see program_sources below). zig carries no Apple frameworks
+# (CoreFoundation, IOKit): the IOAccelerator probe reaches them through our own declarations
+# (src/probes/darwin/io_kit.hpp), which the GitHub workflow's macOS job checks against Apple's
+# headers. zig's libc++ is LLVM's newest, not the one in Xcode's SDK: what Apple's older
+# libc++ lacks shows up only on a Mac.
 #
 # The third-party libraries are header-portable (nlohmann-json, spdlog, fmt, CLI11, cppzmq,
 # zmq.h, simdjson, OpenSSL, cpp-httplib, brotli, Catch2): Debian's headers are reached through a
@@ -29,37 +31,23 @@ root="$PWD"
 out="$(realpath -m "${1:-build/macos-compile}")"
 jobs="${KWD_BUILD_JOBS:-$(nproc)}"
 macos_min="${KWD_MACOS_MIN:-13.0}"
-python="${KWD_ZIG_PYTHON:-.cache/venv-zig/bin/python}"
-
-if ! zig="$("$python" -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))' 2>/dev/null)"; then
-  echo "macos_compile: no ziglang in $python (scripts/setup.sh makes .cache/venv-zig)" >&2
-  exit 1
-fi
-echo "macos_compile: zig $("$zig" version), clang $("$zig" clang --version | sed -n 's/.*clang version \([^ ]*\).*/\1/p')" >&2
+# shellcheck source=scripts/macos_common.sh
+. scripts/macos_common.sh
+kwd_macos_find_zig macos_compile
 rm -rf "$out"
 mkdir -p "$out/logs"
 
 # Third-party headers only, linked from where Debian puts them.
 staging="$out/include"
-multiarch="$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MULTIARCH)"
-mkdir -p "$staging/openssl"
-for entry in nlohmann spdlog fmt CLI zmq.h zmq.hpp zmq_addon.hpp simdjson.h httplib.h brotli catch2; do
-  [ -e "/usr/include/$entry" ] || { echo "macos_compile: /usr/include/$entry missing" >&2; exit 1; }
-  ln -s "/usr/include/$entry" "$staging/$entry"
-done
-# OpenSSL's headers are split: the configuration ones live in the multiarch folder.
-for header in /usr/include/openssl/*.h "/usr/include/$multiarch/openssl/"*.h; do
-  ln -sf "$header" "$staging/openssl/"
-done
+kwd_macos_stage_headers "$staging" nlohmann spdlog fmt CLI zmq.h zmq.hpp zmq_addon.hpp \
+  simdjson.h httplib.h brotli catch2 openssl
 
 # The embedded texts (data tables, the plist, ...) as the CMake build generates them.
 cmake -DKWD_EMBED_OUT_DIR="$out/generated" -P cmake/embed_text.cmake
 
-# The project's warnings (CMakeLists.txt's KWD_WARNINGS; -Wno-restrict is GCC's alone; this
-# clang calls Catch2's __COUNTER__ a C2y extension) and the definitions its targets carry
+# The project's warnings (scripts/macos_common.sh) and the definitions its targets carry
 # (spdlog and fmt compiled, fmt outside spdlog; the unit tests' fake NVML folder).
-flags=(-std=c++20 -fno-sanitize=all -g0 -Wall -Wextra -Wpedantic -Wshadow -Wconversion
-  -Wno-sign-conversion -Werror -Wno-c2y-extensions
+flags=(-std=c++20 -fno-sanitize=all -g0 "${kwd_macos_warnings[@]}"
   -DKWD_VERSION=\"macos-compile\" -DKWD_SOURCE_DIR=\"$root\"
   -DSPDLOG_COMPILED_LIB -DSPDLOG_SHARED_LIB -DSPDLOG_FMT_EXTERNAL -DFMT_SHARED
   -DSIMDJSON_THREADS_ENABLED=1 -DKWD_FAKE_NVML_DIR=\"/nonexistent\"
@@ -142,32 +130,7 @@ compile_all() {
 # machine; 99 s here in batches of 8 that never spanned two folders, 65 s in batches of 16 that
 # may (CMake's batches span folders too, so the sources already compile together that way).
 # The HTTP module, which needs flags of its own, stays a file by itself.
-unity_batches() {  # reads sources on stdin; writes the batches, prints their paths
-  mkdir -p "$out/unity"
-  python3 -c '
-import os, sys
-out, root = sys.argv[1], sys.argv[2]
-batches, current = [], []
-for src in (line.strip() for line in sys.stdin):
-    if not src:
-        continue
-    if "/httplib_module/" in src:
-        print(src)
-        continue
-    if len(current) == 16:
-        batches.append(current)
-        current = []
-    current.append(src)
-if current:
-    batches.append(current)
-for i, batch in enumerate(batches):
-    path = os.path.join(out, "unity", "batch_%03d.cpp" % i)
-    with open(path, "w") as f:
-        for src in batch:
-            f.write("#include \"%s/%s\"\n" % (root, src))
-    print(path)
-' "$out" "$root"
-}
+unity_batches() { kwd_macos_unity_batches "$out" "$root" batch; }
 
 darwin_sources() { find src -path '*/darwin/*' -name '*.cpp' | sort; }
 # The sources CMakeLists.txt builds into the program on Apple platforms, the HTTP module, and
@@ -191,12 +154,7 @@ if [ "${KWD_MACOS_DARWIN_ONLY:-0}" = 0 ]; then
   echo "macos_compile: aarch64: the whole program and its unit tests, $program_count sources in $(find "$out/unity" -name '*.cpp' | wc -l) batches, in $((SECONDS - start)) s" >&2
 fi
 
-failed=0
-while IFS= read -r log; do
-  failed=$((failed + 1))
-  echo "== ${log#"$out/logs/"}" >&2
-  head -n 60 "$log" >&2
-done < <(find "$out/logs" -name '*.log' | sort)
+failed="$(kwd_macos_show_logs "$out/logs")"
 if [ "$status" != 0 ]; then
   echo "macos_compile: FAILED ($failed files did not compile)" >&2
   exit 1

@@ -27,7 +27,8 @@ packages=(
   # attaches after `stacks` in its tests, eu-stack is what `stacks` is measured against
   libdw-dev gdb elfutils
   # sanitizer builds (gcc's runtimes come with build-essential) and the libFuzzer targets:
-  # clang with its runtimes (libFuzzer, ASan, UBSan), llvm-symbolizer for readable stacks
+  # clang with its runtimes (libFuzzer, ASan, UBSan), llvm-symbolizer for readable stacks;
+  # llvm-objdump and llvm-nm also read the macOS programs of scripts/macos_link.sh
   clang libclang-rt-14-dev llvm
   # a real Jupyter stack for the demo and the integration tests (Debian's, not PyPI's)
   python3 python3-ipykernel python3-jupyter-client python3-zmq python3-psutil
@@ -46,7 +47,8 @@ packages=(
   chromium tmux
   # reports show times in the reader's time zone; a unit test reads Europe/Berlin's
   tzdata
-  # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found
+  # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found;
+  # dpkg-source unpacks the Debian sources that scripts/macos_link.sh builds for macOS
   dpkg-dev file groff-base man-db
   # packaging: the Homebrew formula parsed and checked (packaging/homebrew/check_formula.rb)
   ruby
@@ -176,10 +178,10 @@ if [ "$frameworks" != 0 ] && ! { cmp -s "$requirements" "$venv/.kwd-requirements
 fi
 
 # Zig (PyPI's ziglang wheel: its clang, LLVM's libc++ and macOS's libc and system headers),
-# pinned in scripts/zig-requirements.txt, for scripts/macos_compile.sh.
+# pinned in scripts/zig-requirements.txt, for scripts/macos_compile.sh and macos_link.sh.
 if [ "$zig_setup" != 0 ]; then
   pinned_venv .cache/venv-zig scripts/zig-requirements.txt \
-    "Zig's toolchain from PyPI, for scripts/macos_compile.sh"
+    "Zig's toolchain from PyPI, for scripts/macos_compile.sh and macos_link.sh"
 fi
 
 # The docs site's MkDocs (mkdocs.yml; scripts/test.sh builds it), pinned in

@@ -1,6 +1,7 @@
 // libcrypto's functions that the watchdog calls (HMAC for the Jupyter wire protocol,
 // comparing in constant time), each finding libcrypto's own at its first call (see
-// kwd/platform/deferred_library.hpp). Declared by OpenSSL's headers: a definition here that
+// kwd/platform/deferred_library.hpp), under the platform's names for it
+// (src/platform/<os>/library_names.cpp). Declared by OpenSSL's headers: a definition here that
 // does not match them does not compile. Without libcrypto no HMAC can be made (a signed
 // kernel's messages are then refused, never accepted unchecked), and CRYPTO_memcmp still
 // compares in constant time. Secrets are wiped with util::wipe, not OPENSSL_cleanse: a
@@ -17,13 +18,13 @@
 #include "kwd/platform/deferred_library.hpp"
 
 #if OPENSSL_VERSION_MAJOR != 3
-#error "OpenSSL 3 (soname libcrypto.so.3) expected"
+#error "OpenSSL 3 (libcrypto.so.3, libcrypto.3.dylib) expected"
 #endif
 
 namespace {
 
 kwd::platform::DeferredLibrary& libcrypto() {
-  static kwd::platform::DeferredLibrary library("libcrypto.so.3");
+  static kwd::platform::DeferredLibrary library(kwd::platform::libcrypto_names());
   return library;
 }
 

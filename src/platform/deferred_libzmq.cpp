@@ -1,6 +1,7 @@
 // libzmq's functions that the watchdog calls, each finding libzmq's own at its first call
-// (see kwd/platform/deferred_library.hpp). Declared by zmq.h: a definition here that does
-// not match it does not compile. Without libzmq every call fails with ENOSYS, and what
+// (see kwd/platform/deferred_library.hpp), under the platform's names for it
+// (src/platform/<os>/library_names.cpp). Declared by zmq.h: a definition here that does not
+// match it does not compile. Without libzmq every call fails with ENOSYS, and what
 // needed it (a kernel's IOPub, a smoke client) says so; the kernel is not affected.
 #include <zmq.h>
 
@@ -10,13 +11,13 @@
 #include "kwd/platform/deferred_library.hpp"
 
 #if ZMQ_VERSION_MAJOR != 4
-#error "libzmq 4.x (soname libzmq.so.5) expected"
+#error "libzmq 4.x (ABI 5: libzmq.so.5, libzmq.5.dylib) expected"
 #endif
 
 namespace {
 
 kwd::platform::DeferredLibrary& libzmq() {
-  static kwd::platform::DeferredLibrary library("libzmq.so.5");
+  static kwd::platform::DeferredLibrary library(kwd::platform::libzmq_names());
   return library;
 }
 
