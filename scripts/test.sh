@@ -4,8 +4,8 @@
 # CI does, the same suite against an ASan+UBSan build and the NVML tests under TSan
 # (scripts/sanitize.sh), and every fuzz target for 20 s on its corpus (scripts/fuzz.sh).
 # Extra arguments go to both ctest runs, e.g. scripts/test.sh -R integration.test_launcher
-# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 / KWD_NEWCOMER_STAGE=0 leave those stages out (a
-# quicker local run).
+# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 / KWD_NEWCOMER_STAGE=0 / KWD_AARCH64_STAGE=0 leave
+# those stages out (a quicker local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,6 +67,11 @@ export KWD_FUZZ_STAGE="${KWD_FUZZ_STAGE:-1}"
 stage wheel scripts/wheel.sh build dist
 KWD_WHEEL=$(ls "$PWD"/dist/kernel_watchdog-*.whl)
 export KWD_WHEEL
+# The aarch64 wheel, cross-compiled here, and its tests under qemu-user (scripts/aarch64.sh):
+# an arm64 sysroot of Debian's packages (kept in .cache/aarch64 until its list changes), the
+# program and unit tests in a unity build, the wheel, the unit tests and real arm64 kernels
+# dying under the arm64 watchdog. KWD_AARCH64_STAGE=0 leaves it out.
+if [ "${KWD_AARCH64_STAGE:-1}" != 0 ]; then stage aarch64 scripts/aarch64.sh; fi
 stage tests run_ctest "$@"
 if [ "${KWD_SANITIZE_STAGE:-1}" != 0 ]; then stage sanitizers scripts/sanitize.sh "$@"; fi
 if [ "${KWD_FUZZ_STAGE:-1}" != 0 ]; then stage fuzz scripts/fuzz.sh; fi
