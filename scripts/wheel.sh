@@ -44,8 +44,12 @@ elif [ "$arch" != "$(uname -m)" ]; then
   exit 1
 fi
 # manylinux_2_35: the glibc and libstdc++ symbol versions that Debian 12's compiler gives, for
-# both architectures (auditwheel show says so of each).
+# both architectures (auditwheel show says so of each). auditwheel's --plat offers only this
+# machine's architecture's tags: for another, "auto" (the wheel's architecture, the tag its
+# symbols allow), then checked below as the x86_64 one is.
 plat="manylinux_2_35_$arch"
+repair_plat="$plat"
+[ "$arch" = "$(uname -m)" ] || repair_plat=auto
 # The Debian package a file of the wheel came from: the build machine's dpkg database, or the
 # sysroot's index of its packages' files (scripts/aarch64.sh writes it).
 package_of() {  # FILE NAME, e.g. libzmq.so.5
@@ -59,6 +63,12 @@ package_of() {  # FILE NAME, e.g. libzmq.so.5
 }
 raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
+# auditwheel --strip runs `strip` from PATH: for another architecture, binutils' one for it.
+if [ "$arch" != "$(uname -m)" ]; then
+  mkdir -p "$raw/cross-bin"
+  ln -s "$(command -v "$arch-linux-gnu-strip")" "$raw/cross-bin/strip"
+  export PATH="$raw/cross-bin:$PATH"
+fi
 "$venv/bin/python" -m pip wheel . --quiet --no-deps --no-build-isolation -w "$raw/pure" \
   -Cwheel.cmake=false
 "$venv/bin/python" -m wheel unpack -d "$raw/tree" "$raw"/pure/kernel_watchdog-*.whl >/dev/null
@@ -77,7 +87,7 @@ mkdir -p "$raw/linux"
 
 mkdir -p "$out"
 rm -f "$out"/kernel_watchdog-*.whl
-if ! "$venv/bin/auditwheel" repair --strip --plat "$plat" -w "$out" "$raw"/linux/*.whl \
+if ! "$venv/bin/auditwheel" repair --strip --plat "$repair_plat" -w "$out" "$raw"/linux/*.whl \
   >"$raw/repair.log" 2>&1; then
   cat "$raw/repair.log" >&2
   exit 1
