@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds (the program, then the Python wheel from the same
-# objects), and runs the whole test suite (ctest); then, as
+# objects; the aarch64 wheel, cross-compiled and tested under qemu: scripts/aarch64.sh), and
+# runs the whole test suite (ctest); then, as
 # CI does, the same suite against an ASan+UBSan build and the NVML tests under TSan
 # (scripts/sanitize.sh), and every fuzz target for 20 s on its corpus (scripts/fuzz.sh).
 # Extra arguments go to both ctest runs, e.g. scripts/test.sh -R integration.test_launcher
@@ -18,6 +19,7 @@ print_timings() {
   /usr/bin/python3 scripts/timing_table.py --stages "$timings" --total "$SECONDS" \
     --junit build=build/ctest-junit.xml --junit asan=build-asan/ctest-junit.xml \
     --ninja-log build=build/.ninja_log --ninja-log asan=build-asan/.ninja_log \
+    --ninja-log aarch64=build-aarch64/.ninja_log \
     >&2 || true
   rm -f "$timings"
 }
