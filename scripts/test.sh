@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds (the program, then the Python wheel from the same
-# objects), and runs the whole test suite (ctest); then, as
+# objects; the aarch64 wheel, cross-compiled and tested under qemu: scripts/aarch64.sh), and
+# runs the whole test suite (ctest); then, as
 # CI does, the same suite against an ASan+UBSan build and the NVML tests under TSan
 # (scripts/sanitize.sh), and every fuzz target for 20 s on its corpus (scripts/fuzz.sh).
 # Extra arguments go to both ctest runs, e.g. scripts/test.sh -R integration.test_launcher
-# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 / KWD_NEWCOMER_STAGE=0 leave those stages out (a
-# quicker local run).
+# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 / KWD_NEWCOMER_STAGE=0 / KWD_AARCH64_STAGE=0 leave
+# those stages out (a quicker local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,7 @@ print_timings() {
   /usr/bin/python3 scripts/timing_table.py --stages "$timings" --total "$SECONDS" \
     --junit build=build/ctest-junit.xml --junit asan=build-asan/ctest-junit.xml \
     --ninja-log build=build/.ninja_log --ninja-log asan=build-asan/.ninja_log \
+    --ninja-log aarch64=build-aarch64/.ninja_log \
     >&2 || true
   rm -f "$timings"
 }
@@ -67,6 +69,11 @@ export KWD_FUZZ_STAGE="${KWD_FUZZ_STAGE:-1}"
 stage wheel scripts/wheel.sh build dist
 KWD_WHEEL=$(ls "$PWD"/dist/kernel_watchdog-*.whl)
 export KWD_WHEEL
+# The aarch64 wheel, cross-compiled here, and its tests under qemu-user (scripts/aarch64.sh):
+# an arm64 sysroot of Debian's packages (kept in .cache/aarch64 until its list changes), the
+# program and unit tests in a unity build, the wheel, the unit tests and real arm64 kernels
+# dying under the arm64 watchdog. KWD_AARCH64_STAGE=0 leaves it out.
+if [ "${KWD_AARCH64_STAGE:-1}" != 0 ]; then stage aarch64 scripts/aarch64.sh; fi
 stage tests run_ctest "$@"
 if [ "${KWD_SANITIZE_STAGE:-1}" != 0 ]; then stage sanitizers scripts/sanitize.sh "$@"; fi
 if [ "${KWD_FUZZ_STAGE:-1}" != 0 ]; then stage fuzz scripts/fuzz.sh; fi

@@ -17,7 +17,7 @@ struct ThreadImage {
   std::string problem;  // why there is no image ("" when there is one)
   std::vector<std::uint64_t> dwarf_registers;
   std::uint64_t pc = 0;
-  std::uint64_t thread_pointer = 0;  // the TLS base (x86_64 fs_base): pthread_self()
+  std::uint64_t thread_pointer = 0;  // pthread_self(): x86_64's fs_base, below aarch64's TLS base
   std::uint64_t stack_at = 0;        // address of stack's first byte (the stack pointer)
   std::string stack;                 // bytes from the stack pointer up to the stack's top, capped
 };
