@@ -169,11 +169,13 @@ int Daemon::run() {
   adopt_waiting_reports();
   // Kernels whose `run` watchdog died with them (a whole cgroup killed) left a flight record
   // in this store: reported from it.
-  const report::ReportStore own_store(report::ReportStore::resolve_dir(options_.report_dir));
-  watch::report_orphaned_flights(own_store);
-  loop_.every(kAdoptInterval, [this, own_store] {
+  flights_ = std::make_unique<watch::FlightScanner>(
+      report::ReportStore(report::ReportStore::resolve_dir(options_.report_dir),
+                          report::StoreLimits::from_environment()));
+  flights_->scan();
+  loop_.every(kAdoptInterval, [this] {
     if (!stores_refusing_.empty()) adopt_waiting_reports();
-    watch::report_orphaned_flights(own_store);
+    flights_->scan();
   });
   if (metrics_server_ || !options_.metrics_textfile.empty()) {
     publish_metrics();

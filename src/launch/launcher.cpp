@@ -105,6 +105,7 @@ void Launcher::on_signals() {
     if (s == SIGUSR2) {
       spdlog::debug("the kernel's manager is ending the kernel; its end will not be reported");
       manager_is_ending_kernel_ = true;
+      if (flight_) flight_->end_requested(kernel_->watch());
       continue;
     }
     received_.push_back({s, util::wall_ms()});
@@ -116,6 +117,7 @@ void Launcher::on_signals() {
     }
     if (watch::is_termination_signal(s)) {
       spdlog::debug("received {}; waiting for the kernel to end", watch::signal_name(s));
+      if (flight_) flight_->end_requested(kernel_->watch());
       if (!forward_timer_) {
         forward_timer_ = loop_.after(options_.forward_termination_after, [this, s] {
           spdlog::info("kernel still running {} ms after {}; passing it on",

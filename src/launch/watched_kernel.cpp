@@ -193,8 +193,8 @@ void WatchedKernel::start(DeathHandler on_death, HangHandler on_hang) {
     thrash_guard_.emplace(launch_.thrash_timeout);
   if (thrash_guard_ || sample_observer_)
     watch_->set_after_sample([this](const timeline::MemorySample& sample) {
-      if (sample_observer_) sample_observer_();
       if (thrash_guard_) guard_against_thrashing(sample);
+      if (sample_observer_) sample_observer_();
     });
 
   // Parse the signature table and compile its patterns now, off the death path (the

@@ -3,9 +3,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
@@ -58,10 +61,20 @@ timeline::MemorySample sample_of(const FlightRecord& r) {
   return s;
 }
 
-bool same_process(pid_t pid, std::uint64_t start_time) {
+// Whether the process still runs. Only its absence counts as gone: a process that cannot be
+// read (a descriptor limit, hidepid) may well live.
+bool may_be_running(pid_t pid, std::uint64_t start_time) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
   const auto record = probes::ProcessRecord::open(pid);
   const auto lineage = record ? record->lineage() : std::nullopt;
-  return lineage && lineage->start_time == start_time;
+  return !lineage || lineage->start_time == start_time;
+}
+
+// The cgroup's share of its limit at the record, in percent (-1 without one).
+int cgroup_percent(const FlightRecord& r) {
+  if (r.cgroup_limit <= 0) return -1;
+  const std::int64_t used = r.cgroup_usage >= 0 ? r.cgroup_usage : r.rss;
+  return used < 0 ? -1 : static_cast<int>(used * 100 / r.cgroup_limit);
 }
 
 }  // namespace
@@ -76,7 +89,13 @@ json flight_end_report(const FlightEnd& end, const std::string& id) {
     if (kill.pid == k.kernel_pid && kernel_kill == nullptr) kernel_kill = &kill;
     if (kill.pid == k.watchdog_pid && watchdog_kill == nullptr) watchdog_kill = &kill;
   }
-  const bool oom = counter_rose || kernel_kill != nullptr || watchdog_kill != nullptr;
+  const bool proven = counter_rose || kernel_kill != nullptr || watchdog_kill != nullptr;
+  // A restarted container keeps neither its cgroup nor a kernel log it may read: what is left
+  // is the record's own reading. Both ended together at the brink of the cgroup's limit is
+  // what a whole-cgroup OOM kill leaves, said as likely, not as proven.
+  const int percent = cgroup_percent(k);
+  const bool at_the_brink = !proven && percent >= 95;
+  const bool oom = proven || at_the_brink;
   const bool in_cgroup = k.cgroup_limit > 0;
   const std::string memory = memory_in_words(k);
   const std::string cell = cell_in_words(k);
@@ -89,10 +108,11 @@ json flight_end_report(const FlightEnd& end, const std::string& id) {
   r["kind"] = "crash";
   r["watchdog"] = {
       {"version", KWD_VERSION},
-      {"pid", ::getpid()},
+      {"pid", k.watchdog_pid},
       {"mode", "launcher"},
       {"flight_record",
        {{"watchdog_pid", k.watchdog_pid},
+        {"reported_by_pid", ::getpid()},
         {"written_at_ms", k.written_at_ms},
         {"found_ended_ms", end.found_ms},
         {"state", or_null(k.state)},
@@ -139,14 +159,16 @@ json flight_end_report(const FlightEnd& end, const std::string& id) {
                  {"peak", json::object()}};
   json in_flight = nullptr;
   if (k.cell_execution_count > 0 || k.cell_started_at_ms > 0)
-    in_flight = {
-        {"execution_count", k.cell_execution_count},
-        {"code", k.cell_code},
-        {"started_at_ms", k.cell_started_at_ms},
-        {"ended_at_ms", nullptr},
-        // as of the last record: how long it ran after that is not known
-        {"running_for_s", static_cast<double>(k.written_at_ms - k.cell_started_at_ms) / 1000.0},
-        {"status", "unknown"}};
+    in_flight = {{"execution_count", k.cell_execution_count},
+                 {"code", k.cell_code},
+                 {"started_at_ms", k.cell_started_at_ms},
+                 {"ended_at_ms", nullptr},
+                 // as of the last record: how long it ran after that is not known
+                 {"running_for_s",
+                  k.cell_started_at_ms > 0
+                      ? json(static_cast<double>(k.written_at_ms - k.cell_started_at_ms) / 1000.0)
+                      : json(nullptr)},
+                 {"status", "unknown"}};
   r["execution"] = {{"state_at_death", or_null(k.state)},
                     {"shutdown_requested", false},
                     {"cell_in_flight", std::move(in_flight)},
@@ -179,6 +201,12 @@ json flight_end_report(const FlightEnd& end, const std::string& id) {
                                      std::to_string(k.watchdog_pid) + ") at " +
                                      util::iso8601_utc(watchdog_kill->at_ms)},
                         {"pointer", "/watchdog/flight_record/watchdog_pid"}});
+  if (at_the_brink)
+    evidence.push_back(
+        {{"fact", "its last record had the kernel's cgroup at " + std::to_string(percent) +
+                      " % of its limit, and the kernel and its watchdog ended together, as a "
+                      "whole cgroup's OOM kill ends them"},
+         {"pointer", "/memory/samples"}});
   if (counter_rose)
     evidence.push_back(
         {{"fact",
@@ -196,6 +224,11 @@ json flight_end_report(const FlightEnd& end, const std::string& id) {
   if (!end.kernel_log.readable)
     missing.push_back("kernel log: " + (end.kernel_log.why_not.empty() ? std::string("not read")
                                                                        : end.kernel_log.why_not));
+  if (at_the_brink)
+    missing.push_back(
+        "the OOM killer's own record: neither the kernel log nor the cgroup's "
+        "OOM-kill counter could be read for it (a restarted container keeps "
+        "neither), so the cause is inferred from the last reading");
   if (!k.memory_cgroup_dir.empty() && !end.cgroup_oom_kills_now)
     missing.push_back("memory cgroup " + k.memory_cgroup_dir +
                       ": gone, or its OOM-kill counter not readable, when the kernel was found "
@@ -210,9 +243,12 @@ json flight_end_report(const FlightEnd& end, const std::string& id) {
   if (oom) {
     diagnosis = {
         {"cause", in_cgroup ? "oom_killed_cgroup" : "oom_killed_system"},
-        {"headline", std::string("Killed by the OOM killer together with its watchdog") +
+        {"headline", std::string(at_the_brink ? "Most likely killed" : "Killed") +
+                         " by the OOM killer together with its watchdog" +
                          (in_cgroup ? " (their whole cgroup)" : "") + at + where},
-        {"confidence", kernel_kill != nullptr ? "high" : "medium"},
+        {"confidence", kernel_kill != nullptr ? "high"
+                       : at_the_brink         ? "low"
+                                              : "medium"},
         {"remedies",
          json::array(
              {{{"text", in_cgroup ? "Give the container (or its cgroup) more memory, or make "
@@ -234,10 +270,12 @@ json flight_end_report(const FlightEnd& end, const std::string& id) {
         {"remedies",
          json::array({{{"text",
                         "Look at what stopped or killed the container or its cgroup "
-                        "(`kubectl describe pod`, `docker inspect`, the system log)"},
+                        "(`kubectl describe pod`, `docker inspect`, the system log), or whether "
+                        "its manager killed it after a restart or shutdown it did not answer"},
                        {"why",
-                        "both processes ended at once, which a whole cgroup's kill or a "
-                        "container's stop does"}}})}};
+                        "both processes ended at once, which a whole cgroup's kill, a "
+                        "container's stop and a kernel manager's kill of the process group all "
+                        "do"}}})}};
   }
   diagnosis["evidence"] = std::move(evidence);
   diagnosis["missing"] = std::move(missing);
@@ -245,16 +283,78 @@ json flight_end_report(const FlightEnd& end, const std::string& id) {
   return r;
 }
 
-int report_orphaned_flights(const report::ReportStore& store) noexcept {
+namespace {
+
+// The record `name` in `dir`, whose lock this process now holds; nullopt when it is not one.
+std::optional<FlightRecord> read_record(const util::SafeDir& dir, const std::string& name) {
+  auto file = platform::open_regular_file(dir.fd(), name.c_str(), O_NOFOLLOW);
+  if (!file.fd || file.st.st_uid != ::geteuid()) return std::nullopt;
+  const auto text = platform::read_up_to(file.fd.get(), kMaxFlightRecordBytes);
+  return text ? parse_flight_record(*text) : std::nullopt;
+}
+
+void forget(const util::SafeDir& dir, const std::string& name) {
+  ::unlinkat(dir.fd(), name.c_str(), 0);
+  ::unlinkat(dir.fd(), (name + std::string(kFlightLockSuffix)).c_str(), 0);
+}
+
+// Stored as a report is, or in the fallback location when the store refuses it; false when
+// neither took it.
+bool store_report(const report::ReportStore& store, const FlightRecord& record,
+                  const std::string& id, nlohmann::json doc) {
+  try {
+    const auto path = store.write(id, report::to_text(doc));
+    spdlog::warn(
+        "kernel {} (pid {}) died together with its watchdog (pid {}); reported from its "
+        "flight record: {}",
+        record.kernel_id.empty() ? "?" : record.kernel_id, record.kernel_pid, record.watchdog_pid,
+        path.string());
+    return true;
+  } catch (const std::exception& e) {
+    doc["notes"].push_back(std::string("report directory unusable: ") + e.what());
+    doc[report::kStoredInsteadOf] = report::store_key(store.dir());
+    try {
+      const auto path =
+          report::ReportStore(report::ReportStore::fallback_dir()).write(id, report::to_text(doc));
+      spdlog::warn(
+          "kernel pid {} died together with its watchdog; its report is in {} (the "
+          "store refused it: {})",
+          record.kernel_pid, path.string(), e.what());
+      return true;
+    } catch (const std::exception& again) {
+      spdlog::warn(
+          "kernel pid {} died together with its watchdog; no report could be written "
+          "({}): tried again later",
+          record.kernel_pid, again.what());
+      return false;
+    }
+  }
+}
+
+constexpr std::int64_t kForeignRecordMaxAgeMs = 30ll * 24 * 3600 * 1000;
+
+}  // namespace
+
+FlightScanner::FlightScanner(report::ReportStore store) : store_(std::move(store)) {}
+
+FlightScanner::~FlightScanner() = default;
+
+int FlightScanner::scan() noexcept {
   int reported = 0;
   try {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(store.dir(), ec)) return 0;
-    const auto dir = util::SafeDir::open(store.dir());
+    if (!dir_) {
+      std::error_code ec;
+      if (!std::filesystem::is_directory(store_.dir(), ec)) return 0;
+      dir_.emplace(util::SafeDir::open(store_.dir()));
+    }
+    const util::SafeDir& dir = *dir_;
     std::vector<std::string> names;
     {
       const int listing = ::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (listing < 0) return 0;
+      if (listing < 0) {
+        dir_.reset();  // removed meanwhile: opened again next time
+        return 0;
+      }
       const std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(listing), ::closedir);
       if (!d) {
         ::close(listing);
@@ -262,69 +362,63 @@ int report_orphaned_flights(const report::ReportStore& store) noexcept {
       }
       while (const dirent* e = ::readdir(d.get())) {
         const std::string_view name = e->d_name;
-        if (name.starts_with(kFlightRecordPrefix) &&
-            name.find(".claimed") == std::string_view::npos)
+        if (name.starts_with(kFlightRecordPrefix) && !name.ends_with(kFlightLockSuffix))
           names.emplace_back(name);
       }
     }
     const std::string boot = platform::boot_id();
+    const std::uint64_t pid_namespace = own_pid_namespace();
     for (const auto& name : names) {
-      auto file = platform::open_regular_file(dir.fd(), name.c_str(), O_NOFOLLOW);
-      if (!file.fd || file.st.st_uid != ::geteuid()) continue;
-      const auto text = platform::read_up_to(file.fd.get(), kMaxFlightRecordBytes);
-      const auto record = text ? parse_flight_record(*text) : std::nullopt;
-      if (!record) continue;
-      if (record->watchdog_pid == ::getpid()) continue;
+      // The watchdog holds its record's lock for its life: a lock we can take is a watchdog
+      // gone, in whatever container. Taken, it is also our claim: no two report one record.
+      const std::string lock_name = name + std::string(kFlightLockSuffix);
+      const util::UniqueFd lock(
+          ::openat(dir.fd(), lock_name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+      if (!lock) continue;  // no lock: the record is being made or removed
+      if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;
+      const auto record = read_record(dir, name);
+      if (!record) continue;  // gone meanwhile (another claimed and reported it), or damaged
+      const std::int64_t now = util::wall_ms();
+      if (!record->host.empty() && record->host != this_host()) {
+        // Another machine's, in a shared home: not ours to judge; forgotten when stale.
+        if (now - record->written_at_ms > kForeignRecordMaxAgeMs) forget(dir, name);
+        continue;
+      }
       if (!boot.empty() && !record->boot_id.empty() && boot != record->boot_id) {
-        ::unlinkat(dir.fd(), name.c_str(), 0);  // ended with the machine
+        forget(dir, name);  // its kernel ended with the machine
         continue;
       }
-      if (same_process(record->watchdog_pid, record->watchdog_start_time)) continue;
-      // The watchdog alone was killed: the kernel lives on unwatched; looked at again later.
-      if (same_process(record->kernel_pid, record->kernel_start_time)) continue;
-      const std::string claimed = name + ".claimed-" + std::to_string(::getpid());
-      if (::renameat(dir.fd(), name.c_str(), dir.fd(), claimed.c_str()) != 0) continue;
-      if (report::holds_death_report(store, record->kernel_id, record->kernel_pid,
+      if (record->end_requested) {
+        forget(dir, name);  // ended on its manager's word: no death to report
+        continue;
+      }
+      // In our pid namespace the kernel's pid means something: a kernel that outlived its
+      // watchdog runs on unwatched (looked at again later). In another one (a container's,
+      // gone with it) it cannot be asked.
+      if (record->pid_namespace == pid_namespace &&
+          may_be_running(record->kernel_pid, record->kernel_start_time))
+        continue;
+      if (report::holds_death_report(store_, record->kernel_id, record->kernel_pid,
                                      record->kernel_started_at_ms)) {
-        ::unlinkat(dir.fd(), claimed.c_str(), 0);
+        forget(dir, name);
         continue;
       }
-      FlightEnd end{*record, util::wall_ms(),
-                    cgroup_oom_kills(record->memory_cgroup_dir, record->memory_cgroup_version),
-                    oom_kills_in_kernel_log({record->kernel_pid, record->watchdog_pid},
-                                            record->kernel_started_at_ms)};
+      FlightEnd end{*record,
+                    now,
+                    cgroup_oom_kills(record->memory_cgroup_dir, record->memory_cgroup_inode,
+                                     record->memory_cgroup_version),
+                    {}};
+      // The kernel log's pids are the initial namespace's.
+      if (record->pid_namespace == kInitialPidNamespace)
+        end.kernel_log = oom_kills_in_kernel_log({record->kernel_pid, record->watchdog_pid},
+                                                 record->kernel_started_at_ms);
+      else
+        end.kernel_log.why_not =
+            "its pids are a container's (another pid namespace), not the kernel log's";
       const std::string id =
           report::make_report_id(record->written_at_ms, record->kernel_id, record->kernel_pid);
-      auto doc = flight_end_report(end, id);
-      try {
-        const auto path = store.write(id, report::to_text(doc));
-        spdlog::warn(
-            "kernel {} (pid {}) died together with its watchdog (pid {}); reported "
-            "from its flight record: {}",
-            record->kernel_id.empty() ? "?" : record->kernel_id, record->kernel_pid,
-            record->watchdog_pid, path.string());
-      } catch (const std::exception& e) {
-        doc["notes"].push_back(std::string("report directory unusable: ") + e.what());
-        doc[report::kStoredInsteadOf] = report::store_key(store.dir());
-        std::filesystem::path path;
-        try {
-          path = report::ReportStore(report::ReportStore::fallback_dir())
-                     .write(id, report::to_text(doc));
-        } catch (const std::exception& again) {
-          // Nowhere to write: the record goes back, for the next look.
-          ::renameat(dir.fd(), claimed.c_str(), dir.fd(), name.c_str());
-          spdlog::warn(
-              "kernel pid {} died together with its watchdog; no report could be "
-              "written ({}), tried again later",
-              record->kernel_pid, again.what());
-          continue;
-        }
-        spdlog::warn(
-            "kernel pid {} died together with its watchdog; its report is in {} (the "
-            "store refused it: {})",
-            record->kernel_pid, path.string(), e.what());
-      }
-      ::unlinkat(dir.fd(), claimed.c_str(), 0);
+      if (!store_report(store_, *record, id, flight_end_report(end, id))) continue;
+      forget(dir, name);
       ++reported;
     }
   } catch (const std::exception& e) {
@@ -332,6 +426,14 @@ int report_orphaned_flights(const report::ReportStore& store) noexcept {
   } catch (...) {
   }
   return reported;
+}
+
+int report_orphaned_flights(const report::ReportStore& store) noexcept {
+  try {
+    return FlightScanner(store).scan();
+  } catch (...) {
+    return 0;
+  }
 }
 
 }  // namespace kwd::watch

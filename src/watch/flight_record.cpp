@@ -1,5 +1,7 @@
 #include "kwd/watch/flight_record.hpp"
 
+#include <sys/utsname.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -16,7 +18,11 @@ json optional_number(const std::optional<std::int64_t>& n) {
 }  // namespace
 
 std::string to_text(const FlightRecord& r) {
-  return json{{"watchdog_pid", r.watchdog_pid},
+  return json{{"token", r.token},
+              {"host", r.host},
+              {"pid_namespace", r.pid_namespace},
+              {"end_requested", r.end_requested},
+              {"watchdog_pid", r.watchdog_pid},
               {"watchdog_start_time", r.watchdog_start_time},
               {"kernel_pid", r.kernel_pid},
               {"kernel_start_time", r.kernel_start_time},
@@ -41,6 +47,7 @@ std::string to_text(const FlightRecord& r) {
                 {"gpu_used", r.gpu_used}}},
               {"memory_cgroup",
                {{"dir", r.memory_cgroup_dir},
+                {"inode", r.memory_cgroup_inode},
                 {"version", r.memory_cgroup_version},
                 {"oom_kills", optional_number(r.cgroup_oom_kills)}}}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
@@ -51,6 +58,10 @@ std::optional<FlightRecord> parse_flight_record(std::string_view text) {
   if (!doc.is_object()) return std::nullopt;
   FlightRecord r;
   try {
+    r.token = doc.value("token", std::string());
+    r.host = doc.value("host", std::string());
+    r.pid_namespace = doc.value("pid_namespace", std::uint64_t{0});
+    r.end_requested = doc.value("end_requested", false);
     r.watchdog_pid = doc.at("watchdog_pid").get<pid_t>();
     r.watchdog_start_time = doc.at("watchdog_start_time").get<std::uint64_t>();
     r.kernel_pid = doc.at("kernel_pid").get<pid_t>();
@@ -78,6 +89,7 @@ std::optional<FlightRecord> parse_flight_record(std::string_view text) {
     }
     if (const auto c = doc.find("memory_cgroup"); c != doc.end() && c->is_object()) {
       r.memory_cgroup_dir = c->value("dir", std::string());
+      r.memory_cgroup_inode = c->value("inode", std::uint64_t{0});
       r.memory_cgroup_version = c->value("version", 0);
       if (const auto n = c->find("oom_kills"); n != c->end() && n->is_number_integer())
         r.cgroup_oom_kills = n->get<std::int64_t>();
@@ -85,7 +97,8 @@ std::optional<FlightRecord> parse_flight_record(std::string_view text) {
   } catch (const json::exception&) {
     return std::nullopt;
   }
-  if (r.watchdog_pid <= 0 || r.kernel_pid <= 0) return std::nullopt;
+  // A record without its token has no lock to tell whether its watchdog lives.
+  if (r.watchdog_pid <= 0 || r.kernel_pid <= 0 || r.token.empty()) return std::nullopt;
   return r;
 }
 
@@ -106,20 +119,29 @@ int memory_step(const FlightRecord& r) {
   return static_cast<int>(std::min<std::int64_t>(percent, 100));
 }
 
-bool flight_changed(const FlightRecord& written, const FlightRecord& now) {
+bool flight_cell_changed(const FlightRecord& written, const FlightRecord& now) {
+  return written.cell_execution_count != now.cell_execution_count ||
+         written.cell_started_at_ms != now.cell_started_at_ms ||
+         written.end_requested != now.end_requested;
+}
+
+bool flight_memory_changed(const FlightRecord& written, const FlightRecord& now) {
   // Far from any limit the tree's own memory still tells the story ("at 3.1 GiB"): a move by
   // a quarter of what was written (64 MiB at least) is news too.
   const bool rss_moved =
       written.rss >= 0 && now.rss >= 0 &&
       std::llabs(now.rss - written.rss) > std::max<std::int64_t>(64ll << 20, written.rss / 4);
-  return written.state != now.state || written.cell_execution_count != now.cell_execution_count ||
-         written.cell_started_at_ms != now.cell_started_at_ms ||
-         memory_step(written) != memory_step(now) || rss_moved;
+  return memory_step(written) != memory_step(now) || rss_moved;
+}
+
+std::string this_host() {
+  utsname u{};
+  return ::uname(&u) == 0 ? std::string(u.nodename) : std::string();
 }
 
 std::string flight_record_name(const FlightRecord& record) {
   return std::string(kFlightRecordPrefix) + std::to_string(record.kernel_pid) + "-" +
-         std::to_string(record.watchdog_pid);
+         std::to_string(record.watchdog_pid) + "-" + record.token;
 }
 
 }  // namespace kwd::watch

@@ -1,7 +1,13 @@
 #include "kwd/watch/flight_recorder.hpp"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "kwd/platform/host.hpp"
 #include "kwd/probes/process_record.hpp"
@@ -13,6 +19,8 @@
 namespace kwd::watch {
 namespace {
 
+constexpr std::int64_t kMemoryRewriteIntervalMs = 1000;
+
 std::uint64_t start_time_of(pid_t pid) {
   const auto record = probes::ProcessRecord::open(pid);
   const auto lineage = record ? record->lineage() : std::nullopt;
@@ -23,22 +31,36 @@ std::uint64_t start_time_of(pid_t pid) {
 
 FlightRecorder::FlightRecorder(const std::filesystem::path& store_dir, pid_t kernel_pid,
                                std::string connection_file, std::vector<std::string> argv) {
+  base_.token = util::random_name(8);
   base_.watchdog_pid = ::getpid();
   base_.watchdog_start_time = start_time_of(base_.watchdog_pid);
   base_.kernel_pid = kernel_pid;
   base_.kernel_start_time = start_time_of(kernel_pid);
   base_.boot_id = platform::boot_id();
+  base_.host = this_host();
+  base_.pid_namespace = own_pid_namespace();
   if (!connection_file.empty())
     base_.kernel_id = protocol::kernel_id_from_connection_file(connection_file);
   base_.connection_file = std::move(connection_file);
   base_.argv = std::move(argv);
-  if (base_.watchdog_start_time == 0 || base_.kernel_start_time == 0) {
-    // Without the starts a later pid could be taken for these processes: no record at all.
-    spdlog::debug("no flight record: the processes' start times cannot be read");
+  if (base_.kernel_start_time == 0) {
+    // Without its start a later process with the pid could be taken for the kernel.
+    spdlog::debug("no flight record: the kernel's start time cannot be read");
     return;
   }
   try {
-    dir_ = util::SafeDir::open_private(store_dir);
+    auto dir = util::SafeDir::open_private(store_dir);
+    const std::string lock_name = flight_record_name(base_) + std::string(kFlightLockSuffix);
+    // Close-on-exec: a child that inherited it would hold the lock after the watchdog died.
+    lock_.reset(::openat(dir.fd(), lock_name.c_str(),
+                         O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!lock_ || ::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+      spdlog::debug("no flight record: its lock: {}", std::strerror(errno));
+      if (lock_) ::unlinkat(dir.fd(), lock_name.c_str(), 0);
+      lock_.reset();
+      return;
+    }
+    dir_.emplace(std::move(dir));
   } catch (const std::exception& e) {
     spdlog::debug("no flight record: {}", e.what());
   }
@@ -49,6 +71,7 @@ FlightRecord FlightRecorder::now(const Watch& watch) const {
   r.kernel_started_at_ms = watch.kernel_started_at_ms();
   r.notebook = watch.notebook().path;
   r.state = execution_state(watch);
+  r.end_requested = end_requested_ || watch.shutdown_requested();
   if (const auto* listener = watch.listener()) {
     if (const auto* cell = listener->activity().cells().in_flight()) {
       r.cell_execution_count = cell->execution_count;
@@ -71,11 +94,28 @@ void FlightRecorder::observe(const Watch& watch) noexcept {
   if (!dir_) return;
   try {
     FlightRecord record = now(watch);
-    if (written_ && !flight_changed(*written_, record)) return;
+    if (!written_ || flight_cell_changed(*written_, record)) {
+      highest_step_ = memory_step(record);
+      write(std::move(record));
+      return;
+    }
+    if (!flight_memory_changed(*written_, record)) return;
+    // Climbing near the limit is written at once, each step (at most ten); anything else at
+    // most once a second.
+    const int step = memory_step(record);
+    const bool climbing = step >= 90 && step > highest_step_;
+    if (!climbing && util::steady_ms() - written_steady_ms_ < kMemoryRewriteIntervalMs) return;
+    highest_step_ = std::max(highest_step_, step);
     write(std::move(record));
   } catch (const std::exception& e) {
     spdlog::debug("flight record not made: {}", e.what());
   }
+}
+
+void FlightRecorder::end_requested(const Watch& watch) noexcept {
+  if (end_requested_) return;
+  end_requested_ = true;
+  observe(watch);
 }
 
 void FlightRecorder::write(FlightRecord record) noexcept {
@@ -84,12 +124,14 @@ void FlightRecorder::write(FlightRecord record) noexcept {
     // the next watchdog looks for.
     const auto cgroup = mark_memory_cgroup(record.kernel_pid);
     record.memory_cgroup_dir = cgroup.dir;
+    record.memory_cgroup_inode = cgroup.inode;
     record.memory_cgroup_version = cgroup.version;
     record.cgroup_oom_kills = cgroup.oom_kills;
     record.written_at_ms = util::wall_ms();
     dir_->write_file(flight_record_name(record), to_text(record), 0600, util::Replace::kAllowed,
                      util::Durability::kAtomicOnly);
     written_ = std::move(record);
+    written_steady_ms_ = util::steady_ms();
     failed_ = false;
   } catch (const std::exception& e) {
     if (!failed_)
@@ -103,7 +145,12 @@ void FlightRecorder::write(FlightRecord record) noexcept {
 
 void FlightRecorder::remove() noexcept {
   if (!dir_) return;
-  ::unlinkat(dir_->fd(), flight_record_name(base_).c_str(), 0);
+  // The record first: a record found without its lock is one being removed.
+  const std::string name = flight_record_name(base_);
+  ::unlinkat(dir_->fd(), name.c_str(), 0);
+  ::unlinkat(dir_->fd(), (name + std::string(kFlightLockSuffix)).c_str(), 0);
+  lock_.reset();
+  dir_.reset();
   written_.reset();
 }
 

@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import secrets
+import signal
 import time
 
 import pytest
@@ -60,6 +61,7 @@ def kernelspec_entering(jupyter_env, name, cgroups):
 
 
 def flight_records(report_dir):
+    """The records and their locks (<record>.lock)."""
     return sorted(report_dir.glob(".flight-*"))
 
 
@@ -67,6 +69,8 @@ def wait_for_flight(report_dir, predicate, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for path in flight_records(report_dir):
+            if path.name.endswith(".lock"):
+                continue
             try:
                 record = json.loads(path.read_text())
             except (OSError, ValueError):
@@ -152,8 +156,11 @@ def test_a_watchdog_the_oom_killer_took_with_its_kernel_is_reported_by_the_next_
         r, _ = k.execute(f"with open({str(shm)!r}, 'wb') as f:\n"
                          f"    f.write(bytes(120 << 20))\n")
         assert r["status"] == "ok", r
+        # Fast, then slowly (80 MiB/s) over the last stretch, so that the watchdog's samples
+        # (10 a second) follow it up to the limit.
         k.kc.execute("import time\nheld = []\nwhile True:\n"
-                     "    held.append(bytearray(4 << 20))\n    time.sleep(0.01)\n")
+                     "    held.append(bytearray(4 << 20))\n"
+                     "    time.sleep(0.01 if len(held) < 16 else 0.05)\n")
         wait_gone(watchdog)
         wait_gone(kernel)
     finally:
@@ -179,8 +186,12 @@ def test_a_watchdog_the_oom_killer_took_with_its_kernel_is_reported_by_the_next_
     usage = report["memory"]["samples"]["cgroup_usage"][-1]
     assert usage >= limit * 0.9, (usage, limit)
     assert "bytearray" in report["execution"]["cell_in_flight"]["code"]
-    # Claimed and removed: only the new kernel's own record is left.
-    assert all(f".flight-{kernel}-" not in p.name for p in flight_records(jupyter_env["report_dir"]))
+    # Claimed and removed (the record, then its lock): only the new kernel's own are left.
+    deadline = time.monotonic() + 10
+    while any(p.name.startswith(f".flight-{kernel}-")
+              for p in flight_records(jupyter_env["report_dir"])):
+        assert time.monotonic() < deadline, flight_records(jupyter_env["report_dir"])
+        time.sleep(0.05)
 
 
 def test_a_whole_cgroup_killed_at_once_is_reported_with_the_last_cell_and_memory(
@@ -217,3 +228,31 @@ def test_a_whole_cgroup_killed_at_once_is_reported_with_the_last_cell_and_memory
     time.sleep(7)
     assert len([r for r in load_reports(jupyter_env["report_dir"])
                 if "flight_record" in r["watchdog"]]) == 1
+
+
+def test_a_kernel_killed_with_its_watchdog_after_its_manager_asked_for_the_end_is_not_reported(
+        jupyter_env, start_kernel, unified_cgroup):
+    name = kernelspec_entering(jupyter_env, "python3-in-a-container", [unified_cgroup])
+    k = Watched(name, jupyter_env["env"])
+    try:
+        watchdog, kernel = k.launcher_pid, k.kernel_pid
+        k.kc.execute("import time\ntime.sleep(600)\n")
+        wait_for_flight(jupyter_env["report_dir"],
+                        lambda r: r["kernel_pid"] == kernel and r["cell"]["execution_count"] == 1)
+        # The manager ends the kernel (SIGTERM to the watchdog, which passes it on after a
+        # grace period), then kills what is left of the process group, as jupyter_client does
+        # when a shutdown is not answered in time: both die of SIGKILL, on the manager's word.
+        os.kill(watchdog, signal.SIGTERM)
+        wait_for_flight(jupyter_env["report_dir"],
+                        lambda r: r["kernel_pid"] == kernel and r["end_requested"])
+        (unified_cgroup / "cgroup.kill").write_text("1")
+        wait_gone(watchdog)
+        wait_gone(kernel)
+    finally:
+        k.close()
+    start_kernel()
+    time.sleep(7)  # the next watchdog looks 5 s after its start
+    assert not [r for r in load_reports(jupyter_env["report_dir"])
+                if "flight_record" in r["watchdog"]]
+    assert not [p for p in flight_records(jupyter_env["report_dir"])
+                if p.name.startswith(f".flight-{kernel}-")]

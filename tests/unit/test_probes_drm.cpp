@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path kTrees = fs::path(KWD_SOURCE_DIR) / "tests/fixtures/drm";
-constexpr std::uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
+constexpr std::uint64_t kDrmKiB = 1024, kDrmMiB = 1024 * kDrmKiB, kDrmGiB = 1024 * kDrmMiB;
 
 std::string text_of(const fs::path& path) {
   std::ifstream in(path);
@@ -54,9 +54,9 @@ Reading read_tree(const std::string& tree, pid_t root, std::vector<pid_t> member
 TEST_CASE("sizes in fdinfo: bytes, KiB, MiB and amdgpu's early kB", "[drm]") {
   CHECK(parse_size("0") == 0u);
   CHECK(parse_size("24576") == 24576u);
-  CHECK(parse_size("192 KiB") == 192 * KiB);
-  CHECK(parse_size("16 MiB") == 16 * MiB);
-  CHECK(parse_size("3145728 kB") == 3 * GiB);
+  CHECK(parse_size("192 KiB") == 192 * kDrmKiB);
+  CHECK(parse_size("16 MiB") == 16 * kDrmMiB);
+  CHECK(parse_size("3145728 kB") == 3 * kDrmGiB);
   CHECK_FALSE(parse_size("12 ns"));
   CHECK_FALSE(parse_size("KiB"));
   CHECK_FALSE(parse_size("12.5%"));
@@ -68,9 +68,9 @@ TEST_CASE("amdgpu's drm-memory layout: regions, engines, the client and its devi
   CHECK(c->driver == "amdgpu");
   CHECK(c->pdev == "0000:c1:00.0");
   CHECK(c->client_id == 1021u);
-  CHECK(c->memory.at("vram") == 8388608 * KiB);
+  CHECK(c->memory.at("vram") == 8388608 * kDrmKiB);
   // "drm-memory-gtt: \t65536 KiB": a space before the tab, as amdgpu prints it.
-  CHECK(c->memory.at("gtt") == 65536 * KiB);
+  CHECK(c->memory.at("gtt") == 65536 * kDrmKiB);
   CHECK(c->memory.at("cpu") == 0u);
   CHECK(c->engine_ns.at("gfx") == 1500000u);
   CHECK(c->engine_ns.at("compute") == 920000000u);
@@ -82,9 +82,9 @@ TEST_CASE("amdgpu's drm-total layout: totals and resident by region, MiB units",
   const auto c = parse_fdinfo(text_of(kTrees / "amdgpu-drm-total/proc/5200/fdinfo/11"));
   REQUIRE(c);
   CHECK(c->client_id == 77u);
-  CHECK(c->memory.at("vram") == 20 * GiB);
-  CHECK(c->memory.at("gtt") == 4 * MiB);
-  CHECK(c->resident.at("vram") == 20 * GiB);
+  CHECK(c->memory.at("vram") == 20 * kDrmGiB);
+  CHECK(c->memory.at("gtt") == 4 * kDrmMiB);
+  CHECK(c->resident.at("vram") == 20 * kDrmGiB);
   CHECK(c->engine_ns.at("compute") == 48000000000u);
 }
 
@@ -94,8 +94,8 @@ TEST_CASE("amdgpu before drm-usage-stats: pdev, pasid, vram mem in kB", "[drm]")
   CHECK(c->driver == "amdgpu");
   CHECK(c->pdev == "0000:0a:00.0");
   CHECK(c->client_id == 32770u);  // its pasid: one per open file
-  CHECK(c->memory.at("vram") == 3 * GiB);
-  CHECK(c->memory.at("gtt") == 8 * MiB);
+  CHECK(c->memory.at("vram") == 3 * kDrmGiB);
+  CHECK(c->memory.at("gtt") == 8 * kDrmMiB);
   CHECK(c->engine_ns.empty());  // "gfx0: 12.50%" is a share, not a busy time
 }
 
@@ -103,8 +103,8 @@ TEST_CASE("i915: system0/local0 regions and engine classes in ns", "[drm]") {
   const auto c = parse_fdinfo(text_of(kTrees / "i915/proc/7400/fdinfo/12"));
   REQUIRE(c);
   CHECK(c->driver == "i915");
-  CHECK(c->memory.at("local0") == 6 * GiB);
-  CHECK(c->memory.at("system0") == 96 * MiB);
+  CHECK(c->memory.at("local0") == 6 * kDrmGiB);
+  CHECK(c->memory.at("system0") == 96 * kDrmMiB);
   CHECK(c->memory.at("stolen-local0") == 0u);
   CHECK(c->engine_ns.at("render") == 9122000000u);
   CHECK(c->engine_ns.at("video-enhance") == 0u);
@@ -119,8 +119,8 @@ TEST_CASE("xe: vram0 and cycles against the GPU's timestamp", "[drm]") {
   const auto c = parse_fdinfo(text_of(kTrees / "xe/proc/8500/fdinfo/6"));
   REQUIRE(c);
   CHECK(c->driver == "xe");
-  CHECK(c->memory.at("vram0") == 10 * GiB);
-  CHECK(c->memory.at("gtt") == 192 * KiB);
+  CHECK(c->memory.at("vram0") == 10 * kDrmGiB);
+  CHECK(c->memory.at("gtt") == 192 * kDrmKiB);
   // drm-total-cycles-rcs is the timestamp, not a memory region called "cycles-rcs".
   CHECK_FALSE(c->memory.contains("cycles-rcs"));
   CHECK(c->cycles.at("ccs") == 3100000000u);
@@ -151,15 +151,15 @@ TEST_CASE("sysfs: amdgpu's totals and use, xe's tiles, i915's nothing", "[drm]")
   CHECK(amd.vendor == "amd");
   CHECK(amd.name == "AMD Instinct MI300X");
   CHECK(amd.pci_id == "1002:74a1");
-  CHECK(amd.vram_total == 192 * GiB);
-  CHECK(amd.vram_used == 190 * GiB);
-  CHECK(amd.gtt_used == 80 * MiB);
+  CHECK(amd.vram_total == 192 * kDrmGiB);
+  CHECK(amd.vram_used == 190 * kDrmGiB);
+  CHECK(amd.gtt_used == 80 * kDrmMiB);
   // An empty product_name (consumer boards): named by driver and PCI id.
   CHECK(read_drm_device(kTrees / "amdgpu-drm-total", "0000:03:00.0", "amdgpu").name ==
         "amdgpu 1002:744c");
   const auto xe = read_drm_device(kTrees / "xe", "0000:03:00.0", "xe");
   CHECK(xe.vendor == "intel");
-  CHECK(xe.vram_total == 12 * GiB);
+  CHECK(xe.vram_total == 12 * kDrmGiB);
   CHECK_FALSE(xe.vram_used);
   const auto i915 = read_drm_device(kTrees / "i915", "0000:03:00.0", "i915");
   CHECK(i915.vendor == "intel");
@@ -170,9 +170,9 @@ TEST_CASE("sysfs: amdgpu's totals and use, xe's tiles, i915's nothing", "[drm]")
 TEST_CASE("the probe on amdgpu: the kernel's VRAM in the samples, the device's limit", "[drm]") {
   const auto r = read_tree("amdgpu-drm-memory", 4100, {4100, 4101});
   CHECK(r.status.available);
-  CHECK(r.sample.gpu_used == static_cast<std::int64_t>(8 * GiB + 1 * GiB));
-  CHECK(r.sample.gpu_total == static_cast<std::int64_t>(192 * GiB));
-  CHECK(r.sample.gpu_device_used == static_cast<std::int64_t>(190 * GiB));
+  CHECK(r.sample.gpu_used == static_cast<std::int64_t>(8 * kDrmGiB + 1 * kDrmGiB));
+  CHECK(r.sample.gpu_total == static_cast<std::int64_t>(192 * kDrmGiB));
+  CHECK(r.sample.gpu_device_used == static_cast<std::int64_t>(190 * kDrmGiB));
   CHECK(r.sample.gpu_sampled_at_ms > 0);
   const auto& gpu = r.report.at("drm_gpu");
   CHECK(gpu.at("source") == "drm-fdinfo");
@@ -183,23 +183,23 @@ TEST_CASE("the probe on amdgpu: the kernel's VRAM in the samples, the device's l
   CHECK(dev.at("vendor") == "amd");
   CHECK(dev.at("driver") == "amdgpu");
   CHECK(dev.at("pdev") == "0000:c1:00.0");
-  CHECK(dev.at("memory_free") == 2 * GiB);
+  CHECK(dev.at("memory_free") == 2 * kDrmGiB);
   REQUIRE(gpu.at("processes").size() == 2);
   const auto& kernel = gpu.at("processes")[0];
   CHECK(kernel.at("pid") == 4100);
-  CHECK(kernel.at("used_memory") == 8 * GiB);
-  CHECK(kernel.at("system_memory") == 64 * MiB);
+  CHECK(kernel.at("used_memory") == 8 * kDrmGiB);
+  CHECK(kernel.at("system_memory") == 64 * kDrmMiB);
   CHECK(kernel.at("engine_busy_ns").at("compute") == 920000000u);
-  CHECK(gpu.at("processes")[1].at("used_memory") == 1 * GiB);
+  CHECK(gpu.at("processes")[1].at("used_memory") == 1 * kDrmGiB);
 }
 
 TEST_CASE("the probe on xe: two clients of one process summed, a size but no use", "[drm]") {
   auto r = read_tree("xe", 8500, {8500});
-  CHECK(r.sample.gpu_used == static_cast<std::int64_t>(10 * GiB + 8 * MiB));
+  CHECK(r.sample.gpu_used == static_cast<std::int64_t>(10 * kDrmGiB + 8 * kDrmMiB));
   // xe publishes the tiles' size and not their use: no limit is made of half a figure.
   CHECK(r.sample.gpu_total == kwd::timeline::kUnknown);
   const auto& dev = r.report.at("drm_gpu").at("devices")[0];
-  CHECK(dev.at("memory_total") == 12 * GiB);
+  CHECK(dev.at("memory_total") == 12 * kDrmGiB);
   CHECK(dev.at("memory_used").is_null());
   CHECK(dev.at("memory_total_source") == "tile*/physical_vram_size_bytes");
   const auto& p = r.report.at("drm_gpu").at("processes")[0];
@@ -209,14 +209,14 @@ TEST_CASE("the probe on xe: two clients of one process summed, a size but no use
 
 TEST_CASE("the probe on i915 and on amdgpu's older layouts", "[drm]") {
   auto i915 = read_tree("i915", 7400, {7400});
-  CHECK(i915.sample.gpu_used == static_cast<std::int64_t>(6 * GiB));
+  CHECK(i915.sample.gpu_used == static_cast<std::int64_t>(6 * kDrmGiB));
   CHECK(i915.report.at("drm_gpu").at("devices")[0].at("memory_total").is_null());
-  CHECK(i915.report.at("drm_gpu").at("processes")[0].at("system_memory") == 96 * MiB);
+  CHECK(i915.report.at("drm_gpu").at("processes")[0].at("system_memory") == 96 * kDrmMiB);
   auto total = read_tree("amdgpu-drm-total", 5200, {5200});
-  CHECK(total.sample.gpu_used == static_cast<std::int64_t>(20 * GiB));
+  CHECK(total.sample.gpu_used == static_cast<std::int64_t>(20 * kDrmGiB));
   auto early = read_tree("amdgpu-pre-standard", 6300, {6300});
-  CHECK(early.sample.gpu_used == static_cast<std::int64_t>(3 * GiB));
-  CHECK(early.sample.gpu_total == static_cast<std::int64_t>(16 * GiB));
+  CHECK(early.sample.gpu_used == static_cast<std::int64_t>(3 * kDrmGiB));
+  CHECK(early.sample.gpu_total == static_cast<std::int64_t>(16 * kDrmGiB));
 }
 
 TEST_CASE("a kernel with no DRM client says nothing of the GPU", "[drm]") {

@@ -13,6 +13,8 @@ constexpr std::int64_t kFlightMiB = 1 << 20;
 
 watch::FlightRecord record() {
   watch::FlightRecord r;
+  r.token = "Ab3dEf7h";
+  r.host = watch::this_host();
   r.watchdog_pid = 310;
   r.watchdog_start_time = 9000;
   r.kernel_pid = 311;
@@ -60,7 +62,8 @@ TEST_CASE("a flight record reads back as written") {
   REQUIRE(back->cgroup_oom_kills);
   CHECK(*back->cgroup_oom_kills == 0);
   CHECK(back->argv == r.argv);
-  CHECK(watch::flight_record_name(r) == ".flight-311-310");
+  CHECK(back->token == "Ab3dEf7h");
+  CHECK(watch::flight_record_name(r) == ".flight-311-310-Ab3dEf7h");
 }
 
 TEST_CASE("a damaged or foreign flight record is read as none") {
@@ -93,29 +96,33 @@ TEST_CASE("the memory step moves by tenths, then by hundredths near the limit") 
   CHECK(watch::memory_step(r) == -1);
 }
 
-TEST_CASE("a flight record is rewritten for a new state, cell or memory step only") {
+TEST_CASE("a flight record is rewritten for a new cell or memory step, not per sample") {
   const auto written = record();
   auto now = written;
   now.rss += kFlightMiB;
   now.sampled_at_ms += 100;
-  CHECK_FALSE(watch::flight_changed(written, now));
-  now.state = "idle";
-  CHECK(watch::flight_changed(written, now));
+  now.state = "idle";  // busy and idle flip with every request: no news alone
+  CHECK_FALSE(watch::flight_cell_changed(written, now));
+  CHECK_FALSE(watch::flight_memory_changed(written, now));
   now = written;
   now.cell_execution_count = 8;
-  CHECK(watch::flight_changed(written, now));
+  CHECK(watch::flight_cell_changed(written, now));
+  now = written;
+  now.end_requested = true;
+  CHECK(watch::flight_cell_changed(written, now));
   now = written;
   now.cgroup_usage = 2000 * kFlightMiB;  // 95 % -> 97 %
-  CHECK(watch::flight_changed(written, now));
+  CHECK_FALSE(watch::flight_cell_changed(written, now));
+  CHECK(watch::flight_memory_changed(written, now));
   // Far from the limit: the tree's memory moving by a quarter is news, a little is not.
   auto far = written;
   far.cgroup_limit = timeline::kUnknown;
   far.rss = 300 * kFlightMiB;
   now = far;
   now.rss = 350 * kFlightMiB;
-  CHECK_FALSE(watch::flight_changed(far, now));
+  CHECK_FALSE(watch::flight_memory_changed(far, now));
   now.rss = 380 * kFlightMiB;
-  CHECK(watch::flight_changed(far, now));
+  CHECK(watch::flight_memory_changed(far, now));
 }
 
 TEST_CASE("a kernel the OOM killer took with its watchdog is reported as such, from its record") {
@@ -188,4 +195,21 @@ TEST_CASE("a kernel that was idle with no cell is reported without one") {
   CHECK(r["execution"]["cell_in_flight"].is_null());
   const std::string headline = r["diagnosis"]["headline"];
   CHECK(headline.find("cell") == std::string::npos);
+}
+
+TEST_CASE("both ended at the brink of the cgroup's limit with no record of the kill: likely OOM") {
+  watch::FlightEnd end;
+  end.record = record();
+  end.record.cgroup_usage = 2000 * kFlightMiB;  // 97 %
+  end.kernel_log.why_not =
+      "its pids are a container's (another pid namespace), not the kernel log's";
+  const auto r = watch::flight_end_report(end, "id-5");
+  CHECK(r["diagnosis"]["cause"] == "oom_killed_cgroup");
+  CHECK(r["diagnosis"]["confidence"] == "low");
+  const std::string headline = r["diagnosis"]["headline"];
+  CHECK_THAT(headline, Catch::StartsWith("Most likely killed by the OOM killer together with its "
+                                         "watchdog (their whole cgroup) at 2.0 GiB"));
+  CHECK_THAT(facts(r), Catch::Contains("at 97 % of its limit"));
+  CHECK_THAT(r["diagnosis"]["missing"].dump(), Catch::Contains("inferred from the last reading"));
+  CHECK(r["watchdog"]["pid"] == 310);  // the watchdog its manager knew, not the one reporting
 }

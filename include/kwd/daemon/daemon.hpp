@@ -29,6 +29,7 @@
 #include "kwd/probes/host_sources.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/util/unique_fd.hpp"
+#include "kwd/watch/flight_end.hpp"
 #include "kwd/watch/watch.hpp"
 
 namespace kwd::daemon {
@@ -205,6 +206,8 @@ class Daemon {
   // Stores (as report_dir_for says them) whose reports wait in the fallback location.
   std::set<std::string> stores_refusing_;
   std::optional<WatchedRecordFile> watched_record_;
+  // Flight records of `run` watchdogs that died with their kernels, in the daemon's store.
+  std::unique_ptr<watch::FlightScanner> flights_;
   static constexpr std::chrono::seconds kRecordTouchInterval{60};
   bool watched_record_due_ = false;
   static constexpr std::chrono::seconds kAdoptInterval{10};

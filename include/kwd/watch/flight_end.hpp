@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kwd/report/report_store.hpp"
+#include "kwd/util/private_files.hpp"
 #include "kwd/watch/flight_evidence.hpp"
 #include "kwd/watch/flight_record.hpp"
 
@@ -27,11 +28,29 @@ struct FlightEnd {
 // held; nothing guessed.
 nlohmann::json flight_end_report(const FlightEnd& end, const std::string& id);
 
-// Looks in `store` for flight records left by watchdogs that are gone (the same boot; an
-// earlier boot's are removed unreported: those kernels ended with the machine) whose kernels
-// are gone too, and reports each kernel once (a record is claimed by renaming it, so two
-// watchdogs starting together never both report it; a kernel whose death its watchdog did
-// report is not reported again). Returns how many were reported. Never throws.
+// Looks in a store for flight records left by watchdogs that are gone (their lock free)
+// and reports their kernels: the daemon keeps one, with the store's directory open, and scans
+// every 10 s. Never throws.
+class FlightScanner {
+ public:
+  explicit FlightScanner(report::ReportStore store);
+  ~FlightScanner();
+  FlightScanner(const FlightScanner&) = delete;
+  FlightScanner& operator=(const FlightScanner&) = delete;
+  // How many kernels were reported.
+  int scan() noexcept;
+
+ private:
+  report::ReportStore store_;
+  std::optional<util::SafeDir> dir_;
+};
+
+// Once, as `run` does 5 s after its start: records whose watchdog is gone (its lock free,
+// which also claims the record: two watchdogs never both report one), of this machine (an
+// earlier boot's are removed unreported: those kernels ended with the machine; another
+// machine's, in a shared home, are left alone), not ended on the manager's word, whose kernel
+// is gone too where its pid can be asked (the same pid namespace); each kernel reported once
+// (not again when its watchdog did report it). Returns how many were reported.
 int report_orphaned_flights(const report::ReportStore& store) noexcept;
 
 }  // namespace kwd::watch

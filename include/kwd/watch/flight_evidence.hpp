@@ -16,12 +16,18 @@ namespace kwd::watch {
 // Where the kernel's memory is charged, as a flight record keeps it.
 struct CgroupMark {
   std::string dir;
+  std::uint64_t inode = 0;
   int version = 0;
   std::optional<std::int64_t> oom_kills;
 };
 CgroupMark mark_memory_cgroup(pid_t kernel_pid);
-// The counter now; nullopt when the cgroup is gone (a container's, removed with it) or has none.
-std::optional<std::int64_t> cgroup_oom_kills(const std::string& dir, int version);
+// The counter now; nullopt when the cgroup is gone (a container's, removed with it; another
+// directory at that path, as a restarted container's under a cgroup namespace) or has none.
+std::optional<std::int64_t> cgroup_oom_kills(const std::string& dir, std::uint64_t inode,
+                                             int version);
+
+// This process's pid namespace (the inode of /proc/self/ns/pid); 0 where there is none.
+std::uint64_t own_pid_namespace();
 
 // The OOM killer's kills of `pids` that the kernel log still holds, from `since_wall_ms` on.
 struct LoggedKill {

@@ -9,8 +9,12 @@ CgroupMark mark_memory_cgroup(pid_t) {
   return {};
 }
 
-std::optional<std::int64_t> cgroup_oom_kills(const std::string&, int) {
+std::optional<std::int64_t> cgroup_oom_kills(const std::string&, std::uint64_t, int) {
   return std::nullopt;
+}
+
+std::uint64_t own_pid_namespace() {
+  return 0;
 }
 
 KernelLogKills oom_kills_in_kernel_log(const std::vector<pid_t>&, std::int64_t) {

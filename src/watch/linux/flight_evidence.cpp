@@ -1,6 +1,7 @@
 #include "kwd/watch/flight_evidence.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,19 +17,30 @@
 #include "kwd/util/unique_fd.hpp"
 
 namespace kwd::watch {
+namespace {
+
+constexpr int kMaxRecords = 200'000;  // a ring of 16 MiB holds fewer
+
+}  // namespace
 
 CgroupMark mark_memory_cgroup(pid_t kernel_pid) {
   CgroupMark mark;
   if (const auto cgroup = platform::linux_proc::memory_cgroup_of(kernel_pid)) {
+    struct stat st {};
+    if (::stat(cgroup->dir.c_str(), &st) != 0) return mark;
     mark.dir = cgroup->dir;
+    mark.inode = st.st_ino;
     mark.version = cgroup->version;
-    mark.oom_kills = cgroup_oom_kills(mark.dir, mark.version);
+    mark.oom_kills = cgroup_oom_kills(mark.dir, mark.inode, mark.version);
   }
   return mark;
 }
 
-std::optional<std::int64_t> cgroup_oom_kills(const std::string& dir, int version) {
+std::optional<std::int64_t> cgroup_oom_kills(const std::string& dir, std::uint64_t inode,
+                                             int version) {
   if (dir.empty() || (version != 1 && version != 2)) return std::nullopt;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || (inode != 0 && st.st_ino != inode)) return std::nullopt;
   const auto text = platform::linux_proc::read_small_file(
       dir + (version == 2 ? "/memory.events" : "/memory.oom_control"));
   if (!text) return std::nullopt;
@@ -36,6 +48,11 @@ std::optional<std::int64_t> cgroup_oom_kills(const std::string& dir, int version
   const auto it = fields.find("oom_kill");  // absent from v1 before Linux 4.13
   if (it == fields.end()) return std::nullopt;
   return it->second;
+}
+
+std::uint64_t own_pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
 }
 
 KernelLogKills oom_kills_in_kernel_log(const std::vector<pid_t>& pids, std::int64_t since_wall_ms) {
@@ -54,7 +71,8 @@ KernelLogKills oom_kills_in_kernel_log(const std::vector<pid_t>& pids, std::int6
       util::wall_ms() - (static_cast<std::int64_t>(mono.tv_sec) * 1000 + mono.tv_nsec / 1'000'000);
   out.readable = true;
   std::array<char, 8192> buf{};  // a record is at most 1 KiB of text plus its dictionary
-  for (;;) {
+  // Bounded: a log flooded as fast as it is read would keep this loop going.
+  for (int records = 0; records < kMaxRecords; ++records) {
     const ssize_t n = ::read(kmsg.get(), buf.data(), buf.size());
     if (n < 0 && (errno == EINTR || errno == EPIPE)) continue;  // EPIPE: overwritten, go on
     if (n <= 0) break;                                          // EAGAIN: read to the end
