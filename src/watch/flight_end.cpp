@@ -422,7 +422,7 @@ int FlightScanner::scan() noexcept {
       ++reported;
     }
   } catch (const std::exception& e) {
-    spdlog::warn("flight records not looked at: {}", e.what());
+    spdlog::debug("flight records not looked at: {}", e.what());
   } catch (...) {
   }
   return reported;

@@ -134,8 +134,10 @@ void FlightRecorder::write(FlightRecord record) noexcept {
     written_steady_ms_ = util::steady_ms();
     failed_ = false;
   } catch (const std::exception& e) {
+    // The store's trouble is said once already, where it matters (the report); this is the
+    // same trouble again: said in the log only.
     if (!failed_)
-      spdlog::warn(
+      spdlog::debug(
           "flight record not written ({}): a death that takes this watchdog with the "
           "kernel would go unreported",
           e.what());
