@@ -23,7 +23,9 @@
 #
 # Usage: scripts/macos_compile.sh [OUT_DIR]   (default build/macos-compile)
 # Env: KWD_ZIG_PYTHON (the ziglang venv's python), KWD_BUILD_JOBS (parallel compiles),
-#      KWD_MACOS_MIN (the oldest macOS targeted, default 13.0), KWD_MACOS_DARWIN_ONLY=1 (the
+#      KWD_MACOS_UNIT_TESTS_ONLY=1 (the unit tests alone: the program was compiled and linked
+#      by scripts/macos_link.sh), KWD_MACOS_MIN (the oldest macOS targeted, default 13.0),
+#      KWD_MACOS_DARWIN_ONLY=1 (the
 #      darwin/ pass alone, e.g. to try another KWD_MACOS_MIN quickly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -141,17 +143,28 @@ program_sources() {
   find src tests/unit -name '*.cpp' | grep -v -e '/linux/' -e '^tests/unit/main\.cpp$' | sort
 }
 
+# KWD_MACOS_UNIT_TESTS_ONLY=1 (scripts/test.sh, after its macos stage compiled and linked the
+# program for both architectures with scripts/macos_link.sh): the unit tests alone.
+if [ "${KWD_MACOS_UNIT_TESTS_ONLY:-0}" = 1 ]; then
+  program_sources() { find tests/unit -name '*.cpp' | grep -v -e '/linux/' -e '^tests/unit/main\.cpp$' | sort; }
+fi
+
 status=0
 start=$SECONDS
-darwin_count="$(darwin_sources | wc -l)"
-darwin_sources | compile_all x86_64 || status=1
-echo "macos_compile: x86_64: the $darwin_count darwin/ sources in $((SECONDS - start)) s" >&2
+darwin_count=0
+if [ "${KWD_MACOS_UNIT_TESTS_ONLY:-0}" != 1 ]; then
+  darwin_count="$(darwin_sources | wc -l)"
+  darwin_sources | compile_all x86_64 || status=1
+  echo "macos_compile: x86_64: the $darwin_count darwin/ sources in $((SECONDS - start)) s" >&2
+fi
 program_count=0
 if [ "${KWD_MACOS_DARWIN_ONLY:-0}" = 0 ]; then
   start=$SECONDS
   program_count="$(program_sources | wc -l)"
   program_sources | unity_batches | compile_all aarch64 pch || status=1
-  echo "macos_compile: aarch64: the whole program and its unit tests, $program_count sources in $(find "$out/unity" -name '*.cpp' | wc -l) batches, in $((SECONDS - start)) s" >&2
+  what="the whole program and its unit tests"
+  [ "${KWD_MACOS_UNIT_TESTS_ONLY:-0}" = 1 ] && what="the unit tests"
+  echo "macos_compile: aarch64: $what, $program_count sources in $(find "$out/unity" -name '*.cpp' | wc -l) batches, in $((SECONDS - start)) s" >&2
 fi
 
 failed="$(kwd_macos_show_logs "$out/logs")"

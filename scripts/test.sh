@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds (the program, then the Python wheel from the same
-# objects; the aarch64 wheel, cross-compiled and tested under qemu: scripts/aarch64.sh), and
-# runs the whole test suite (ctest); then, as
+# objects; the aarch64 wheel, cross-compiled and tested under qemu: scripts/aarch64.sh; the
+# program compiled and linked for macOS: scripts/macos_link.sh), and runs the whole test suite
+# (ctest); then, as
 # CI does, the same suite against an ASan+UBSan build and the NVML tests under TSan
 # (scripts/sanitize.sh), and every fuzz target for 20 s on its corpus (scripts/fuzz.sh).
 # Extra arguments go to both ctest runs, e.g. scripts/test.sh -R integration.test_launcher
-# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 / KWD_NEWCOMER_STAGE=0 / KWD_AARCH64_STAGE=0 leave
-# those stages out (a quicker local run).
+# KWD_SANITIZE_STAGE=0 / KWD_FUZZ_STAGE=0 / KWD_NEWCOMER_STAGE=0 / KWD_AARCH64_STAGE=0 /
+# KWD_MACOS_STAGE=0 leave those stages out (a quicker local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,6 +75,16 @@ export KWD_WHEEL
 # program and unit tests in a unity build, the wheel, the unit tests and real arm64 kernels
 # dying under the arm64 watchdog. KWD_AARCH64_STAGE=0 leaves it out.
 if [ "${KWD_AARCH64_STAGE:-1}" != 0 ]; then stage aarch64 scripts/aarch64.sh; fi
+# kernel-watchdog compiled and linked for macOS arm64 and x86_64 with Zig, and both Mach-O
+# files checked (scripts/macos_link.sh). A stage of its own, on both cores: on a fresh machine
+# it first builds zig's libc++ and spdlog, fmt and simdjson for macOS, which as a ctest entry
+# on one core beside the other tests ran past its 15 minutes. It compiles the whole program,
+# so the tests stage's compile check (portability.macos_compile) is left the unit tests.
+# KWD_MACOS_STAGE=0 leaves it out (the compile check then does the whole program again).
+if [ "${KWD_MACOS_STAGE:-1}" != 0 ]; then
+  stage macos scripts/macos_link.sh build/macos-link
+  export KWD_MACOS_UNIT_TESTS_ONLY=1
+fi
 stage tests run_ctest "$@"
 if [ "${KWD_SANITIZE_STAGE:-1}" != 0 ]; then stage sanitizers scripts/sanitize.sh "$@"; fi
 if [ "${KWD_FUZZ_STAGE:-1}" != 0 ]; then stage fuzz scripts/fuzz.sh; fi
