@@ -54,7 +54,9 @@ FlightRecorder::FlightRecorder(const std::filesystem::path& store_dir, pid_t ker
     // Close-on-exec: a child that inherited it would hold the lock after the watchdog died.
     lock_.reset(::openat(dir.fd(), lock_name.c_str(),
                          O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!lock_ || ::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+    // Waited for, not tried: between the create and this, a scanner may hold it for the
+    // moment it takes to find no record beside it.
+    if (!lock_ || ::flock(lock_.get(), LOCK_EX) != 0) {
       spdlog::debug("no flight record: its lock: {}", std::strerror(errno));
       if (lock_) ::unlinkat(dir.fd(), lock_name.c_str(), 0);
       lock_.reset();
