@@ -105,7 +105,7 @@ void Daemon::report_unwatched_ends() {
     const report::ReportStore store(report::ReportStore::resolve_dir(k.report_dir),
                                     report::StoreLimits::from_environment());
     // A death the daemon reported just before it went: no second word of it.
-    if (already_reported(store, k)) continue;
+    if (report::holds_death_report(store, k.kernel_id, k.pid)) continue;
     UnwatchedEnd end{k, last_alive, now, std::nullopt};
     if (!k.in_container && !k.connection_file.empty()) {
       struct stat st {};

@@ -99,8 +99,4 @@ json unwatched_end_report(const UnwatchedEnd& end, const std::string& id) {
   return r;
 }
 
-bool already_reported(const report::ReportStore& store, const WatchedEntry& kernel) {
-  return report::holds_death_report(store, kernel.kernel_id, kernel.pid);
-}
-
 }  // namespace kwd::daemon

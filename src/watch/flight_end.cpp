@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstdio>
 #include <memory>
 
 #include "kwd/platform/host.hpp"

@@ -3,6 +3,7 @@
 
 #include "kwd/daemon/unwatched_end.hpp"
 #include "kwd/daemon/watched_record.hpp"
+#include "kwd/report/fallback_reports.hpp"
 #include "kwd/report/report_document.hpp"
 #include "kwd/report/report_store.hpp"
 #include "temp_dir.hpp"
@@ -66,15 +67,15 @@ TEST_CASE("a death reported already needs no record; a hang report is no death")
   TempDir dir("kwd-unwatched");
   const report::ReportStore store(dir.path / "store");
   const auto k = entry();
-  CHECK_FALSE(daemon::already_reported(store, k));
+  CHECK_FALSE(report::holds_death_report(store, k.kernel_id, k.pid));
   // Another process of the same kernel id (a restart), and another kernel with this pid.
   store.write(report::make_report_id(1, k.kernel_id, 4243), json{{"kind", "crash"}}.dump());
   store.write(report::make_report_id(2, "ffff0000-1", k.pid), json{{"kind", "crash"}}.dump());
-  CHECK_FALSE(daemon::already_reported(store, k));
+  CHECK_FALSE(report::holds_death_report(store, k.kernel_id, k.pid));
   store.write(report::make_report_id(3, k.kernel_id, k.pid), json{{"kind", "hang"}}.dump());
-  CHECK_FALSE(daemon::already_reported(store, k));
+  CHECK_FALSE(report::holds_death_report(store, k.kernel_id, k.pid));
   store.write(report::make_report_id(4, k.kernel_id, k.pid), json{{"kind", "crash"}}.dump());
-  CHECK(daemon::already_reported(store, k));
+  CHECK(report::holds_death_report(store, k.kernel_id, k.pid));
 }
 
 TEST_CASE("an unwatched end's record says when, guesses no cause, and fits the report's shape") {

@@ -25,8 +25,4 @@ struct UnwatchedEnd {
 // whose headline says it ended while unwatched, and between which times.
 nlohmann::json unwatched_end_report(const UnwatchedEnd& end, const std::string& id);
 
-// Whether `store`, or the fallback location for it, holds a report of this kernel process:
-// a death the daemon wrote just before it was killed (then no second record is due).
-bool already_reported(const report::ReportStore& store, const WatchedEntry& kernel);
-
 }  // namespace kwd::daemon
