@@ -47,6 +47,9 @@ packages=(
   chromium tmux
   # reports show times in the reader's time zone; a unit test reads Europe/Berlin's
   tzdata
+  # a mount that stops answering, for real: bindfs is a FUSE file system, stopped with SIGSTOP
+  # (tests/integration/test_stalled_mount.py)
+  bindfs
   # packaging: `cpack -G DEB` (dpkg-shlibdeps, file), the man page rendered and found;
   # dpkg-source unpacks the Debian sources that scripts/macos_link.sh builds for macOS
   dpkg-dev file groff-base man-db

@@ -42,7 +42,8 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
   under_launcher_.clear();
   const auto found = scanner_.scan(kind);
   // Who is no longer in the table is forgotten: the same pid later is another process.
-  if (!ended_.empty() || !skipped_.empty() || !waiting_for_file_.empty()) {
+  if (!ended_.empty() || !skipped_.empty() || !waiting_for_file_.empty() ||
+      !connection_reads_.empty()) {
     std::set<std::pair<pid_t, std::uint64_t>> present;
     for (const KernelProcess* process : found)
       present.insert({process->pid, process->start_time});
@@ -50,6 +51,8 @@ void Daemon::scan(KernelProcessScanner::ScanKind kind) {
     std::erase_if(waiting_for_file_,
                   [&](const auto& entry) { return !present.contains(entry.first); });
     std::erase_if(skipped_, [&](const auto& key) { return !present.contains(key); });
+    std::erase_if(connection_reads_,
+                  [&](const auto& entry) { return !present.contains(entry.first); });
   }
   consider(found);
   // A server records its session a moment after it starts the kernel; a kernel no server

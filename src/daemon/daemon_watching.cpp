@@ -1,7 +1,6 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 
 #include "kwd/daemon/daemon.hpp"
 #include "kwd/daemon/kernel_name.hpp"
+#include "kwd/daemon/off_loop_read.hpp"
 #include "kwd/daemon/report_line.hpp"
 #include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/report_view.hpp"
@@ -44,6 +44,12 @@ constexpr std::size_t kMaxConnectionFileBytes = 1 << 20;
 constexpr std::int64_t kManagerCleanupWindowNs = 1'500'000'000;
 constexpr std::chrono::milliseconds kManagerCleanupPoll{50};
 
+// How long the loop waits for a connection file's read before it leaves the read to its own
+// thread and looks again at a later scan: a file that answers is read in microseconds.
+constexpr std::chrono::milliseconds kConnectionFileWait{50};
+// A read waiting this long is said in the log, once.
+constexpr std::chrono::milliseconds kConnectionFileStallSaid{1000};
+
 // A kernel's connection file as the kernel names it, read inside its own root (a container's
 // file system, links resolved there).
 platform::RootView::FileRead connection_file_in_root(const std::string& proc_root, pid_t pid,
@@ -57,6 +63,14 @@ platform::RootView::FileRead connection_file_in_root(const std::string& proc_roo
   return none;
 }
 
+// How a kernel's connection file is read: through its own root for every user's kernels, as
+// a path of ours for our own.
+OffLoopRead::Read connection_file_read(bool all_users, const std::string& proc_root, pid_t pid,
+                                       const std::string& path) {
+  if (all_users) return [=] { return connection_file_in_root(proc_root, pid, path); };
+  return [=] { return platform::RootView::host().read_file(path, kMaxConnectionFileBytes); };
+}
+
 // The report's one line on stdout, for a node's log shipper (all_users).
 void print_report_line(const nlohmann::json& report,
                        const std::optional<std::filesystem::path>& path) {
@@ -67,6 +81,34 @@ void print_report_line(const nlohmann::json& report,
 
 }  // namespace
 
+std::optional<platform::RootView::FileRead> Daemon::connection_file_of(
+    const KernelProcess& process) {
+  const std::pair key{process.pid, process.start_time};
+  auto it = connection_reads_.find(key);
+  if (it == connection_reads_.end())
+    it = connection_reads_
+             .emplace(key, PendingRead{OffLoopRead(
+                               connection_file_read(options_.all_users, options_.node.proc_root,
+                                                    process.pid, process.connection_file),
+                               kConnectionFileWait)})
+             .first;
+  if (auto answer = it->second.read.take()) {
+    connection_reads_.erase(it);
+    return answer;
+  }
+  if (!it->second.said)
+    if (const auto blocked = it->second.read.blocked(kConnectionFileStallSaid)) {
+      it->second.said = true;
+      spdlog::warn(
+          "pid {}: its connection file {} has not been read after {} ms: its file system does "
+          "not answer ({} waits); it is watched once the read answers, and every other kernel "
+          "meanwhile",
+          process.pid, process.connection_file, util::steady_ms() - blocked->since_ms,
+          blocked->path);
+    }
+  return std::nullopt;
+}
+
 void Daemon::start_watching(const KernelProcess& process) {
   const auto skip = [&](const std::string& why) {
     spdlog::warn("not watching pid {} ({}): {}", process.pid, process.connection_file, why);
@@ -75,53 +117,41 @@ void Daemon::start_watching(const KernelProcess& process) {
   probes::KernelNotebook notebook;
   std::optional<ContainerIdentity> container;
   std::string named_kernel;  // the kernelspec, as the connection file names it
-  if (options_.all_users) {
-    // Every user's and container's kernel: its file is read as the kernel sees it, through
-    // its own root, and must be its owner's.
-    auto file =
-        connection_file_in_root(options_.node.proc_root, process.pid, process.connection_file);
-    // The key in it, or what a link made us read before the owner check refused it.
-    struct WipedAtExit {
-      std::optional<std::string>& text;
-      ~WipedAtExit() {
-        if (text) util::wipe(text->data(), text->size());
-      }
-    } wiped{file.text};
-    if (file.missing) {
-      // Not written yet (the kernel writes it once its ports are bound): looked for again by
-      // quick scans while it is new, by the regular ones after.
-      const auto at =
-          waiting_for_file_.try_emplace({process.pid, process.start_time}, util::steady_ms()).first;
-      if (util::steady_ms() - at->second < kFileWaitQuickMs) scan_soon();
-      return;
+  // Every user's and container's kernel: its file is read as the kernel sees it, through its
+  // own root, and must be its owner's. Off the loop: a file whose mount stopped answering
+  // holds up this kernel only, looked at again by later scans.
+  auto answered = connection_file_of(process);
+  if (!answered) return;
+  auto& file = *answered;
+  // The key in it, or what a link made us read before the owner check refused it.
+  struct WipedAtExit {
+    std::optional<std::string>& text;
+    ~WipedAtExit() {
+      if (text) util::wipe(text->data(), text->size());
     }
-    waiting_for_file_.erase({process.pid, process.start_time});
-    if (!file.text) return skip(file.problem);
-    if (file.owner != process.uid) return skip("its connection file belongs to another user");
-    try {
-      const auto info = protocol::parse_connection_info(*file.text);
-      notebook = {info.jupyter_session, "connection_file"};
-      named_kernel = info.kernel_name;
-    } catch (const std::exception& e) {
-      return skip(process.connection_file + ": " + e.what());
-    }
-    if (notebook.path.empty()) notebook = probes::notebook_of_kernel("", process.pid);
-    container = container_of_process(process.pid, options_.node);
-  } else {
-    struct stat st {};
-    if (::stat(process.connection_file.c_str(), &st) != 0) {
-      // Not written yet, or removed: looked at again by the next scan.
-      return;
-    }
-    if (st.st_uid != ::getuid()) return skip("its connection file belongs to another user");
-    if (!S_ISREG(st.st_mode)) return skip("its connection file is not a regular file");
-    try {
-      named_kernel = protocol::load_connection_file(process.connection_file).kernel_name;
-    } catch (const std::exception& e) {
-      return skip(e.what());
-    }
-    notebook = probes::notebook_of_kernel(process.connection_file, process.pid);
+  } wiped{file.text};
+  if (file.missing) {
+    if (!options_.all_users) return;  // not written yet, or removed: the next scan looks again
+    // Not written yet (the kernel writes it once its ports are bound): looked for again by
+    // quick scans while it is new, by the regular ones after.
+    const auto at =
+        waiting_for_file_.try_emplace({process.pid, process.start_time}, util::steady_ms()).first;
+    if (util::steady_ms() - at->second < kFileWaitQuickMs) scan_soon();
+    return;
   }
+  waiting_for_file_.erase({process.pid, process.start_time});
+  if (!file.text) return skip(file.problem);
+  const uid_t expected_owner = options_.all_users ? process.uid : ::getuid();
+  if (file.owner != expected_owner) return skip("its connection file belongs to another user");
+  try {
+    const auto info = protocol::parse_connection_info(*file.text);
+    if (!info.jupyter_session.empty()) notebook = {info.jupyter_session, "connection_file"};
+    named_kernel = info.kernel_name;
+  } catch (const std::exception& e) {
+    return skip(process.connection_file + ": " + e.what());
+  }
+  if (notebook.path.empty()) notebook = probes::notebook_of_kernel("", process.pid);
+  if (options_.all_users) container = container_of_process(process.pid, options_.node);
   if (notebook.path.empty())
     if (auto path = sessions_->notebook_of(
             protocol::kernel_id_from_connection_file(process.connection_file));
@@ -174,15 +204,22 @@ void Daemon::start_watching(const KernelProcess& process) {
   // second cost the daemon 2 % of a core in wake-ups, every 5 s still a tenth of its 1.1 %.
   wo.listener.heartbeat.idle_interval =
       std::max(wo.listener.heartbeat.interval, kDaemonIdlePingInterval);
-  if (options_.all_users) {
-    wo.listener.read_connection_file = [proc_root = options_.node.proc_root,
-                                        pid = process.pid](const std::string& path) {
-      auto file = connection_file_in_root(proc_root, pid, path);
-      if (file.missing) return std::optional<std::string>();
-      if (!file.text) throw protocol::ConnectionFileError(file.problem);
-      return file.text;
-    };
-  }
+  // The listener's reads of the file (its ports, again after a restart) go off the loop too.
+  wo.listener.read_connection_file =
+      [read = connection_file_read(options_.all_users, options_.node.proc_root, process.pid,
+                                   process.connection_file),
+       pending = std::make_shared<std::optional<OffLoopRead>>()](const std::string& path) {
+        if (!*pending) pending->emplace(read, kConnectionFileWait);
+        auto answer = (*pending)->take();
+        if (!answer)
+          throw protocol::ConnectionFileError(
+              fmt::format("{}: its file system has not answered for {} ms (a stalled mount?)", path,
+                          util::steady_ms() - (*pending)->started_ms()));
+        pending->reset();
+        if (answer->missing) return std::optional<std::string>();
+        if (!answer->text) throw protocol::ConnectionFileError(answer->problem);
+        return std::move(answer->text);
+      };
   wo.probes.nvml_library = options_.nvml_library;
   wo.probes.host = host_sources_;
   wo.zmq_context = options_.all_users ? context_for(process.pid) : zmq_context_;

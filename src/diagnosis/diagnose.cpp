@@ -43,6 +43,16 @@ std::vector<std::string> failed_during_the_run(const ReportView& v) {
                     ": the log was flooded during the run); an OOM killer's line among them "
                     "would be lost, the OOM-kill counters stand");
   }
+  // The kernel's files on a mount that stopped answering (fingerprint_probe.cpp).
+  if (v.has("/fingerprint/stalled")) {
+    const auto path = v.text("/fingerprint/stalled/path");
+    const auto waited = v.integer("/fingerprint/stalled/waiting_ms").value_or(0);
+    out.push_back("fingerprint: the kernel's files stopped answering (" +
+                  (path ? "reading " + *path : std::string("a read")) + " had waited " +
+                  std::to_string((waited + 500) / 1000) +
+                  " s when the report was made: a stalled mount?); the packages and libraries "
+                  "it loaded after that are not named");
+  }
   if (const auto count = v.integer("/watchdog/clock_steps/count"); count && *count > 0) {
     std::string steps;
     for (const auto& step : v.array("/watchdog/clock_steps/steps")) {

@@ -103,29 +103,47 @@ PackageIndex& PackageIndex::shared() {
   return index;
 }
 
-PackageIndex::Site* PackageIndex::site(const platform::RootView& root, const fs::path& dir) {
+std::shared_ptr<PackageIndex::Site> PackageIndex::site(const platform::RootView& root,
+                                                       const fs::path& dir) {
   const auto looked = root.stat(dir.string());
   if (!looked || !looked->directory) return nullptr;
   const SiteKey key{looked->dev, looked->ino, dir.string()};
-  if (!sites_.contains(key) && sites_.size() >= kSitesKept)
-    sites_.erase(std::min_element(sites_.begin(), sites_.end(), [](const auto& a, const auto& b) {
-      return a.second.used < b.second.used;
-    }));
-  Site& s = sites_[key];
-  s.used = ++use_count_;
-  if (s.modified_ns == looked->modified_ns && s.modified_ns >= 0) return &s;
-  s = Site{looked->modified_ns, use_count_, {}, {}};
+  {
+    const std::lock_guard lock(mutex_);
+    if (const auto known = sites_.find(key); known != sites_.end() &&
+                                             known->second->modified_ns == looked->modified_ns &&
+                                             looked->modified_ns >= 0) {
+      known->second->used = ++use_count_;
+      return known->second;
+    }
+  }
+  // Listed with no lock held: a site whose file system stalls holds up only the thread that
+  // lists it, never another kernel's lookups in a site that answers.
+  auto listed = std::make_shared<Site>();
+  listed->modified_ns = looked->modified_ns;
   for (const auto& name : root.list(dir.string())) {
     const auto parsed = parse_metadata_dir_name(name);
     if (!parsed) continue;
-    s.entries.push_back({dir / name, normalise(parsed->first), std::nullopt, false, {}});
+    listed->entries.push_back({dir / name, normalise(parsed->first), std::nullopt, false, {}});
   }
-  return &s;
+  const std::lock_guard lock(mutex_);
+  if (!sites_.contains(key) && sites_.size() >= kSitesKept)
+    sites_.erase(std::min_element(sites_.begin(), sites_.end(), [](const auto& a, const auto& b) {
+      return a.second->used < b.second->used;
+    }));
+  auto& kept = sites_[key];
+  // Another thread listed the same state of the site meanwhile: its answers are kept.
+  if (!kept || kept->modified_ns != listed->modified_ns) kept = std::move(listed);
+  kept->used = ++use_count_;
+  return kept;
 }
 
 std::optional<Distribution> PackageIndex::details(const platform::RootView& root, Entry& e,
                                                   bool& unsure) {
-  if (e.details) return e.details;
+  {
+    const std::lock_guard lock(mutex_);
+    if (e.details) return e.details;
+  }
   const auto what = root.stat(e.dir.string());
   const bool is_dir = what && what->directory;
   const bool dist_info = e.dir.filename().string().ends_with(".dist-info");
@@ -133,45 +151,52 @@ std::optional<Distribution> PackageIndex::details(const platform::RootView& root
   const fs::path metadata = is_dir ? e.dir / (dist_info ? "METADATA" : "PKG-INFO") : e.dir;
   const auto text = read_head(root, metadata);
   if (!text) unsure = true;
-  if (const auto header = parse_metadata_header(text.value_or(std::string()))) {
-    Distribution d;
-    d.name = header->first;
-    d.version = header->second;
-    d.metadata_dir = e.dir;
-    bool top_level_unsure = false;
-    d.top_level = top_level(root, e, top_level_unsure);
-    if (top_level_unsure) {  // this answer, not kept: the next question reads again
-      unsure = true;
-      return d;
-    }
-    e.details = std::move(d);
+  const auto header = parse_metadata_header(text.value_or(std::string()));
+  if (!header) return std::nullopt;
+  Distribution d;
+  d.name = header->first;
+  d.version = header->second;
+  d.metadata_dir = e.dir;
+  bool top_level_unsure = false;
+  d.top_level = top_level(root, e, top_level_unsure);
+  if (top_level_unsure) {  // this answer, not kept: the next question reads again
+    unsure = true;
+    return d;
   }
-  return e.details;
+  const std::lock_guard lock(mutex_);
+  e.details = d;
+  return d;
 }
 
-const std::vector<std::string>& PackageIndex::top_level(const platform::RootView& root, Entry& e,
-                                                        bool& unsure) {
-  if (!e.top_level_read) {
-    // An egg-info that is a file has none: the read finds nothing there.
-    const auto text = read_head(root, e.dir / "top_level.txt");
-    if (!text) {
-      unsure = true;
-      return e.top_level;
-    }
-    e.top_level_read = true;
-    e.top_level = lines_of(*text);
+std::vector<std::string> PackageIndex::top_level(const platform::RootView& root, Entry& e,
+                                                 bool& unsure) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (e.top_level_read) return e.top_level;
   }
-  return e.top_level;
+  // An egg-info that is a file has none: the read finds nothing there.
+  const auto text = read_head(root, e.dir / "top_level.txt");
+  if (!text) {
+    unsure = true;
+    return {};
+  }
+  auto names = lines_of(*text);
+  const std::lock_guard lock(mutex_);
+  e.top_level_read = true;
+  e.top_level = names;
+  return names;
 }
 
 std::optional<Distribution> PackageIndex::owner_of(const platform::RootView& root,
                                                    const std::string& file) {
   const auto split = split_site(file);
   if (!split) return std::nullopt;
-  const std::lock_guard lock(mutex_);
-  Site* where = site(root, split->first);
-  if (where == nullptr) return std::nullopt;
-  if (auto it = where->owners.find(file); it != where->owners.end()) return it->second;
+  const auto where = site(root, split->first);
+  if (!where) return std::nullopt;
+  {
+    const std::lock_guard lock(mutex_);
+    if (auto it = where->owners.find(file); it != where->owners.end()) return it->second;
+  }
   std::optional<Distribution> owner;
   bool unsure = false;
   {
@@ -180,6 +205,7 @@ std::optional<Distribution> PackageIndex::owner_of(const platform::RootView& roo
     std::string top_module = top;
     if (auto dot = top_module.find('.'); dot != std::string::npos)
       top_module = top_module.substr(0, dot);  // "_cffi_backend.cpython-311-....so"
+    // A listing's entries are fixed once it is made (only what each caches fills in).
     auto& entries = where->entries;
     std::vector<Entry*> candidates;
     // Cheap first: a distribution named like the package ("numpy" installs numpy/).
@@ -189,7 +215,7 @@ std::optional<Distribution> PackageIndex::owner_of(const platform::RootView& roo
     // top_level.txt files, small and read once per distribution.
     if (candidates.empty())
       for (auto& e : entries) {
-        const auto& names = top_level(root, e, unsure);
+        const auto names = top_level(root, e, unsure);
         if (std::find(names.begin(), names.end(), top_module) != names.end() &&
             std::find(candidates.begin(), candidates.end(), &e) == candidates.end())
           candidates.push_back(&e);
@@ -209,7 +235,10 @@ std::optional<Distribution> PackageIndex::owner_of(const platform::RootView& roo
     }
   }
   // What could not be read is looked at again next time, not remembered as "no owner".
-  if (!unsure) where->owners.emplace(file, owner);
+  if (!unsure) {
+    const std::lock_guard lock(mutex_);
+    where->owners.emplace(file, owner);
+  }
   return owner;
 }
 
@@ -217,9 +246,8 @@ std::optional<Distribution> PackageIndex::find(const platform::RootView& root,
                                                const std::string& beside, const std::string& name) {
   const auto split = split_site(beside);
   if (!split) return std::nullopt;
-  const std::lock_guard lock(mutex_);
-  Site* where = site(root, split->first);
-  if (where == nullptr) return std::nullopt;
+  const auto where = site(root, split->first);
+  if (!where) return std::nullopt;
   for (auto& e : where->entries)
     if (e.normalised_name == normalise(name)) {
       bool unsure = false;

@@ -18,6 +18,7 @@
 #include "kwd/daemon/container_identity.hpp"
 #include "kwd/daemon/jupyter_sessions.hpp"
 #include "kwd/daemon/kernel_processes.hpp"
+#include "kwd/daemon/off_loop_read.hpp"
 #include "kwd/daemon/process_events.hpp"
 #include "kwd/daemon/runtime_dir_watcher.hpp"
 #include "kwd/daemon/watched_record.hpp"
@@ -26,6 +27,7 @@
 #include "kwd/loop/signal_pipe.hpp"
 #include "kwd/metrics/exposition.hpp"
 #include "kwd/metrics/http_server.hpp"
+#include "kwd/platform/root_view.hpp"
 #include "kwd/probes/host_sources.hpp"
 #include "kwd/protocol/listener_options.hpp"
 #include "kwd/util/unique_fd.hpp"
@@ -131,6 +133,9 @@ class Daemon {
 
   // Watching (daemon_watching.cpp): one kernel's Watch, and its death or hang reported.
   void start_watching(const KernelProcess& process);
+  // The kernel's connection file, read off the loop (OffLoopRead); nullopt while the read has
+  // not answered (a stalled mount): a later scan asks again.
+  std::optional<platform::RootView::FileRead> connection_file_of(const KernelProcess& process);
   void on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_ms);
   // A pending death's report stored once its time is up, or dropped if the manager deleted
   // the connection file before.
@@ -226,6 +231,12 @@ class Daemon {
   // kFileWaitQuickMs after that.
   std::map<std::pair<pid_t, std::uint64_t>, std::int64_t> waiting_for_file_;
   static constexpr std::int64_t kFileWaitQuickMs = 10'000;
+  // Connection files being read off the loop that have not answered yet.
+  struct PendingRead {
+    OffLoopRead read;
+    bool said = false;  // its stall is in the log
+  };
+  std::map<std::pair<pid_t, std::uint64_t>, PendingRead> connection_reads_;
   // One kernel log reader, one NVML thread, one meminfo reader for all the kernels.
   std::shared_ptr<probes::HostSources> host_sources_ = std::make_shared<probes::HostSources>();
   std::unique_ptr<metrics::HttpServer> metrics_server_;

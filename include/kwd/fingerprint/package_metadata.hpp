@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,11 +25,12 @@ struct Distribution {
 std::optional<std::pair<std::string, std::string>> parse_metadata_dir_name(const std::string& name);
 
 // Finds which installed distribution a loaded file belongs to, by looking at the metadata
-// next to it in its site-packages / dist-packages directory. It runs on the supervisor's event
-// loop, so it reads as little as it can: a site directory is listed once, a distribution's
-// files are read only when its directory name (or, failing that, its top_level.txt) makes it
-// a candidate, and every answer is cached until the site directory changes (a distribution
-// installed, upgraded or removed changes its mtime).
+// next to it in its site-packages / dist-packages directory. It reads as little as it can: a site
+// directory is listed once, a distribution's files are read only when its directory name (or,
+// failing that, its top_level.txt) makes it a candidate, and every answer is cached until the site
+// directory changes (a distribution installed, upgraded or removed changes its mtime). It is called
+// from each kernel's ReadWorker at once, and holds its lock for no read: a stalled mount under one
+// kernel's site directory holds up that kernel's lookups only.
 //
 // Files are named as the kernel names them and read through its root (`root`): a kernel in
 // a container has its own site directories. A site is known by its path and its directory's
@@ -69,25 +71,26 @@ class PackageIndex {
   struct Entry {
     std::filesystem::path dir;            // as the kernel names it
     std::string normalised_name;          // from the directory name
-    std::optional<Distribution> details;  // read when first needed
-    bool top_level_read = false;
-    std::vector<std::string> top_level;
+    std::optional<Distribution> details;  // read when first needed (under mutex_)
+    bool top_level_read = false;          // (under mutex_)
+    std::vector<std::string> top_level;   // (under mutex_)
   };
+  // A listing of a site directory: its entries are fixed once made; what they and `owners`
+  // cache is filled in under mutex_. Held by its users, so a listing replaced meanwhile stays
+  // whole for them.
   struct Site {
     std::int64_t modified_ns = -1;  // of the directory when it was listed
-    std::uint64_t used = 0;         // use_count_ at its last use
+    std::uint64_t used = 0;         // use_count_ at its last use (under mutex_)
     std::vector<Entry> entries;
     std::map<std::string, std::optional<Distribution>> owners;  // file -> its distribution
   };
-  // The site's record, listed again when the directory changed since; nullptr when the
-  // directory is not there. Called with mutex_ held.
-  Site* site(const platform::RootView& root, const std::filesystem::path& dir);
+  // The site's listing, made again when the directory changed since; nullptr when the
+  // directory is not there. Reads with no lock held.
+  std::shared_ptr<Site> site(const platform::RootView& root, const std::filesystem::path& dir);
   // Each sets `unsure` when a file that is there could not be read (an I/O error, a stalled
   // mount): what follows from it is not remembered, and is looked at again next time.
-  static std::optional<Distribution> details(const platform::RootView& root, Entry& e,
-                                             bool& unsure);
-  static const std::vector<std::string>& top_level(const platform::RootView& root, Entry& e,
-                                                   bool& unsure);
+  std::optional<Distribution> details(const platform::RootView& root, Entry& e, bool& unsure);
+  std::vector<std::string> top_level(const platform::RootView& root, Entry& e, bool& unsure);
   std::mutex mutex_;
   struct SiteKey {
     dev_t dev;
@@ -95,7 +98,7 @@ class PackageIndex {
     std::string path;
     auto operator<=>(const SiteKey&) const = default;
   };
-  std::map<SiteKey, Site> sites_;
+  std::map<SiteKey, std::shared_ptr<Site>> sites_;
   std::uint64_t use_count_ = 0;
 };
 

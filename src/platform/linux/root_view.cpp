@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "kwd/platform/file_time.hpp"
+#include "kwd/platform/read_worker.hpp"
 #include "kwd/platform/regular_file.hpp"
 
 namespace kwd::platform {
@@ -63,6 +64,7 @@ std::optional<RootView> RootView::of_process(const std::string& proc_root, pid_t
 }
 
 std::optional<RootView::Entry> RootView::stat(const std::string& path) const {
+  const ReadingFile reading(path);
   const util::UniqueFd handle = open_in_root(root_.get(), path, O_PATH);
   struct stat st {};
   if (!handle || ::fstat(handle.get(), &st) != 0) return std::nullopt;
@@ -73,6 +75,7 @@ RootView::FileRead RootView::read_file(const std::string& path, std::size_t max_
   // Ours: as every file named from outside is read (which copes without /proc too). Another
   // root's: through the descriptor whose type was checked, never by name again, so what a
   // container renames into place meanwhile (a FIFO, a device) is never opened.
+  const ReadingFile reading(path);
   RegularFile file;
   if (root_ == host().root_) {
     file = open_regular_file(AT_FDCWD, path.c_str());
@@ -90,6 +93,7 @@ RootView::FileRead RootView::read_file(const std::string& path, std::size_t max_
 }
 
 std::vector<std::string> RootView::list(const std::string& path) const {
+  const ReadingFile reading(path);
   return names_in_directory(open_in_root(root_.get(), path, O_RDONLY | O_DIRECTORY | O_NONBLOCK));
 }
 

@@ -190,7 +190,7 @@ TEST_CASE("the fingerprint probe reads a process's maps, metadata and environmen
   fs::create_symlink("/usr/bin/python3.11", pid_dir / "exe");
 
   FingerprintProbe probe(4242, std::chrono::milliseconds(2000), proc.string());
-  probe.refresh();
+  probe.refresh(std::chrono::seconds(10));
   json fp = probe.fingerprint();
   REQUIRE(fp["frameworks"].size() == 1);
   CHECK(fp["frameworks"][0]["name"] == "numpy");
@@ -200,7 +200,7 @@ TEST_CASE("the fingerprint probe reads a process's maps, metadata and environmen
   CHECK(fp["environment"] == json{{"TF_CPP_MIN_LOG_LEVEL", "2"}});
   CHECK(fp["incompatibilities"].empty());
   CHECK(probe.rebuilds() == 1);
-  probe.refresh();
+  probe.refresh(std::chrono::seconds(10));
   CHECK(probe.rebuilds() == 1);  // nothing new was mapped: nothing looked up again
 
   // The kernel imports TensorFlow and its Metal plugin, and loads cuDNN from a pip wheel.
@@ -209,7 +209,7 @@ TEST_CASE("the fingerprint probe reads a process's maps, metadata and environmen
       << maps_line(fake.at("tensorflow/libtensorflow_framework.so.2"))
       << maps_line(fake.at("tensorflow-plugins/libmetal_plugin.so"))
       << maps_line(fake.at("nvidia/cudnn/lib/libcudnn.so.9"));
-  probe.refresh();
+  probe.refresh(std::chrono::seconds(10));
   CHECK(probe.rebuilds() == 2);
   fp = probe.fingerprint();
   std::map<std::string, std::string> versions;
@@ -238,7 +238,7 @@ TEST_CASE("the fingerprint probe reads a process's maps, metadata and environmen
 TEST_CASE("a process whose maps cannot be read gives an honest empty fingerprint",
           "[fingerprint]") {
   FingerprintProbe probe(999999, std::chrono::milliseconds(2000), "/nonexistent-proc");
-  probe.refresh();
+  probe.refresh(std::chrono::seconds(10));
   CHECK_FALSE(probe.status().available);
   json report = json::object();
   probe.contribute(report);

@@ -1,0 +1,155 @@
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kwd/fingerprint/package_metadata.hpp"
+#include "kwd/platform/read_worker.hpp"
+#include "kwd/platform/root_view.hpp"
+#include "temp_dir.hpp"
+
+using kwd::platform::ReadingFile;
+using kwd::platform::ReadWorker;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A read that answers only when the test says so: what a stalled mount does to a thread.
+struct HeldRead {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool entered = false;
+  bool released = false;
+  void block(const std::string& path) {
+    const ReadingFile reading(path);
+    std::unique_lock lock(mutex);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return released; });
+  }
+  void wait_entered() {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return entered; });
+  }
+  void release() {
+    const std::lock_guard lock(mutex);
+    released = true;
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a read worker runs jobs in order, off the calling thread", "[read_worker]") {
+  ReadWorker worker("kwd-test-read");
+  auto order = std::make_shared<std::vector<int>>();
+  const auto caller = std::this_thread::get_id();
+  auto ran_on = std::make_shared<std::thread::id>(caller);
+  for (int i = 0; i < 5; ++i)
+    worker.post([order, i, ran_on] {
+      order->push_back(i);
+      *ran_on = std::this_thread::get_id();
+    });
+  REQUIRE(worker.wait_idle(10s));
+  CHECK(worker.idle());
+  CHECK(*order == std::vector<int>{0, 1, 2, 3, 4});
+  CHECK(*ran_on != caller);
+  // A job's exception is its own: the worker goes on.
+  worker.post([] { throw std::runtime_error("a failed read"); });
+  worker.post([order] { order->push_back(5); });
+  REQUIRE(worker.wait_idle(10s));
+  CHECK(order->back() == 5);
+}
+
+TEST_CASE("a blocked read holds up its own worker only, and is named", "[read_worker]") {
+  auto held = std::make_shared<HeldRead>();
+  ReadWorker stalled("kwd-test-stall");
+  stalled.post([held] { held->block("/mnt/nfs/site-packages/torch/__init__.py"); });
+  held->wait_entered();
+  // The loop's wait ends, and says the worker is not done.
+  CHECK_FALSE(stalled.wait_idle(50ms));
+  CHECK_FALSE(stalled.idle());
+  const auto blocked = stalled.blocked(0ms);
+  REQUIRE(blocked);
+  CHECK(blocked->path == "/mnt/nfs/site-packages/torch/__init__.py");
+  CHECK_FALSE(stalled.blocked(1h));  // not blocked that long yet
+
+  // Another worker answers meanwhile.
+  ReadWorker other("kwd-test-other");
+  auto answered = std::make_shared<bool>(false);
+  other.post([answered] { *answered = true; });
+  REQUIRE(other.wait_idle(10s));
+  CHECK(*answered);
+
+  // The mount answers again: the worker takes the jobs queued behind the stalled one.
+  auto after = std::make_shared<bool>(false);
+  stalled.post([after] { *after = true; });
+  held->release();
+  REQUIRE(stalled.wait_idle(10s));
+  CHECK(*after);
+  CHECK_FALSE(stalled.blocked(0ms));
+}
+
+TEST_CASE("a worker gone while its read is blocked leaves the read to end on its own",
+          "[read_worker]") {
+  auto held = std::make_shared<HeldRead>();
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  {
+    ReadWorker worker("kwd-test-gone");
+    worker.post([held, finished] {
+      held->block("/stalled/file");
+      *finished = true;
+    });
+    held->wait_entered();
+    // A job queued behind it is dropped with the worker.
+    worker.post([finished] { *finished = false; });
+  }  // the owner goes; the thread is left in its read
+  held->release();
+  // The job that was running completes; nothing of the worker is touched after it.
+  for (int i = 0; i < 1000 && held.use_count() > 1; ++i)
+    std::this_thread::sleep_for(10ms);
+  CHECK(held.use_count() == 1);  // the job, and what it held, are gone
+  CHECK(finished->load());
+}
+
+TEST_CASE("ReadingFile marks nothing on a thread that is not a worker's", "[read_worker]") {
+  const ReadingFile reading("/some/file");  // no worker: nothing to mark, nothing to crash
+  ReadWorker worker("kwd-test-mark");
+  CHECK_FALSE(worker.blocked(0ms));
+}
+
+TEST_CASE("the shared package index answers workers at once, and holds no lock for a read",
+          "[read_worker][fingerprint]") {
+  kwd::test::TempDir dir;
+  const auto site = dir.path / "lib/python3.11/site-packages";
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "pkg" + std::to_string(i);
+    kwd::test::write_file(site / name / "__init__.py", "");
+    kwd::test::write_file(
+        site / (name + "-1." + std::to_string(i) + ".dist-info") / "METADATA",
+        "Metadata-Version: 2.1\nName: " + name + "\nVersion: 1." + std::to_string(i) + "\n\n");
+  }
+  kwd::fingerprint::PackageIndex index;
+  std::vector<std::unique_ptr<ReadWorker>> workers;
+  auto found = std::make_shared<std::vector<std::string>>(8 * 4);
+  for (int w = 0; w < 4; ++w) {
+    workers.push_back(std::make_unique<ReadWorker>("kwd-test-index"));
+    for (int i = 0; i < 8; ++i)
+      workers.back()->post([&index, found, site, w, i] {
+        const auto owner =
+            index.owner_of((site / ("pkg" + std::to_string(i)) / "__init__.py").string());
+        (*found)[static_cast<std::size_t>(w * 8 + i)] =
+            owner ? owner->name + " " + owner->version : "none";
+      });
+  }
+  for (auto& worker : workers)
+    REQUIRE(worker->wait_idle(30s));
+  for (int w = 0; w < 4; ++w)
+    for (int i = 0; i < 8; ++i)
+      CHECK((*found)[static_cast<std::size_t>(w * 8 + i)] ==
+            "pkg" + std::to_string(i) + " 1." + std::to_string(i));
+}
