@@ -17,6 +17,13 @@ Printed, as JSON:
   - death -> report on disk, p99 over the first and the last 100 abnormal deaths (the halves
     when there are fewer);
   - the causes the reports gave.
+The stand-in part: --stand-ins lifecycles (10,000 in the long form) of the fleet bench's stand-in
+kernels under a daemon of their own: a sleeping process (`tail -f FILE`) named by its argv as
+the kernel of a connection file (IPC transport, nothing listening), --stand-in-concurrency at a
+time, ended in turn cleanly (SIGTERM, then its file removed 100 ms after its exit, as
+jupyter_client does), by SIGSEGV and by SIGKILL. The daemon watches each as it would a kernel
+(its process, its file, pings that nobody answers), so thousands of lifecycles take minutes,
+not hours. The same figures are printed for them.
 The `run` part: one kernel under `kernel-watchdog run` for --cells cells (a compressed day, 10,000
 in the long form), each printing and allocating a little, then SIGSEGV: the watchdog's RSS after
 the first tenth of the cells and at the end, and how much of the day its report keeps (cells,
@@ -29,13 +36,15 @@ printed.
 Usage (root, a cgroup v1 memory hierarchy; nothing else watched by this user's daemons meanwhile
 is counted, but other kernels of the user are seen by the daemon: run it on a quiet machine):
   /usr/bin/python3 bench/soak.py --watchdog build/kernel-watchdog
-      [--lifecycles 1000] [--concurrency 4] [--cells 10000] [--keep]
+      [--lifecycles 1000] [--concurrency 4] [--stand-ins 10000] [--stand-in-concurrency 50]
+      [--cells 10000] [--keep]
 """
 import argparse
 import collections
 import json
 import os
 import pathlib
+import secrets
 import shutil
 import signal
 import statistics
@@ -48,6 +57,7 @@ from jupyter_client import KernelManager
 
 MiB = 1024 * 1024
 ENDS = ("clean", "restart", "segv", "kill", "oom")
+STAND_IN_ENDS = ("clean", "segv", "kill")
 ABNORMAL = {"segv", "kill", "oom"}
 OOM_LIMIT = 200 * MiB
 
@@ -105,8 +115,9 @@ class MemoryCgroups:
 class Store:
     """The report store, read incrementally: each new report file parsed once."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, remove_read=False):
         self.folder = folder
+        self.remove_read = remove_read  # thousands of reports: each removed once read
         self.seen = set()
         self.by_kernel = collections.defaultdict(list)  # kernel id -> [(seen at, report)]
 
@@ -121,7 +132,10 @@ class Store:
             self.seen.add(path.name)
             kid = (report.get("kernel") or {}).get("kernel_id")
             # When it was written: the file's own time, whenever this poll came by.
-            self.by_kernel[kid].append((path.stat().st_mtime_ns / 1e9, report))
+            self.by_kernel[kid].append((path.stat().st_mtime_ns / 1e9, {
+                "diagnosis": {"cause": (report.get("diagnosis") or {}).get("cause")}}))
+            if self.remove_read:
+                path.unlink()
 
 
 def watched_kernels(watchdog, sock):
@@ -175,9 +189,6 @@ def shut_down(wave):
 
 
 def soak_daemon(args, watchdog, work):
-    runtime, reports, sock = work / "runtime", work / "reports", work / "d.sock"
-    runtime.mkdir()
-    reports.mkdir(mode=0o700)
     # The OOM lifecycles' kernels enter their cgroup before they exec, so the daemon finds
     # them there; the others start as the plain python3 kernelspec starts them.
     spec = work / "share" / "jupyter" / "kernels" / "python3-soak-limited"
@@ -186,14 +197,10 @@ def soak_daemon(args, watchdog, work):
         "argv": ["/bin/sh", "-c", 'echo $$ > "$KWD_SOAK_CGROUP/cgroup.procs" && exec "$0" "$@"',
                  sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "python3 (200 MiB)", "language": "python"}))
+    cgroups = MemoryCgroups(f"kwd-soak-{os.getpid()}")
+    daemon, log, runtime, reports, sock = start_daemon(watchdog, work, "kernels")
     os.environ.update(JUPYTER_RUNTIME_DIR=str(runtime), PYDEVD_DISABLE_FILE_VALIDATION="1",
                       JUPYTER_PATH=str(work / "share" / "jupyter"))
-    cgroups = MemoryCgroups(f"kwd-soak-{os.getpid()}")
-    log = open(work / "daemon.log", "w")
-    daemon = subprocess.Popen(
-        [watchdog, "--log-format", "json", "daemon", "--runtime-dir", str(runtime),
-         "--report-dir", str(reports), "--status-socket", str(sock)],
-        stdout=log, stderr=log, start_new_session=True)
     store = Store(reports)
     ends = collections.Counter()
     abnormal = {}    # kernel id -> its end
@@ -209,12 +216,6 @@ def soak_daemon(args, watchdog, work):
     per_wave = max(1, args.concurrency)
     warm_after = min(args.lifecycles, -(-max(args.lifecycles // 10, len(ENDS)) // per_wave) * per_wave)
     try:
-        deadline = time.monotonic() + 20
-        while not sock.exists():
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("soak: the daemon did not start: " +
-                                 (work / "daemon.log").read_text())
-            time.sleep(0.05)
         index = 0
         while done < args.lifecycles:
             wave = []
@@ -291,14 +292,14 @@ def soak_daemon(args, watchdog, work):
         last = settled_counts(watchdog, sock, daemon.pid)
     finally:
         shut_down(wave)  # a wave cut short by a failure leaves no kernel behind
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-        log.close()
+        stop_daemon(daemon, log)
         cgroups.remove_empty()
 
+    return tally(store, ends, abnormal, clean_ids, death_ms, by_end, warm, last, done)
+
+
+def tally(store, ends, abnormal, clean_ids, death_ms, by_end, warm, last, done):
+    """What a daemon's churn came to: reports against ends, its growth, its times."""
     reported_abnormal = [k for k in abnormal if store.by_kernel.get(k)]
     mine = set(abnormal) | clean_ids  # the daemon sees the user's other kernels too
     doubled = [k for k, rows in store.by_kernel.items() if k in mine and len(rows) > 1]
@@ -332,7 +333,113 @@ def soak_daemon(args, watchdog, work):
         "deaths_timed_per_window": window,
         "death_to_report_ms_p50_by_end": {end: round(statistics.median(ms), 1)
                                           for end, ms in sorted(by_end.items())},
+        "death_to_report_ms_p99_by_end": {end: round(percentile(ms, 99), 1)
+                                          for end, ms in sorted(by_end.items())},
     }
+
+
+def start_daemon(watchdog, work, name):
+    """A daemon of its own (runtime dir, store, socket, log) under `work/name`."""
+    base = work / name
+    runtime, reports, sock = base / "runtime", base / "reports", base / "d.sock"
+    runtime.mkdir(parents=True)
+    reports.mkdir(mode=0o700)
+    log = open(base / "daemon.log", "w")
+    daemon = subprocess.Popen(
+        [watchdog, "--log-format", "json", "daemon", "--runtime-dir", str(runtime),
+         "--report-dir", str(reports), "--status-socket", str(sock)],
+        stdout=log, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not sock.exists():
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("soak: the daemon did not start: " +
+                             (base / "daemon.log").read_text())
+        time.sleep(0.05)
+    return daemon, log, runtime, reports, sock
+
+
+def stop_daemon(daemon, log):
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+    log.close()
+
+
+def stand_in_connection_file(path, ipc_base):
+    """A kernel's connection file whose sockets nobody binds (IPC: no port to race for)."""
+    path.write_text(json.dumps({
+        "shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5,
+        "ip": str(ipc_base), "key": secrets.token_hex(16), "transport": "ipc",
+        "signature_scheme": "hmac-sha256", "kernel_name": "python3"}))
+
+
+def soak_stand_ins(args, watchdog, work):
+    daemon, log, runtime, reports, sock = start_daemon(watchdog, work, "stand-ins")
+    store = Store(reports, remove_read=True)
+    ends = collections.Counter()
+    abnormal, clean_ids = {}, set()
+    death_ms, by_end = [], collections.defaultdict(list)
+    warm = None
+    done = 0
+    wave = []
+    per_wave = max(1, args.stand_in_concurrency)
+    warm_after = min(args.stand_ins,
+                     -(-max(args.stand_ins // 10, len(STAND_IN_ENDS)) // per_wave) * per_wave)
+    try:
+        index = 0
+        while done < args.stand_ins:
+            wave = []
+            for _ in range(min(per_wave, args.stand_ins - done)):
+                cf = runtime / f"kernel-standin-{index:05d}.json"
+                stand_in_connection_file(cf, work / "stand-ins" / f"ipc-{index}")
+                proc = subprocess.Popen(["tail", "-f", str(cf)], stdout=subprocess.DEVNULL)
+                wave.append((STAND_IN_ENDS[index % len(STAND_IN_ENDS)], cf, proc))
+                index += 1
+            wait_watched(watchdog, sock, {str(cf): proc.pid for _, cf, proc in wave})
+            killed_at = {}
+            for end, cf, proc in wave:
+                kid = cf.stem.removeprefix("kernel-")
+                ends[end] += 1
+                if end == "clean":
+                    clean_ids.add(kid)
+                    proc.terminate()
+                else:
+                    abnormal[kid] = end
+                    killed_at[kid] = time.time()
+                    proc.send_signal(signal.SIGSEGV if end == "segv" else signal.SIGKILL)
+            # A manager's clean-up: the file removed once it has seen its kernel gone.
+            for end, cf, proc in wave:
+                proc.wait(timeout=30)
+            time.sleep(0.1)
+            for end, cf, proc in wave:
+                if end == "clean":
+                    cf.unlink()
+            deadline = time.monotonic() + 30
+            while killed_at and time.monotonic() < deadline:
+                store.poll()
+                for kid in [k for k in killed_at if store.by_kernel.get(k)]:
+                    written, _ = store.by_kernel[kid][0]
+                    died = killed_at.pop(kid)
+                    death_ms.append((written - died) * 1000)
+                    by_end[abnormal[kid]].append((written - died) * 1000)
+                time.sleep(0.002)
+            for end, cf, proc in wave:
+                cf.unlink(missing_ok=True)
+            done += len(wave)
+            wave = []
+            if warm is None and done >= warm_after:
+                warm = settled_counts(watchdog, sock, daemon.pid)
+        time.sleep(2)  # a late or second report would come now
+        store.poll()
+        last = settled_counts(watchdog, sock, daemon.pid)
+    finally:
+        for _, cf, proc in wave:  # a wave cut short by a failure leaves no process behind
+            proc.kill()
+            proc.wait()
+        stop_daemon(daemon, log)
+    return tally(store, ends, abnormal, clean_ids, death_ms, by_end, warm, last, done)
 
 
 def soak_run(args, watchdog, work):
@@ -402,6 +509,8 @@ def main():
     ap.add_argument("--watchdog", required=True)
     ap.add_argument("--lifecycles", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--stand-ins", type=int, default=10_000)
+    ap.add_argument("--stand-in-concurrency", type=int, default=50)
     ap.add_argument("--cells", type=int, default=10_000)
     ap.add_argument("--keep", action="store_true",
                     help="keep the work directory (daemon log, reports) instead of removing it")
@@ -410,20 +519,25 @@ def main():
     work = pathlib.Path(tempfile.mkdtemp(prefix="kwd-soak-"))
     failed = True
     try:
-        daemon = soak_daemon(args, watchdog, work)
+        daemon = soak_daemon(args, watchdog, work) if args.lifecycles > 0 else None
+        stand_ins = soak_stand_ins(args, watchdog, work) if args.stand_ins > 0 else None
         run = soak_run(args, watchdog, work) if args.cells > 0 else None
         problems = []
-        if daemon["abnormal_reported"] != daemon["abnormal_ends"]:
-            problems.append("an abnormal end was not reported")
-        if daemon["clean_reported"]:
-            problems.append("a clean end was reported")
-        if daemon["reported_twice"]:
-            problems.append("a kernel was reported twice")
-        if (daemon["daemon_fd_growth"] or 0) > 0 or (daemon["daemon_thread_growth"] or 0) > 0:
-            problems.append("the daemon kept descriptors or threads")
+        for name, part in (("kernels", daemon), ("stand-ins", stand_ins)):
+            if part is None:
+                continue
+            if part["abnormal_reported"] != part["abnormal_ends"]:
+                problems.append(f"{name}: an abnormal end was not reported")
+            if part["clean_reported"]:
+                problems.append(f"{name}: a clean end was reported")
+            if part["reported_twice"]:
+                problems.append(f"{name}: a kernel was reported twice")
+            if (part["daemon_fd_growth"] or 0) > 0 or (part["daemon_thread_growth"] or 0) > 0:
+                problems.append(f"{name}: the daemon kept descriptors or threads")
         if run is not None and not run["report_written"]:
             problems.append("run wrote no report for its kernel's SIGSEGV")
-        print(json.dumps({"cores": os.cpu_count(), "daemon": daemon, "run": run,
+        print(json.dumps({"cores": os.cpu_count(), "daemon": daemon, "stand_ins": stand_ins,
+                          "run": run,
                           "problems": problems}, indent=2))
         failed = bool(problems)
     finally:

@@ -119,10 +119,7 @@ int Daemon::run() {
       loop_.stop();
     }
   });
-  if (dirs_->fd() >= 0)
-    loop_.watch_fd(dirs_->fd(), [this] {
-      if (dirs_->drain()) scan_soon();
-    });
+  if (dirs_->fd() >= 0) loop_.watch_fd(dirs_->fd(), [this] { note_runtime_dir_changes(); });
   scanner_.set_all_users(options_.all_users);
   if (options_.all_users) {
     // Kernels' cgroup paths as the host writes them (see enter_cgroup_namespace_of).

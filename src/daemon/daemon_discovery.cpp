@@ -38,6 +38,17 @@ void Daemon::scan_soon() {
   });
 }
 
+void Daemon::note_runtime_dir_changes() {
+  if (!dirs_ || dirs_->fd() < 0) return;
+  auto changes = dirs_->drain();
+  if (changes.written) scan_soon();
+  const std::int64_t now = util::steady_ns();
+  std::erase_if(removed_at_ns_,
+                [&](const auto& entry) { return now - entry.second > kRemovalsKeptNs; });
+  for (auto& path : changes.removed)
+    removed_at_ns_[std::move(path)] = now;
+}
+
 void Daemon::scan(KernelProcessScanner::ScanKind kind) {
   under_launcher_.clear();
   const auto found = scanner_.scan(kind);

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -278,8 +279,13 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
       !end.status || (end.status->signaled && (watch::is_termination_signal(end.status->signal) ||
                                                end.status->signal == SIGKILL));
   // A file already gone when the death was first seen went before it (a launcher that deletes
-  // it once the kernel has read it): no sign of a manager's clean-up.
-  if (!killed_by_signal || k.container || !k.watch->connection_file_at_death().value_or(false)) {
+  // it once the kernel has read it): no sign of a manager's clean-up. Unless a runtime
+  // directory's watch saw it removed a moment ago: the manager was quicker than this loop (a
+  // burst of deaths, each report built in turn).
+  const bool file_at_death = k.watch->connection_file_at_death().value_or(false);
+  const bool removed_as_it_ended = killed_by_signal && !k.container && !file_at_death &&
+                                   removed_a_moment_ago(k.process.connection_file);
+  if (!killed_by_signal || k.container || (!file_at_death && !removed_as_it_ended)) {
     store_death(pid, end, at_ms, std::nullopt);
     return;
   }
@@ -293,6 +299,14 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
     store_death(pid, end, at_ms, std::move(report));
     return;
   }
+  if (removed_as_it_ended) {
+    spdlog::info(
+        "kernel {} (pid {}) {} (stopped by its manager: its connection file was removed as it "
+        "ended); no report",
+        k.kernel_id, pid, end.status ? end.status->describe() : end.how_known);
+    let_go(pid);
+    return;
+  }
   spdlog::info("kernel {} (pid {}) {}: its report waits up to {} ms for its manager's clean-up",
                k.kernel_id, pid, end.status ? end.status->describe() : end.how_known,
                kManagerCleanupWindowNs / 1'000'000);
@@ -300,6 +314,13 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
                                          std::move(*report)};
   // Not from inside the watch's own handler: the first look is on the loop's next pass.
   loop_.after(std::chrono::milliseconds(0), [this, pid] { wait_for_managers_cleanup(pid); });
+}
+
+bool Daemon::removed_a_moment_ago(const std::string& connection_file) {
+  note_runtime_dir_changes();  // a removal announced, not read yet, counts
+  const auto removed = removed_at_ns_.find(connection_file);
+  return removed != removed_at_ns_.end() &&
+         util::steady_ns() - removed->second <= kManagerCleanupWindowNs;
 }
 
 void Daemon::wait_for_managers_cleanup(pid_t pid) {

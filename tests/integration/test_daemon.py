@@ -677,6 +677,32 @@ def test_clean_shutdown_and_restart(world, daemon, kernels):
     assert reports_for(world, k.km.connection_file) == []
 
 
+def test_a_kernel_its_manager_killed_and_cleaned_up_before_the_daemon_looked_is_not_reported(
+        world, daemon):
+    """A manager that gives up on a kernel kills it and removes its connection file at once
+    (jupyter_client's shutdown_kernel(now=True)). A daemon busy with other deaths gets to this
+    one after the file is gone: the runtime directory's watch saw it removed a moment ago, so
+    it is the manager's clean-up, not a file its launcher removed long before."""
+    d = daemon()
+    # In the runtime directory, as jupyter_server's kernel managers put it.
+    k = Watched(PLAIN, dict(os.environ), manager_kwargs={
+        "connection_file": str(world["runtime"] / f"kernel-{secrets.token_hex(8)}.json")})
+    try:
+        d.kernel(k.km.connection_file)
+        k.kc.stop_channels()
+        d.proc.send_signal(signal.SIGSTOP)  # the daemon, held up: its loop runs no handler
+        try:
+            k.km.shutdown_kernel(now=True)  # SIGKILL, then the file removed
+            assert not os.path.exists(k.km.connection_file)
+        finally:
+            d.proc.send_signal(signal.SIGCONT)
+        time.sleep(3)  # past the manager's clean-up window: a report would be written by now
+        assert reports_for(world, k.km.connection_file) == []
+    finally:
+        k.close()
+    assert "its connection file was removed as it ended" in d.stop()
+
+
 def test_fifty_kernels_dying_at_once_get_fifty_reports(world, daemon):
     """Issue 40's flood of deaths: 50 real ipykernels the daemon watches, sent SIGSEGV in
     one loop, as a node's kernels die when their pod is evicted or a shared library breaks

@@ -126,6 +126,12 @@ class Daemon {
   void on_process_events();
   // Quick scans for 2 s from now: a connection file appeared, its process is on its way.
   void scan_soon();
+  // What the runtime directories' watch announced: quick scans for a file written, the time of
+  // each removal kept (removed_at_ns_).
+  void note_runtime_dir_changes();
+  // Whether the runtime directories' watch saw `connection_file` removed within the manager's
+  // clean-up window (kManagerCleanupWindowNs) before now.
+  bool removed_a_moment_ago(const std::string& connection_file);
   void name_notebook(Kernel& k, bool now);
   // The kernelspecs installed, read again when the last reading is over kKernelspecsFreshMs
   // old: kernels found together (a server restoring its sessions) share one reading.
@@ -231,6 +237,10 @@ class Daemon {
   // kFileWaitQuickMs after that.
   std::map<std::pair<pid_t, std::uint64_t>, std::int64_t> waiting_for_file_;
   static constexpr std::int64_t kFileWaitQuickMs = 10'000;
+  // Connection files the runtime directories' watch saw removed: when (steady ns), kept for
+  // kRemovalsKeptNs.
+  std::map<std::string, std::int64_t> removed_at_ns_;
+  static constexpr std::int64_t kRemovalsKeptNs = 10'000'000'000;
   // Connection files being read off the loop that have not answered yet.
   struct PendingRead {
     OffLoopRead read;

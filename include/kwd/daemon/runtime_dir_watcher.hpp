@@ -16,9 +16,14 @@ class RuntimeDirWatcher {
   // Readable when something changed; -1 when the platform has no such notification (the
   // periodic scan alone then finds kernels).
   [[nodiscard]] virtual int fd() const = 0;
-  // Consumes what fd() announced; true if a connection file ("*.json") was written or
-  // moved in. Directories that did not exist yet are watched once they do (see rewatch).
-  virtual bool drain() = 0;
+  // What fd() announced, consumed: whether a connection file ("*.json") was written or moved
+  // in, and the paths of those removed or moved away (a manager's clean-up after its
+  // kernel's end). Directories that did not exist yet are watched once they do (see rewatch).
+  struct Changes {
+    bool written = false;
+    std::vector<std::string> removed;
+  };
+  virtual Changes drain() = 0;
   // Watches the directories that exist now and were not watched yet.
   virtual void rewatch() = 0;
 };

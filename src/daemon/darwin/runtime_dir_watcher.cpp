@@ -70,8 +70,8 @@ class KqueueRuntimeDirWatcher final : public RuntimeDirWatcher {
     }
   }
 
-  bool drain() override {
-    bool connection_file = false;
+  Changes drain() override {
+    Changes changes;
     struct kevent events[16];
     const timespec no_wait{0, 0};
     for (;;) {
@@ -89,12 +89,14 @@ class KqueueRuntimeDirWatcher final : public RuntimeDirWatcher {
         }
         auto names = json_names(fd);
         for (const auto& name : names)
-          if (!it->second.names.contains(name)) connection_file = true;
+          if (!it->second.names.contains(name)) changes.written = true;
+        for (const auto& name : it->second.names)
+          if (!names.contains(name)) changes.removed.push_back(it->first + "/" + name);
         it->second.names = std::move(names);
       }
       if (n < 16) break;
     }
-    return connection_file;
+    return changes;
   }
 
  private:

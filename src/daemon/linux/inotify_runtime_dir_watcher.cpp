@@ -2,6 +2,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -28,29 +29,37 @@ class InotifyRuntimeDirWatcher final : public RuntimeDirWatcher {
     if (!fd_) return;
     for (const auto& dir : dirs_) {
       if (watched_.contains(dir.string())) continue;
-      const int wd =
-          ::inotify_add_watch(fd_.get(), dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR);
+      const int wd = ::inotify_add_watch(
+          fd_.get(), dir.c_str(),
+          IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR);
       if (wd >= 0) watched_.emplace(dir.string(), wd);
     }
   }
 
-  bool drain() override {
-    bool connection_file = false;
+  Changes drain() override {
+    Changes changes;
     alignas(inotify_event) char buf[8192];
     for (;;) {
       const ssize_t n = ::read(fd_.get(), buf, sizeof buf);
       if (n <= 0) break;
       for (ssize_t at = 0; at < n;) {
         const auto* event = reinterpret_cast<const inotify_event*>(buf + at);
-        if (event->len > 0 && std::string_view(event->name).ends_with(".json"))
-          connection_file = true;
+        if (event->len > 0 && std::string_view(event->name).ends_with(".json")) {
+          if (event->mask & (IN_DELETE | IN_MOVED_FROM)) {
+            const auto dir = std::find_if(watched_.begin(), watched_.end(),
+                                          [&](const auto& e) { return e.second == event->wd; });
+            if (dir != watched_.end()) changes.removed.push_back(dir->first + "/" + event->name);
+          } else {
+            changes.written = true;
+          }
+        }
         if (event->mask & IN_IGNORED) {  // the directory went away: watched again if it returns
           std::erase_if(watched_, [&](const auto& entry) { return entry.second == event->wd; });
         }
         at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
       }
     }
-    return connection_file;
+    return changes;
   }
 
  private:
