@@ -113,10 +113,12 @@ make_sysroot() {
 }
 
 # --- 2. the cross build -------------------------------------------------------------------------
-# Release: RelWithDebInfo's code (-O2, NDEBUG) without the debug info, which the wheel's
+# Release, at RelWithDebInfo's -O2 like the x86_64 program (CMake's Release is -O3: a unity
+# batch took 26.7 s at -O3 and 24.3 s at -O2 here), without the debug info, which the wheel's
 # auditwheel --strip removes anyway.
 cross_build() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" \
     -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64-linux-gnu.cmake \
     -DKWD_AARCH64_SYSROOT="$sysroot" >/dev/null
   cmake --build "$build" -j "${KWD_BUILD_JOBS:-$(nproc)}" --target kernel-watchdog \
