@@ -20,33 +20,8 @@ namespace kwd::daemon {
 namespace {
 
 bool still_running(const WatchedEntry& k) {
-  const auto record = probes::ProcessRecord::open(k.pid);
-  const auto lineage = record ? record->lineage() : std::nullopt;
-  return lineage && lineage->start_time == k.start_time;
-}
-
-struct Stored {
-  std::optional<std::filesystem::path> path;
-  bool in_fallback = false;
-};
-
-// The record stored as a report is, or in the fallback location when the store refuses it.
-Stored store_record(const report::ReportStore& store, const std::string& id, nlohmann::json doc) {
-  try {
-    return {store.write(id, report::to_text(doc)), false};
-  } catch (const std::exception& e) {
-    doc["notes"].push_back(std::string("report directory unusable: ") + e.what());
-    doc[report::kStoredInsteadOf] = report::store_key(store.dir());
-  }
-  try {
-    return {report::ReportStore(report::ReportStore::fallback_dir(),
-                                report::StoreLimits::from_environment())
-                .write(id, report::to_text(doc)),
-            true};
-  } catch (const std::exception& e) {
-    spdlog::error("no record of it could be written: {}", e.what());
-    return {};
-  }
+  const auto started = probes::start_time_of(k.pid);
+  return started && *started == k.start_time;
 }
 
 }  // namespace
@@ -114,7 +89,11 @@ void Daemon::report_unwatched_ends() {
     }
     const std::string id = report::make_report_id(now, k.kernel_id, k.pid);
     const logging::LogFields fields({{"kernel_id", k.kernel_id}});
-    const auto stored = store_record(store, id, unwatched_end_report(end, id));
+    auto doc = unwatched_end_report(end, id);
+    const auto stored =
+        report::write_or_fall_back(store, id, doc, report::StoreLimits::from_environment());
+    if (!stored.path)
+      spdlog::error("no record of it could be written: {}", stored.fallback_refused);
     spdlog::warn(
         "kernel {} (pid {}) ended while unwatched: no daemon ran between {} and now; how "
         "it ended is not known; record: {}",

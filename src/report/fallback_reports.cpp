@@ -153,4 +153,24 @@ bool holds_death_report(const ReportStore& store, const std::string& kernel_id, 
   return std::any_of(waiting.begin(), waiting.end(), names_it);
 }
 
+WriteOutcome write_or_fall_back(const ReportStore& store, const std::string& id,
+                                nlohmann::json& doc, const StoreLimits& fallback_limits) {
+  WriteOutcome out;
+  try {
+    out.path = store.write(id, to_text(doc));
+    return out;
+  } catch (const std::exception& e) {
+    out.refused = e.what();
+  }
+  try {
+    doc["notes"].push_back("report directory unusable: " + out.refused);
+    doc[kStoredInsteadOf] = store_key(store.dir());
+    out.path = ReportStore(ReportStore::fallback_dir(), fallback_limits).write(id, to_text(doc));
+    out.in_fallback = true;
+  } catch (const std::exception& e) {
+    out.fallback_refused = e.what();
+  }
+  return out;
+}
+
 }  // namespace kwd::report

@@ -64,9 +64,8 @@ timeline::MemorySample sample_of(const FlightRecord& r) {
 // read (a descriptor limit, hidepid) may well live.
 bool may_be_running(pid_t pid, std::uint64_t start_time) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  const auto record = probes::ProcessRecord::open(pid);
-  const auto lineage = record ? record->lineage() : std::nullopt;
-  return !lineage || lineage->start_time == start_time;
+  const auto started = probes::start_time_of(pid);
+  return !started || *started == start_time;
 }
 
 // The cgroup's share of its limit at the record, in percent (-1 without one).
@@ -301,33 +300,25 @@ void forget(const util::SafeDir& dir, const std::string& name) {
 // neither took it.
 bool store_report(const report::ReportStore& store, const FlightRecord& record,
                   const std::string& id, nlohmann::json doc) {
-  try {
-    const auto path = store.write(id, report::to_text(doc));
+  const auto written = report::write_or_fall_back(store, id, doc);
+  if (written.path && !written.in_fallback) {
     spdlog::warn(
         "kernel {} (pid {}) died together with its watchdog (pid {}); reported from its "
         "flight record: {}",
         record.kernel_id.empty() ? "?" : record.kernel_id, record.kernel_pid, record.watchdog_pid,
-        path.string());
-    return true;
-  } catch (const std::exception& e) {
-    doc["notes"].push_back(std::string("report directory unusable: ") + e.what());
-    doc[report::kStoredInsteadOf] = report::store_key(store.dir());
-    try {
-      const auto path =
-          report::ReportStore(report::ReportStore::fallback_dir()).write(id, report::to_text(doc));
-      spdlog::warn(
-          "kernel pid {} died together with its watchdog; its report is in {} (the "
-          "store refused it: {})",
-          record.kernel_pid, path.string(), e.what());
-      return true;
-    } catch (const std::exception& again) {
-      spdlog::warn(
-          "kernel pid {} died together with its watchdog; no report could be written "
-          "({}): tried again later",
-          record.kernel_pid, again.what());
-      return false;
-    }
+        written.path->string());
+  } else if (written.path) {
+    spdlog::warn(
+        "kernel pid {} died together with its watchdog; its report is in {} (the store refused "
+        "it: {})",
+        record.kernel_pid, written.path->string(), written.refused);
+  } else {
+    spdlog::warn(
+        "kernel pid {} died together with its watchdog; no report could be written ({}): "
+        "tried again later",
+        record.kernel_pid, written.fallback_refused);
   }
+  return written.path.has_value();
 }
 
 constexpr std::int64_t kForeignRecordMaxAgeMs = 30ll * 24 * 3600 * 1000;

@@ -21,21 +21,15 @@ namespace {
 
 constexpr std::int64_t kMemoryRewriteIntervalMs = 1000;
 
-std::uint64_t start_time_of(pid_t pid) {
-  const auto record = probes::ProcessRecord::open(pid);
-  const auto lineage = record ? record->lineage() : std::nullopt;
-  return lineage ? lineage->start_time : 0;
-}
-
 }  // namespace
 
 FlightRecorder::FlightRecorder(const std::filesystem::path& store_dir, pid_t kernel_pid,
                                std::string connection_file, std::vector<std::string> argv) {
   base_.token = util::random_name(8);
   base_.watchdog_pid = ::getpid();
-  base_.watchdog_start_time = start_time_of(base_.watchdog_pid);
+  base_.watchdog_start_time = probes::start_time_of(base_.watchdog_pid).value_or(0);
   base_.kernel_pid = kernel_pid;
-  base_.kernel_start_time = start_time_of(kernel_pid);
+  base_.kernel_start_time = probes::start_time_of(kernel_pid).value_or(0);
   base_.boot_id = platform::boot_id();
   base_.host = this_host();
   base_.pid_namespace = own_pid_namespace();

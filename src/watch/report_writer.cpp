@@ -126,9 +126,11 @@ WrittenReport store_report(const Watch& watch, nlohmann::json document,
   if (!cap_problem.empty() && !std::exchange(cap_problem_said, true))
     spdlog::warn("{}", cap_problem);
   const report::ReportStore primary(report::ReportStore::resolve_dir(report_dir), limits);
-  try {
-    const std::int64_t write_start_ns = util::steady_ns();
-    out.path = primary.write(id, report::to_text(out.document));
+  const std::int64_t write_start_ns = util::steady_ns();
+  const auto written = report::write_or_fall_back(primary, id, out.document, limits);
+  out.path = written.path;
+  out.in_fallback = written.in_fallback;
+  if (written.refused.empty()) {
     // Where the milliseconds between a death and its report go (bench/death_bench.py).
     spdlog::debug("report of kernel {}: written in {} us", watch.pid(),
                   (util::steady_ns() - write_start_ns) / 1000);
@@ -137,25 +139,20 @@ WrittenReport store_report(const Watch& watch, nlohmann::json document,
                  out.path->string());
     adopt_waiting_reports(primary);
     return out;
-  } catch (const std::exception& e) {
-    if (first_trouble_with(primary.dir()))
-      spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
-    else
-      spdlog::debug("cannot write the {} report to {}: {}", kind, primary.dir().string(), e.what());
-    out.document["notes"].push_back(std::string("report directory unusable: ") + e.what());
-    // What lets the report find its way home (report/fallback_reports.hpp).
-    out.document[report::kStoredInsteadOf] = report::store_key(primary.dir());
   }
-  const report::ReportStore fallback(report::ReportStore::fallback_dir(), limits);
-  try {
-    out.path = fallback.write(id, report::to_text(out.document));
-    out.in_fallback = true;
+  if (first_trouble_with(primary.dir()))
+    spdlog::warn("cannot write the {} report to {}: {}", kind, primary.dir().string(),
+                 written.refused);
+  else
+    spdlog::debug("cannot write the {} report to {}: {}", kind, primary.dir().string(),
+                  written.refused);
+  if (written.in_fallback) {
     const logging::LogFields fields(report_fields(kernel_id, out.document, *out.path));
     spdlog::warn("kernel {} {}{}; {} report (fallback location): {}", watch.pid(), what,
                  verdict(out.document), kind, out.path->string());
-  } catch (const std::exception& e) {
+  } else {
     spdlog::error("kernel {} {}; no {} report could be written: {}; its summary follows",
-                  watch.pid(), what, kind, e.what());
+                  watch.pid(), what, kind, written.fallback_refused);
     print_summary_instead(out.document);
   }
   return out;

@@ -46,6 +46,16 @@ class ProcessRecord {
   Lineage opened_;      // macOS: as read when opened
 };
 
+// The start time of process `pid` (Lineage::start_time); nullopt when it cannot be read (gone,
+// or not ours to read: a descriptor limit, hidepid). What tells a process from a later one
+// that took its pid.
+inline std::optional<std::uint64_t> start_time_of(pid_t pid) {
+  const auto record = ProcessRecord::open(pid);
+  const auto lineage = record ? record->lineage() : std::nullopt;
+  if (!lineage) return std::nullopt;
+  return lineage->start_time;
+}
+
 // The pid of every process in the table (this one's included); empty when unreadable.
 std::vector<pid_t> list_processes();
 

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,21 @@ namespace kwd::report {
 // stays findable there (`reports list` reads both places) and moves into its store once the
 // store takes writes again.
 inline constexpr const char* kStoredInsteadOf = "stored_instead_of";
+
+// Where a report went: its store, or, the store refusing it, the fallback location.
+struct WriteOutcome {
+  std::optional<std::filesystem::path> path;  // nullopt: neither could take it
+  bool in_fallback = false;
+  std::string refused;           // why the store did not take it ("" when it did)
+  std::string fallback_refused;  // why the fallback location did not either
+};
+
+// Writes `doc` as report `id` into `store`. A store that refuses it is named in the report
+// (its notes, and "stored_instead_of" so that it finds its way home), and the report goes to
+// the fallback location, capped by `fallback_limits`. What every writer of reports does: the
+// watch's, the flight records', the daemon's records of ends it did not see. Never throws.
+WriteOutcome write_or_fall_back(const ReportStore& store, const std::string& id,
+                                nlohmann::json& doc, const StoreLimits& fallback_limits = {});
 
 // What a store is known by in "stored_instead_of": its absolute path, normalised, with no
 // trailing slash ("reports/" and "./reports" from the same place are the same store).
