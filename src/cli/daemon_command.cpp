@@ -16,6 +16,7 @@
 #include "kwd/daemon/service_plan.hpp"
 #include "kwd/platform/descriptors.hpp"
 #include "kwd/platform/memory_reuse.hpp"
+#include "kwd/platform/read_worker.hpp"
 #include "kwd/report/terminal_text.hpp"
 #include "kwd/util/private_files.hpp"
 #include "kwd/util/size_parse.hpp"
@@ -200,8 +201,14 @@ Command add_daemon_command(CLI::App& app) {
         if (const auto session = daemon::raise_session_priority(*nice); !session.empty())
           spdlog::info("{}", session);
         platform::return_large_blocks_at_once();
-        daemon::Daemon d(*options);
-        return d.run();
+        int status = 0;
+        {
+          daemon::Daemon d(*options);
+          status = d.run();
+        }
+        // Its kernels' lookups, still running, end before the exit destroys what they use.
+        platform::ReadWorker::settle(std::chrono::seconds(1));
+        return status;
       }};
 }
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "kwd/daemon/daemon.hpp"
+#include "kwd/daemon/off_loop_read.hpp"
 #include "kwd/daemon/unwatched_end.hpp"
 #include "kwd/logging/log_fields.hpp"
 #include "kwd/platform/host.hpp"
@@ -18,6 +19,9 @@
 
 namespace kwd::daemon {
 namespace {
+
+// How long the start waits for each connection file's look before it says "not known".
+constexpr std::chrono::milliseconds kStartLookWait{50};
 
 bool still_running(const WatchedEntry& k) {
   const auto started = probes::start_time_of(k.pid);
@@ -82,11 +86,8 @@ void Daemon::report_unwatched_ends() {
     // A death the daemon reported just before it went: no second word of it.
     if (report::holds_death_report(store, k.kernel_id, k.pid)) continue;
     UnwatchedEnd end{k, last_alive, now, std::nullopt};
-    if (!k.in_container && !k.connection_file.empty()) {
-      struct stat st {};
-      const bool present = ::lstat(k.connection_file.c_str(), &st) == 0;
-      if (present || errno == ENOENT) end.connection_file_present = present;
-    }
+    if (!k.in_container && !k.connection_file.empty())  // off the loop: a home may stall
+      end.connection_file_present = FileLook(k.connection_file).present(kStartLookWait);
     const std::string id = report::make_report_id(now, k.kernel_id, k.pid);
     const logging::LogFields fields({{"kernel_id", k.kernel_id}});
     auto doc = unwatched_end_report(end, id);

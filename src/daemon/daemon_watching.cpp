@@ -174,6 +174,7 @@ void Daemon::start_watching(const KernelProcess& process) {
       named_kernel.empty() ? kernelspec_name_for(process.argv, kernelspecs()) : named_kernel;
   kernel.watched_since_ms = util::wall_ms();
   kernel.container = std::move(container);
+  kernel.connection_file_look = std::make_shared<FileLook>(process.connection_file);
   if (kernel.container)
     kernel.container_oom_kills_at_start = container_memory(*kernel.container).oom_kills;
   if (auto previous = last_death_by_file_.find(file_key(kernel));
@@ -221,6 +222,9 @@ void Daemon::start_watching(const KernelProcess& process) {
         if (!answer->text) throw protocol::ConnectionFileError(answer->problem);
         return std::move(answer->text);
       };
+  wo.connection_file_present = [look = kernel.connection_file_look] {
+    return look->present(kConnectionFileWait);
+  };
   wo.probes.nvml_library = options_.nvml_library;
   wo.probes.host = host_sources_;
   wo.zmq_context = options_.all_users ? context_for(process.pid) : zmq_context_;
@@ -294,8 +298,11 @@ void Daemon::on_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t at_m
     store_death(pid, end, at_ms, std::nullopt);
     return;
   }
-  if (diagnosis::is_oom_kill(
-          diagnosis::ReportView(*report).text("/diagnosis/cause").value_or(""))) {
+  // A death the report proves from what no manager's kill leaves (the OOM killer's own
+  // lines and counters, a segfault the kernel log recorded) is stored at once.
+  if (const auto cause = diagnosis::ReportView(*report).text("/diagnosis/cause").value_or("");
+      diagnosis::is_oom_kill(cause) ||
+      cause == diagnosis::cause(diagnosis::CauseId::native_crash).id) {
     store_death(pid, end, at_ms, std::move(report));
     return;
   }
@@ -328,8 +335,9 @@ void Daemon::wait_for_managers_cleanup(pid_t pid) {
   if (it == kernels_.end() || !it->second.pending_death) return;
   Kernel& k = it->second;
   auto& pending = *k.pending_death;
-  struct stat st {};
-  if (::lstat(k.process.connection_file.c_str(), &st) != 0 && errno == ENOENT) {
+  // Off the loop: nullopt (no answer) counts as there, and the report waits out its time.
+  if (k.connection_file_look &&
+      k.connection_file_look->present(kManagerCleanupPoll / 5) == std::optional<bool>(false)) {
     const logging::LogFields fields({{"kernel_id", k.kernel_id}});
     spdlog::info(
         "kernel {} (pid {}) {} (stopped by its manager: its connection file went with it); no "

@@ -3,8 +3,8 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <system_error>
 #include <thread>
+#include <vector>
 
 #include "kwd/platform/thread_name.hpp"
 #include "kwd/util/clock.hpp"
@@ -30,6 +30,10 @@ struct ReadWorker::State {
 namespace {
 // The worker whose thread this is; null on every other thread.
 thread_local ReadWorker::State* this_threads_worker = nullptr;
+
+// Every worker made, for settle().
+std::mutex workers_mutex;
+std::vector<std::weak_ptr<ReadWorker::State>> workers;  // (under workers_mutex)
 }  // namespace
 
 void ReadWorker::State::run(const std::shared_ptr<State>& self) {
@@ -64,6 +68,24 @@ void ReadWorker::State::run(const std::shared_ptr<State>& self) {
 
 ReadWorker::ReadWorker(std::string name) : state_(std::make_shared<State>()) {
   state_->name = std::move(name);
+  const std::lock_guard lock(workers_mutex);
+  std::erase_if(workers, [](const auto& w) { return w.expired(); });
+  workers.push_back(state_);
+}
+
+void ReadWorker::settle(std::chrono::milliseconds timeout) {
+  std::vector<std::shared_ptr<State>> alive;
+  {
+    const std::lock_guard lock(workers_mutex);
+    for (const auto& w : workers)
+      if (auto state = w.lock()) alive.push_back(std::move(state));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& state : alive) {
+    std::unique_lock lock(state->mutex);
+    state->done.wait_until(lock, deadline,
+                           [&] { return !state->running_job || !state->reading.empty(); });
+  }
 }
 
 ReadWorker::~ReadWorker() {
@@ -74,24 +96,28 @@ ReadWorker::~ReadWorker() {
 
 void ReadWorker::post(std::function<void()> job) {
   {
-    std::unique_lock lock(state_->mutex);
+    const std::lock_guard lock(state_->mutex);
     ++state_->posted;
-    state_->jobs.push_back(std::move(job));
-    if (state_->thread_running) {
-      state_->work.notify_one();
-      return;
-    }
+    bool queued = false;
     try {
+      state_->jobs.push_back(std::move(job));  // on failure `job` is left as it was
+      queued = true;
+      if (state_->thread_running) {
+        state_->work.notify_one();
+        return;
+      }
       // Detached: a thread stuck in a read cannot be joined; it holds its state to its end.
       std::thread(State::run, state_).detach();
       state_->thread_running = true;
       return;
-    } catch (const std::system_error&) {
-      job = std::move(state_->jobs.back());
-      state_->jobs.pop_back();
+    } catch (...) {  // no thread, or no memory, to be had
+      if (queued) {
+        job = std::move(state_->jobs.back());
+        state_->jobs.pop_back();
+      }
     }
   }
-  // No thread to be had: the job runs here, as it would have without a worker.
+  // The job runs here, as it would have without a worker.
   try {
     job();
   } catch (...) {  // NOLINT(bugprone-empty-catch)
@@ -130,6 +156,7 @@ ReadingFile::ReadingFile(const std::string& path) {
   state->reading = path;
   state->reading_since_ms = util::steady_ms();
   marked_ = true;
+  state->done.notify_all();  // settle() waits for a job to end or to be in a read
 }
 
 ReadingFile::~ReadingFile() {

@@ -237,6 +237,10 @@ void Watch::on_sample_tick() {
 
 void Watch::note_connection_file() {
   if (connection_file_at_death_ || options_.connection_file.empty()) return;
+  if (options_.connection_file_present) {
+    connection_file_at_death_ = options_.connection_file_present();
+    return;
+  }
   struct stat st {};
   connection_file_at_death_ = ::lstat(options_.connection_file.c_str(), &st) == 0;
 }

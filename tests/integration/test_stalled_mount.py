@@ -99,11 +99,16 @@ def test_a_kernel_whose_site_packages_stop_answering_holds_up_no_other_kernel(wo
                         "mapped = libc.mmap(None, 1 << 20, 1, 2, blob.fileno(), 0)\n"
                         "assert mapped not in (None, ctypes.c_void_p(-1).value)")
         time.sleep(2)  # the daemon has seen the new mapping, and its lookup is stuck
-        # Every other kernel is watched as ever: a death gets its report.
+        # Every other kernel is watched as ever, its own lookups too (the package index they
+        # share waits on no one's read): NumPy, imported now, is in its report.
+        other.execute("import numpy")
+        time.sleep(1)
         other.execute_until_death("import ctypes; ctypes.string_at(0)")
         report = the_report_for(world, d, other.km.connection_file)
         assert report["diagnosis"]["cause"] == "native_crash"
         assert "stalled" not in report["fingerprint"]
+        assert "numpy" in [f["name"] for f in report["fingerprint"]["frameworks"]], \
+            report["fingerprint"]["frameworks"]
         # And so is the stalled kernel: its report is written, and says what it could not read.
         stalled.execute_until_death("ctypes.string_at(0)")
         report = the_report_for(world, d, stalled.km.connection_file)
@@ -153,3 +158,30 @@ def test_a_connection_file_on_a_stalled_mount_holds_up_no_other_kernel(world, da
     said = [line for line in log_lines if "kernel-stalled.json" in line and
             "its file system does not answer" in line]
     assert len(said) == 1, "\n".join(log_lines)
+
+
+def test_a_kernel_dying_with_its_connection_file_on_a_stalled_mount_holds_up_no_other_kernel(
+        world, daemon, kernels, mount):
+    """At a death the daemon asks whether the connection file is still there (a manager removes
+    it as it ends its kernel): asked off its loop, a stalled mount leaves it unknown."""
+    d = daemon()
+    other = kernels()
+    stalled = Watched(PLAIN, dict(os.environ), manager_kwargs={
+        "connection_file": str(mount.mountpoint / "runtime" / "kernel-dies-stalled.json")})
+    try:
+        d.kernel(other.km.connection_file)
+        d.kernel(stalled.km.connection_file)
+        mount.stop()
+        try:
+            os.kill(stalled.km.provisioner.process.pid, signal.SIGSEGV)
+            time.sleep(1)
+            other.execute_until_death("import ctypes; ctypes.string_at(0)")
+            report = the_report_for(world, d, other.km.connection_file)
+            assert report["diagnosis"]["cause"] == "native_crash"
+            # The one whose file did not answer is reported too (unknown is no manager's end).
+            report = the_report_for(world, d, stalled.km.connection_file)
+            assert report["termination"]["signal_name"] == "SIGSEGV", report["termination"]
+        finally:
+            mount.resume()
+    finally:
+        stalled.close()

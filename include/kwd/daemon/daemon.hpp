@@ -105,6 +105,9 @@ class Daemon {
     std::optional<ContainerIdentity> container;  // in a pod's container (all_users)
     std::optional<std::int64_t> container_oom_kills_at_start;
     std::unique_ptr<watch::Watch> watch;
+    // Whether its connection file is there, asked off the loop (at its death, and while its
+    // manager's clean-up is waited for).
+    std::shared_ptr<FileLook> connection_file_look;
     // A death by a signal its manager may have sent: its report, built at the death, is kept
     // until `until_ns` (steady clock) unless the connection file goes first.
     struct PendingDeath {
@@ -247,6 +250,10 @@ class Daemon {
     bool said = false;  // its stall is in the log
   };
   std::map<std::pair<pid_t, std::uint64_t>, PendingRead> connection_reads_;
+  // When a connection file's read last ran out of its wait (steady ms): for a second after,
+  // new reads are not waited for (a stalled home holding every kernel's file would otherwise
+  // cost each new kernel of a scan its wait), and are taken at the next scan.
+  std::int64_t connection_read_stalled_ms_ = INT64_MIN / 2;
   // One kernel log reader, one NVML thread, one meminfo reader for all the kernels.
   std::shared_ptr<probes::HostSources> host_sources_ = std::make_shared<probes::HostSources>();
   std::unique_ptr<metrics::HttpServer> metrics_server_;

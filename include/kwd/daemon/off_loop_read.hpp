@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "kwd/platform/read_worker.hpp"
 #include "kwd/platform/root_view.hpp"
@@ -38,6 +39,24 @@ class OffLoopRead {
   std::unique_ptr<platform::ReadWorker> worker_;
   std::shared_ptr<Answer> answer_;
   std::int64_t started_ms_ = 0;
+};
+
+// Whether a kernel's file is there (lstat), asked off the loop: the death of a kernel whose
+// connection file is on a mount that stopped answering must not stop the daemon's loop. One
+// question at a time: while one waits on the file system, the next is not asked.
+class FileLook {
+ public:
+  explicit FileLook(std::string path);
+  // true: there; false: not there (ENOENT); nullopt: not known (no answer within `wait`, or
+  // another error).
+  std::optional<bool> present(std::chrono::milliseconds wait);
+
+  struct Answer;
+
+ private:
+  std::string path_;
+  std::shared_ptr<Answer> answer_;
+  platform::ReadWorker worker_{"kwd-file-look"};
 };
 
 }  // namespace kwd::daemon

@@ -49,6 +49,10 @@ struct WatchOptions {
   // null: the listener makes its own.
   std::shared_ptr<zmq::context_t> zmq_context;
   bool fingerprint = true;
+  // Whether the connection file is there, asked at the first sign of the death (a manager
+  // removes it as it ends the kernel); nullopt: not known. Unset: lstat on the loop (`run`,
+  // whose kernel's file is its own); the daemon asks off its loop (daemon/off_loop_read.hpp).
+  std::function<std::optional<bool>()> connection_file_present;
   // A collector (a section of the report) that takes longer than this is named under the
   // report's `problems`; the report is written all the same.
   std::chrono::milliseconds collector_budget{200};

@@ -217,19 +217,26 @@ void FingerprintProbe::finish_lookups(std::chrono::milliseconds wait) {
     worker_.post([lookups = lookups_, request = std::move(request)] { lookups->run(request); });
   }
   stalled_.reset();
-  if (!worker_.wait_idle(wait)) {
-    // A read that does not answer (a stalled mount): the report goes with what was made
-    // before it, and names it.
-    stalled_ = worker_.blocked(std::chrono::milliseconds(0));
-    if (!stalled_) stalled_ = platform::ReadWorker::Blocked{"", util::steady_ms() - wait.count()};
+  // Lookups that make progress (a site directory read for the first time: milliseconds a file)
+  // are waited for up to kAnswerCap; one read that has not answered for `wait` ends the wait:
+  // a stalled mount, named in the report.
+  const auto start = util::steady_ms();
+  while (!worker_.wait_idle(kAnswerStep)) {
+    if (const auto blocked = worker_.blocked(wait)) {
+      stalled_ = blocked;
+      break;
+    }
+    if (util::steady_ms() - start >= std::max(wait, kAnswerCap).count()) break;
   }
   take_result();
 }
 
 void FingerprintProbe::on_kernel_dying() {
-  // Faulthandler is dumping: the process lives a moment more, and its maps with it. Only
-  // the maps are read now (the loop must get to the death); the lookups wait for the exit.
+  // Faulthandler is dumping: the process lives a moment more, and its maps with it. The maps
+  // are read now, and their lookups start on the worker while the dump goes on; the loop
+  // waits for them only at the exit.
   read_maps();
+  post_lookups(false);
 }
 
 void FingerprintProbe::on_kernel_exit(const probes::KernelExit& /*how*/) {

@@ -29,8 +29,9 @@ namespace kwd::fingerprint {
 // never on the loop: those files may be on a mount that stops answering. New files are looked
 // up as they appear, and the fingerprint made again from them at most every 2 s; the loop
 // takes the newest at its next tick. When faulthandler starts its dump (on_kernel_dying) it
-// reads the maps once more; at the exit it asks for the last fingerprint and waits a moment
-// for it (kAnswerWait), then reports what it has, naming a read that did not answer.
+// reads the maps once more and starts their lookups; at the exit it asks for the last
+// fingerprint and waits for it while it makes progress (see kAnswerWait), then reports what
+// it has, naming a read that did not answer.
 class FingerprintProbe final : public probes::Probe {
  public:
   FingerprintProbe(pid_t pid, std::chrono::milliseconds refresh_interval,
@@ -54,9 +55,12 @@ class FingerprintProbe final : public probes::Probe {
   [[nodiscard]] int rebuilds() const { return rebuilds_; }
 
   // How long the loop waits for the lookups when it needs them now (a death, a front end's
-  // question): a site directory read for the first time takes milliseconds; a stalled mount
-  // takes for ever, and the report goes without it.
+  // question): up to kAnswerCap while they make progress (a site directory read for the first
+  // time takes milliseconds), and no longer once one read has not answered for kAnswerWait (a
+  // stalled mount takes for ever: the report goes without it, and names it).
   static constexpr std::chrono::milliseconds kAnswerWait{250};
+  static constexpr std::chrono::milliseconds kAnswerCap{1000};
+  static constexpr std::chrono::milliseconds kAnswerStep{25};
   // A read the worker has been in this long when the report is made is named in it.
   static constexpr std::chrono::milliseconds kStallNamed{1000};
 
