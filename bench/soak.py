@@ -41,9 +41,11 @@ is counted, but other kernels of the user are seen by the daemon: run it on a qu
 """
 import argparse
 import collections
+import errno
 import json
 import os
 import pathlib
+import re
 import secrets
 import shutil
 import signal
@@ -110,6 +112,36 @@ class MemoryCgroups:
                 self.made.remove(cg)
             except OSError:
                 pass
+
+
+class KernelLog:
+    """When the OOM killer killed each pid, from the kernel log (/dev/kmsg): an OOM death's own
+    time, on the wall clock. (Its parent's wait returns later than the daemon's report.)"""
+
+    def __init__(self):
+        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        os.lseek(self.fd, 0, os.SEEK_END)
+        self.killed_at = {}
+
+    def poll(self):
+        while True:
+            try:
+                record = os.read(self.fd, 8192).decode(errors="replace")
+            except BlockingIOError:
+                return
+            except OSError as e:
+                if e.errno == errno.EPIPE:  # records overwritten before this read: go on
+                    continue
+                raise
+            head, _, text = record.partition(";")
+            killed = re.search(r"Killed process (\d+)", text)
+            if killed:
+                # The record's time is microseconds on the kernel's monotonic clock.
+                since = time.clock_gettime(time.CLOCK_MONOTONIC) - int(head.split(",")[2]) / 1e6
+                self.killed_at[int(killed[1])] = time.time() - since
+
+    def close(self):
+        os.close(self.fd)
 
 
 class Store:
@@ -202,11 +234,12 @@ def soak_daemon(args, watchdog, work):
     os.environ.update(JUPYTER_RUNTIME_DIR=str(runtime), PYDEVD_DISABLE_FILE_VALIDATION="1",
                       JUPYTER_PATH=str(work / "share" / "jupyter"))
     store = Store(reports)
+    kernel_log = KernelLog()
     ends = collections.Counter()
     abnormal = {}    # kernel id -> its end
     clean_ids = set()
     # Death -> report on disk, in the order of the deaths: from the signal (segv, kill), or
-    # from its parent's wait returning (oom: the kernel's own kill has no time of ours).
+    # from the OOM killer's line in the kernel log (oom).
     death_ms = []
     by_end = collections.defaultdict(list)
     warm = None
@@ -264,7 +297,11 @@ def soak_daemon(args, watchdog, work):
                     abnormal[kid] = end
                     kc.execute("filler = bytearray(400 * 1024 * 1024)")
                     km.provisioner.process.wait(timeout=60)
-                    killed_at[kid] = time.time()  # its parent's wait returned: it is dead
+                    kernel_log.poll()
+                    pid = km.provisioner.process.pid
+                    if pid not in kernel_log.killed_at:
+                        raise SystemExit(f"soak: no OOM kill of pid {pid} in the kernel log")
+                    killed_at[kid] = kernel_log.killed_at[pid]
                     kc.stop_channels()
                 else:
                     abnormal[kid] = end
@@ -294,6 +331,7 @@ def soak_daemon(args, watchdog, work):
         shut_down(wave)  # a wave cut short by a failure leaves no kernel behind
         stop_daemon(daemon, log)
         cgroups.remove_empty()
+        kernel_log.close()
 
     return tally(store, ends, abnormal, clean_ids, death_ms, by_end, warm, last, done)
 
