@@ -86,17 +86,25 @@ std::optional<platform::RootView::FileRead> Daemon::connection_file_of(
     const KernelProcess& process) {
   const std::pair key{process.pid, process.start_time};
   auto it = connection_reads_.find(key);
-  if (it == connection_reads_.end())
+  bool waited = false, not_waited = false;
+  if (it == connection_reads_.end()) {
+    // For a second after a read ran out of its wait, new reads are not waited for: a stalled
+    // home holding every kernel's file costs a scan one wait, not one for each kernel.
+    not_waited = util::steady_ms() - connection_read_stalled_ms_ < 1000;
+    waited = !not_waited;
     it = connection_reads_
              .emplace(key, PendingRead{OffLoopRead(
                                connection_file_read(options_.all_users, options_.node.proc_root,
                                                     process.pid, process.connection_file),
-                               kConnectionFileWait)})
+                               not_waited ? std::chrono::milliseconds(0) : kConnectionFileWait)})
              .first;
+  }
   if (auto answer = it->second.read.take()) {
     connection_reads_.erase(it);
     return answer;
   }
+  if (waited) connection_read_stalled_ms_ = util::steady_ms();
+  if (not_waited) scan_soon();  // its answer, there in a moment if its mount answers
   if (!it->second.said)
     if (const auto blocked = it->second.read.blocked(kConnectionFileStallSaid)) {
       it->second.said = true;
