@@ -411,10 +411,17 @@ nlohmann::json FingerprintProbe::Lookups::assemble(const platform::RootView& roo
 }
 
 void FingerprintProbe::contribute(nlohmann::json& report) const {
+  // A lookup that did not answer in time, or has been stuck a while: named, with how long.
+  auto stalled = stalled_;
+  if (!stalled) stalled = worker_.blocked(kStallNamed);
   auto& out = report["fingerprint"];
   if (fingerprint_.is_null()) {
+    std::string reason = reason_;
+    if (reason.empty())
+      reason = stalled ? "the kernel's files did not answer before the first fingerprint was made"
+                       : "the kernel died before the first read";
     out = {{"available", false},
-           {"reason", reason_.empty() ? "the kernel died before the first read" : reason_},
+           {"reason", std::move(reason)},
            {"python", executable_.empty() ? nlohmann::json(nullptr)
                                           : nlohmann::json{{"executable", executable_}}},
            {"environment", environment_},
@@ -425,16 +432,13 @@ void FingerprintProbe::contribute(nlohmann::json& report) const {
     out = fingerprint_;
     out["available"] = true;
   }
-  // A lookup that did not answer in time, or has been stuck a while: named, with how long.
-  auto stalled = stalled_;
-  if (!stalled) stalled = worker_.blocked(kStallNamed);
   if (stalled)
     out["stalled"] = {
         {"path", stalled->path.empty() ? nlohmann::json(nullptr) : nlohmann::json(stalled->path)},
         {"waiting_ms", util::steady_ms() - stalled->since_ms},
         {"note",
-         "the kernel's files did not answer (a stalled mount?): this fingerprint was made "
-         "before, and what the kernel loaded since is not named"}};
+         "the kernel's files did not answer (a stalled mount?): what the kernel loaded since "
+         "the last fingerprint made before is not named"}};
 }
 
 std::unique_ptr<probes::Probe> make_fingerprint_probe(pid_t pid) {
