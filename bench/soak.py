@@ -171,10 +171,14 @@ class Store:
 
 
 def watched_kernels(watchdog, sock):
-    """The daemon's status rows of the kernels it watches; None when it does not answer."""
+    """The daemon's status rows of the kernels it watches itself (not those a `run` watches,
+    which it only lists); None when it does not answer."""
     out = subprocess.run([watchdog, "status", "--json", "--status-socket", str(sock)],
                          capture_output=True, text=True, timeout=30)
-    return json.loads(out.stdout)["kernels"] if out.returncode == 0 else None
+    if out.returncode != 0:
+        return None
+    return [row for row in json.loads(out.stdout)["kernels"]
+            if row.get("watched_by", "daemon") == "daemon"]
 
 
 def status_pids(watchdog, sock):

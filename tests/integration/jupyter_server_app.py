@@ -6,6 +6,7 @@ memory limit), `unwatched` without it. Shared by test_jupyter_extension and
 test_jupyterlab_ui."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -34,6 +35,7 @@ class Server:
     def __init__(self, root, env, app="jupyter_server"):
         self.env = env
         self.reports = Path(env["KERNEL_WATCHDOG_REPORT_DIR"])
+        self.root = root
         self.notebooks = root / "notebooks"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -86,6 +88,21 @@ class Server:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+        # A kernel the server was restarting as it stopped outlives it (seen: a `run` and its
+        # kernel, restarted after a test's crash, still there 14 minutes later, in every daemon's
+        # count of the user's kernels). Whatever still runs with a file of this server's is ended.
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any((str(self.root) + "/").encode() in arg for arg in argv):
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                except OSError:
+                    pass
 
 
 def server_env(tmp_path, package):
