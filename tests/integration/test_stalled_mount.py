@@ -102,6 +102,10 @@ def test_a_kernel_whose_site_packages_stop_answering_holds_up_no_other_kernel(wo
         # Every other kernel is watched as ever, its own lookups too (the package index they
         # share waits on no one's read): NumPy, imported now, is in its report.
         other.execute("import numpy")
+        # The daemon reads a kernel's maps at its samples (the next cell's start is one; an idle
+        # kernel's come every 5 s), never after its death: a cell after the import lets it see.
+        time.sleep(0.5)
+        other.execute("x = 1")
         time.sleep(1)
         other.execute_until_death("import ctypes; ctypes.string_at(0)")
         report = the_report_for(world, d, other.km.connection_file)
