@@ -313,15 +313,7 @@ def soak_daemon(args, watchdog, work):
                     os.kill(km.provisioner.process.pid,
                             signal.SIGSEGV if end == "segv" else signal.SIGKILL)
                     kc.stop_channels()
-            deadline = time.monotonic() + 30
-            while killed_at and time.monotonic() < deadline:
-                store.poll()
-                for kid in [k for k in killed_at if store.by_kernel.get(k)]:
-                    written, report = store.by_kernel[kid][0]
-                    died = killed_at.pop(kid)
-                    death_ms.append((written - died) * 1000)
-                    by_end[abnormal[kid]].append((written - died) * 1000)
-                time.sleep(0.002)
+            time_reports(store, killed_at, abnormal, death_ms, by_end)
             shut_down(wave)
             done += len(wave)
             wave = []
@@ -338,6 +330,20 @@ def soak_daemon(args, watchdog, work):
         kernel_log.close()
 
     return tally(store, ends, abnormal, clean_ids, death_ms, by_end, warm, last, done)
+
+
+def time_reports(store, killed_at, abnormal, death_ms, by_end):
+    """Waits (30 s at most) for the report of each kernel in `killed_at` (kernel id -> when it
+    died), and adds each death -> report time to death_ms and to its end's by_end."""
+    deadline = time.monotonic() + 30
+    while killed_at and time.monotonic() < deadline:
+        store.poll()
+        for kid in [k for k in killed_at if store.by_kernel.get(k)]:
+            written, _ = store.by_kernel[kid][0]
+            took_ms = (written - killed_at.pop(kid)) * 1000
+            death_ms.append(took_ms)
+            by_end[abnormal[kid]].append(took_ms)
+        time.sleep(0.002)
 
 
 def tally(store, ends, abnormal, clean_ids, death_ms, by_end, warm, last, done):
@@ -458,15 +464,7 @@ def soak_stand_ins(args, watchdog, work):
             for end, cf, proc in wave:
                 if end == "clean":
                     cf.unlink()
-            deadline = time.monotonic() + 30
-            while killed_at and time.monotonic() < deadline:
-                store.poll()
-                for kid in [k for k in killed_at if store.by_kernel.get(k)]:
-                    written, _ = store.by_kernel[kid][0]
-                    died = killed_at.pop(kid)
-                    death_ms.append((written - died) * 1000)
-                    by_end[abnormal[kid]].append((written - died) * 1000)
-                time.sleep(0.002)
+            time_reports(store, killed_at, abnormal, death_ms, by_end)
             for end, cf, proc in wave:
                 cf.unlink(missing_ok=True)
             done += len(wave)
