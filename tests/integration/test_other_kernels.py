@@ -338,7 +338,10 @@ def test_the_daemon_takes_a_managers_kill_for_a_shutdown_and_an_outsiders_for_a_
     assert report["termination"]["signal_name"] == "SIGKILL", (report["termination"], log)
     # The stopped kernel ended without a report: by its manager's signal, or of itself (an
     # exit of 0) when the interrupt before the kill did that first.
-    stopped_pid = re.search(r"watching kernel \S+ \(pid (\d+)", log).group(1)
+    # Other tests' kernels run beside this one, and the daemon watches them too: the stopped
+    # kernel's line is the one with its id.
+    stopped_id = pathlib.Path(stopped.km.connection_file).stem.removeprefix("kernel-")
+    stopped_pid = re.search(rf"watching kernel {re.escape(stopped_id)} \(pid (\d+)", log).group(1)
     assert re.search(rf"\(pid {stopped_pid}\) .*\((stopped by its manager: its connection file "
                      rf"went with it|requested)\); no report", log), log
 
