@@ -13,7 +13,9 @@ Printed, as JSON:
   - reports for the abnormal ends (segv, kill, oom) against how many there were (must be
     equal), reports for clean ends (must be none), kernels reported twice (must be none);
   - the daemon's RSS, descriptors and threads after the warm-up (the first tenth of the
-    lifecycles) and at the end: growth (targets: under 1 MiB, no descriptor or thread);
+    lifecycles) and at the end: growth (targets: under 1 MiB, no descriptor or thread; the
+    read pool's idle threads are counted apart), and the anonymous part of the RSS (the heap
+    and the stacks) apart from the pages of the program and its libraries;
   - death -> report on disk, p99 over the first and the last 100 abnormal deaths (the halves
     when there are fewer);
   - the causes the reports gave.
@@ -71,14 +73,29 @@ def percentile(values, p):
 
 def process_counts(pid):
     """RSS (bytes), open descriptors and threads of one process, from /proc."""
-    rss = threads = 0
+    counts = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) * 1024
-            elif line.startswith("Threads:"):
-                threads = int(line.split()[1])
-    return {"rss": rss, "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": threads}
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                counts[key] = int(value.split()[0]) * 1024
+            elif key == "Threads":
+                counts[key] = int(value)
+    # RssAnon is the heap and the stacks; RssFile the program's and its libraries' pages, which
+    # grow as code first run late (an OOM kill's path, say) is paged in, and are not a leak.
+    # The read pool's idle threads (each ends after 10 s idle) are how many reads ran at once
+    # a moment ago, not something kept: they are counted apart.
+    idle_pool = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                idle_pool += f.read().strip() == "kwd-read-pool"
+        except FileNotFoundError:
+            pass
+    return {"rss": counts.get("VmRSS", 0), "rss_anon": counts.get("RssAnon", 0),
+            "rss_file": counts.get("RssFile", 0),
+            "fds": len(os.listdir(f"/proc/{pid}/fd")),
+            "threads": counts.get("Threads", 0) - idle_pool, "idle_read_threads": idle_pool}
 
 
 class MemoryCgroups:
@@ -208,7 +225,9 @@ def settled_counts(watchdog, sock, daemon_pid, seconds=20):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if watched_kernels(watchdog, sock) == []:
-            time.sleep(0.5)  # what a kernel's end released is released
+            # What a kernel's end released is released: the daemon gives freed memory back
+            # to the system a second after the last end of a burst.
+            time.sleep(1.5)
             if watched_kernels(watchdog, sock) == []:
                 return process_counts(daemon_pid)
         time.sleep(0.2)
@@ -370,6 +389,8 @@ def tally(store, ends, abnormal, clean_ids, death_ms, by_end, warm, last, done):
         "daemon_after_warmup": warm,
         "daemon_at_end": last,
         "daemon_rss_growth_mib": round((last["rss"] - warm["rss"]) / MiB, 2)
+        if warm and last else None,
+        "daemon_rss_anon_growth_mib": round((last["rss_anon"] - warm["rss_anon"]) / MiB, 2)
         if warm and last else None,
         "daemon_fd_growth": last["fds"] - warm["fds"] if warm and last else None,
         "daemon_thread_growth": last["threads"] - warm["threads"] if warm and last else None,

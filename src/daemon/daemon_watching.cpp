@@ -16,6 +16,7 @@
 #include "kwd/diagnosis/causes.hpp"
 #include "kwd/diagnosis/report_view.hpp"
 #include "kwd/logging/log_fields.hpp"
+#include "kwd/platform/memory_reuse.hpp"
 #include "kwd/platform/namespaces.hpp"
 #include "kwd/platform/root_view.hpp"
 #include "kwd/probes/process_identity.hpp"
@@ -424,6 +425,16 @@ void Daemon::let_go(pid_t pid) {
     kernels_.erase(pid);
     record_watched();
     if (publish) publish_metrics();
+    give_freed_memory_back_soon();
+  });
+}
+
+void Daemon::give_freed_memory_back_soon() {
+  // Once for the kernels of a burst that end together, after them.
+  if (memory_give_back_) return;
+  memory_give_back_ = loop_.after(std::chrono::seconds(1), [this] {
+    memory_give_back_.reset();
+    platform::give_freed_memory_back();
   });
 }
 

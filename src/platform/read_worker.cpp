@@ -14,44 +14,63 @@ namespace kwd::platform {
 struct ReadWorker::State {
   std::string name;
   mutable std::mutex mutex;
-  std::condition_variable work;          // a job, or the end, for the thread
   mutable std::condition_variable done;  // a job finished, for wait_idle
   std::deque<std::function<void()>> jobs;
-  bool thread_running = false;
+  // In the pool's queue or being run: a worker's jobs run on one thread at a time, in order.
+  bool scheduled = false;
   bool running_job = false;
   bool ending = false;  // the worker is gone: jobs not started are dropped
   std::uint64_t posted = 0, finished = 0;
   std::string reading;  // the file the running job reads now ("" between reads)
   std::int64_t reading_since_ms = 0;
-
-  static void run(const std::shared_ptr<State>& self);
 };
 
 namespace {
-// The worker whose thread this is; null on every other thread.
-thread_local ReadWorker::State* this_threads_worker = nullptr;
+
+using State = ReadWorker::State;
+
+// The threads every worker's jobs run on. A thread takes a worker with jobs, runs them, and
+// takes the next; a worker whose read is blocked holds its thread, and another one is started
+// for the workers behind it, so that no worker waits on another's read. Threads idle for
+// kIdleEnd end.
+//
+// Lock order: a worker's State::mutex, then the pool's.
+struct Pool {
+  std::mutex mutex;
+  std::condition_variable work;
+  std::deque<std::shared_ptr<State>> ready;  // workers with jobs and no thread (under mutex)
+  // Threads not running a worker's jobs: waiting, or about to look at `ready` (under mutex).
+  std::size_t free_threads = 0;
+  std::uint64_t started = 0;  // (under mutex)
+};
+
+// Held by every pool thread too, so that the pool outlives the process's static destructors
+// for a thread still in a read then.
+const std::shared_ptr<Pool>& the_pool() {
+  static const auto pool = std::make_shared<Pool>();
+  return pool;
+}
+
+constexpr const char* kIdleThreadName = "kwd-read-pool";
+
+// The worker whose jobs this thread runs now; null on every other thread.
+thread_local State* this_threads_worker = nullptr;
 
 // Every worker made, for settle().
 std::mutex workers_mutex;
-std::vector<std::weak_ptr<ReadWorker::State>> workers;  // (under workers_mutex)
-}  // namespace
+std::vector<std::weak_ptr<State>> workers;  // (under workers_mutex)
 
-void ReadWorker::State::run(const std::shared_ptr<State>& self) {
-  name_this_thread(self->name.c_str());
-  this_threads_worker = self.get();
-  std::unique_lock lock(self->mutex);
-  while (true) {
-    self->work.wait_for(lock, kIdleEnd, [&] { return self->ending || !self->jobs.empty(); });
-    if (self->jobs.empty() || self->ending) {
-      // Idle for kIdleEnd, or the worker is gone: the next post starts a thread again.
-      self->jobs.clear();
-      self->thread_running = false;
-      self->done.notify_all();
-      return;
-    }
-    auto job = std::move(self->jobs.front());
-    self->jobs.pop_front();
-    self->running_job = true;
+// Runs the worker's jobs until it has none. On a pool thread (`pool` set), the thread is
+// counted free again in the same step as the worker stops being scheduled: a post after it
+// finds the thread, and starts no other.
+void run_jobs(const std::shared_ptr<State>& state, Pool* pool) {
+  auto* const previous = this_threads_worker;
+  this_threads_worker = state.get();
+  std::unique_lock lock(state->mutex);
+  while (!state->ending && !state->jobs.empty()) {
+    auto job = std::move(state->jobs.front());
+    state->jobs.pop_front();
+    state->running_job = true;
     lock.unlock();
     try {
       job();
@@ -59,12 +78,67 @@ void ReadWorker::State::run(const std::shared_ptr<State>& self) {
     }
     job = nullptr;  // what it held goes now, not with the next job
     lock.lock();
-    self->running_job = false;
-    self->reading.clear();
-    ++self->finished;
-    self->done.notify_all();
+    state->running_job = false;
+    state->reading.clear();
+    ++state->finished;
+    state->done.notify_all();
+  }
+  state->jobs.clear();  // the worker is gone, or there are none
+  this_threads_worker = previous;
+  if (pool != nullptr) {
+    const std::lock_guard pool_lock(pool->mutex);
+    ++pool->free_threads;
+    state->scheduled = false;
+  } else {
+    state->scheduled = false;
+  }
+  state->done.notify_all();
+}
+
+void pool_thread(const std::shared_ptr<Pool>& pool) {
+  name_this_thread(kIdleThreadName);
+  std::unique_lock lock(pool->mutex);
+  while (pool->work.wait_for(lock, ReadWorker::kIdleEnd, [&] { return !pool->ready.empty(); })) {
+    auto state = std::move(pool->ready.front());
+    pool->ready.pop_front();
+    --pool->free_threads;
+    lock.unlock();
+    name_this_thread(state->name.c_str());  // what a thread stuck in a read reads for
+    run_jobs(state, pool.get());
+    name_this_thread(kIdleThreadName);
+    state.reset();
+    lock.lock();
+  }
+  --pool->free_threads;
+}
+
+// Queues a worker for a pool thread, and starts one when none is free for it. False when no
+// thread could be had (out of threads or memory): the caller runs the jobs.
+bool schedule(const std::shared_ptr<State>& state) {
+  const auto& pool = the_pool();
+  const std::lock_guard lock(pool->mutex);
+  try {
+    pool->ready.push_back(state);
+  } catch (...) {
+    return false;
+  }
+  if (pool->ready.size() <= pool->free_threads) {
+    pool->work.notify_one();
+    return true;
+  }
+  try {
+    // Detached: a thread stuck in a read cannot be joined; it holds the pool and its worker.
+    std::thread(pool_thread, pool).detach();
+    ++pool->free_threads;
+    ++pool->started;
+    return true;
+  } catch (...) {
+    pool->ready.pop_back();
+    return false;
   }
 }
+
+}  // namespace
 
 ReadWorker::ReadWorker(std::string name) : state_(std::make_shared<State>()) {
   state_->name = std::move(name);
@@ -88,36 +162,38 @@ void ReadWorker::settle(std::chrono::milliseconds timeout) {
   }
 }
 
+std::uint64_t ReadWorker::threads_started() {
+  const auto& pool = the_pool();
+  const std::lock_guard lock(pool->mutex);
+  return pool->started;
+}
+
 ReadWorker::~ReadWorker() {
   const std::lock_guard lock(state_->mutex);
   state_->ending = true;
-  state_->work.notify_all();
 }
 
 void ReadWorker::post(std::function<void()> job) {
+  bool queued = false;
   {
     const std::lock_guard lock(state_->mutex);
     ++state_->posted;
-    bool queued = false;
     try {
       state_->jobs.push_back(std::move(job));  // on failure `job` is left as it was
       queued = true;
-      if (state_->thread_running) {
-        state_->work.notify_one();
-        return;
-      }
-      // Detached: a thread stuck in a read cannot be joined; it holds its state to its end.
-      std::thread(State::run, state_).detach();
-      state_->thread_running = true;
-      return;
-    } catch (...) {  // no thread, or no memory, to be had
-      if (queued) {
-        job = std::move(state_->jobs.back());
-        state_->jobs.pop_back();
-      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): no memory; the job runs here, below
+    }
+    if (queued) {
+      const bool on_a_thread = state_->scheduled || schedule(state_);
+      state_->scheduled = true;  // on a pool thread, or on this one just below
+      if (on_a_thread) return;
     }
   }
-  // The job runs here, as it would have without a worker.
+  if (queued) {
+    // No thread to be had: the jobs run here, as they would have without a worker.
+    run_jobs(state_, nullptr);
+    return;
+  }
   try {
     job();
   } catch (...) {  // NOLINT(bugprone-empty-catch)

@@ -116,6 +116,49 @@ TEST_CASE("a worker gone while its read is blocked leaves the read to end on its
   CHECK(finished->load());
 }
 
+TEST_CASE("workers share the pool's threads: reads one after another start no thread each",
+          "[read_worker]") {
+  // A kernel's life posts a few reads to a few workers of its own; a daemon sees thousands of
+  // kernels. Each read on a thread of its own cost a thread's stack and malloc arena.
+  const auto before = ReadWorker::threads_started();
+  for (int i = 0; i < 200; ++i) {
+    ReadWorker worker("kwd-test-turn");
+    auto ran = std::make_shared<bool>(false);
+    worker.post([ran] { *ran = true; });
+    REQUIRE(worker.wait_idle(10s));
+    REQUIRE(*ran);
+  }
+  // One thread serves them all (none where a free one was left by the tests before): a
+  // thread is counted free again before its worker is seen idle.
+  CHECK(ReadWorker::threads_started() - before <= 1);
+}
+
+TEST_CASE("workers with jobs at once each get a thread while one is blocked", "[read_worker]") {
+  // Eight blocked reads at once: each holds a thread, and a ninth worker still answers.
+  std::vector<std::shared_ptr<HeldRead>> held;
+  std::vector<std::unique_ptr<ReadWorker>> stalled;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(std::make_shared<HeldRead>());
+    stalled.push_back(std::make_unique<ReadWorker>("kwd-test-stall"));
+    stalled.back()->post([h = held.back(), i] { h->block("/stalled/" + std::to_string(i)); });
+  }
+  for (auto& h : held)
+    h->wait_entered();
+  ReadWorker other("kwd-test-other");
+  auto answered = std::make_shared<bool>(false);
+  other.post([answered] { *answered = true; });
+  REQUIRE(other.wait_idle(10s));
+  CHECK(*answered);
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    const auto blocked = stalled[i]->blocked(0ms);
+    REQUIRE(blocked);
+    CHECK(blocked->path == "/stalled/" + std::to_string(i));
+    held[i]->release();
+  }
+  for (auto& worker : stalled)
+    REQUIRE(worker->wait_idle(10s));
+}
+
 TEST_CASE("ReadingFile marks nothing on a thread that is not a worker's", "[read_worker]") {
   const ReadingFile reading("/some/file");  // no worker: nothing to mark, nothing to crash
   ReadWorker worker("kwd-test-mark");

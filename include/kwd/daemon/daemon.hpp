@@ -159,6 +159,8 @@ class Daemon {
                    std::optional<nlohmann::json> report);
   // The kernel's watch dropped, on the loop's next pass.
   void let_go(pid_t pid);
+  // What ended kernels freed goes back to the system a second after the last of a burst.
+  void give_freed_memory_back_soon();
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);
   // Counts a report written (or not) in `report_dir`; one the store refused waits in the
   // fallback location, and that store is tried again every kAdoptInterval.
@@ -205,6 +207,7 @@ class Daemon {
   // N ms after its exec", which says how late the daemon was.
   std::map<pid_t, std::int64_t> exec_at_ns_;
   std::optional<loop::EventLoop::TimerId> quick_scan_;
+  std::optional<loop::EventLoop::TimerId> memory_give_back_;  // (give_freed_memory_back_soon)
   int quick_scans_left_ = 0;
   // Regular scans since the table was last listed whole (see run()).
   int light_scans_ = 0;

@@ -17,13 +17,16 @@ namespace kwd::platform {
 // takes the answer when it is there: a stalled mount holds up one kernel's worker, never the
 // loop and the other kernels on it.
 //
-// The thread starts with the first job and ends once it has been idle for a few seconds, so a
-// daemon watching hundreds of quiet kernels holds no thread for each. A job that never returns
-// is left behind with its thread when the worker goes (the thread owns what the job holds),
-// and both end if the read ever returns.
+// The workers share a pool of threads: a worker with jobs takes a free thread, runs its jobs
+// in order and gives the thread back, and a thread is started only when none is free, which
+// is when one is held by a blocked read or several workers have jobs at once. So a daemon
+// watching hundreds of quiet kernels holds a thread or two, not one for each, and a kernel's
+// life (four workers: two reads of its connection file, its fingerprint, its file's presence)
+// starts no thread of its own. A job that never returns is left behind with its thread when the
+// worker goes (the thread owns what the job holds), and both end if the read ever returns.
 class ReadWorker {
  public:
-  // `name` names the thread (15 characters at most on Linux).
+  // `name` names the thread while it runs this worker's jobs (15 characters at most on Linux).
   explicit ReadWorker(std::string name);
   ~ReadWorker();
   ReadWorker(const ReadWorker&) = delete;
@@ -45,8 +48,12 @@ class ReadWorker {
   };
   [[nodiscard]] std::optional<Blocked> blocked(std::chrono::milliseconds for_at_least) const;
 
-  // How long an idle thread waits for another job before it ends.
-  static constexpr std::chrono::milliseconds kIdleEnd{3000};
+  // How long a pool thread waits for another job before it ends: longer than the gaps between
+  // an idle kernel's reads, so that a quiet daemon does not start a thread for each.
+  static constexpr std::chrono::milliseconds kIdleEnd{10'000};
+  // Threads the pool has started since the process began. An idle one is named
+  // "kwd-read-pool"; a busy one takes the name of the worker whose jobs it runs.
+  static std::uint64_t threads_started();
 
   // Before the process ends by returning from main (the daemon stopped): waits up to `timeout`
   // until no worker's job is running other than in a marked read (ReadingFile). A job left

@@ -48,4 +48,10 @@ void give_freed_memory_back_if_grown() {
 #endif
 }
 
+void give_freed_memory_back() {
+#ifdef __GLIBC__
+  ::malloc_trim(0);
+#endif
+}
+
 }  // namespace kwd::platform
