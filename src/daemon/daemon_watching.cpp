@@ -188,7 +188,7 @@ void Daemon::start_watching(const KernelProcess& process) {
     kernel.container_oom_kills_at_start = container_memory(*kernel.container).oom_kills;
   if (auto previous = last_death_by_file_.find(file_key(kernel));
       previous != last_death_by_file_.end())
-    kernel.previous_death = previous->second;
+    kernel.previous_death = previous->second.report_id;
   watch::WatchOptions wo;
   wo.kernel_pid = process.pid;
   wo.connection_file = process.connection_file;
@@ -403,7 +403,7 @@ void Daemon::store_death(pid_t pid, const watch::ProcessEnd& end, std::int64_t a
                            ? watch::store_report(*k.watch, std::move(*report), context, k.kernel_id,
                                                  report_dir_for(k))
                            : watch::write_report(*k.watch, context, k.kernel_id, report_dir_for(k));
-  if (written.path) last_death_by_file_[file_key(k)] = written.path->stem().string();
+  if (written.path) remember_death(file_key(k), written.path->stem().string());
   count_written(report_dir_for(k), written.path.has_value(), written.in_fallback);
   if (options_.all_users) print_report_line(written.document, written.path);
   const std::pair<std::string, std::string> key{
@@ -511,6 +511,16 @@ std::shared_ptr<zmq::context_t> Daemon::context_for(pid_t pid) {
         pid, e.what());
     return zmq_context_;
   }
+}
+
+void Daemon::remember_death(const std::string& file_key, std::string report_id) {
+  const std::int64_t now = util::steady_ms();
+  std::erase_if(last_death_by_file_,
+                [&](const auto& entry) { return now - entry.second.at_ms > kDeathRememberedMs; });
+  while (last_death_by_file_.size() >= kDeathsRemembered && !last_death_by_file_.contains(file_key))
+    last_death_by_file_.erase(std::ranges::min_element(
+        last_death_by_file_, {}, [](const auto& entry) { return entry.second.at_ms; }));
+  last_death_by_file_[file_key] = {std::move(report_id), now};
 }
 
 std::string Daemon::file_key(const Kernel& k) {

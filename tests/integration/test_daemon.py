@@ -677,6 +677,34 @@ def test_clean_shutdown_and_restart(world, daemon, kernels):
     assert reports_for(world, k.km.connection_file) == []
 
 
+def test_a_kernel_restarted_after_a_crash_names_that_crash_in_its_next_report(world, daemon,
+                                                                             kernels):
+    """A manager starts a dead kernel again on the same connection file (jupyter_client's
+    restarter does): the daemon remembers the first death's report for that file, and names it
+    in the second's."""
+    d = daemon()
+    k = kernels()
+    d.kernel(k.km.connection_file, k.km.provisioner.process.pid)
+    crash = "import ctypes\nctypes.string_at(0)"
+    k.execute_until_death(crash)
+    first = the_report_for(world, d, k.km.connection_file)
+    k.km.restart_kernel(now=True)
+    k.kc.wait_for_ready(timeout=60)
+    d.kernel(k.km.connection_file, k.km.provisioner.process.pid)
+    k.execute_until_death(crash)
+    deadline = time.monotonic() + 15
+    while len(reports_for(world, k.km.connection_file)) < 2:
+        assert time.monotonic() < deadline, d.stop()
+        time.sleep(0.05)
+    first_again, second = reports_for(world, k.km.connection_file)  # oldest first
+    assert first_again["kernel"] == first["kernel"]
+    first_id = next(p.stem for p in world["reports"].glob("*.json")
+                    if json.loads(p.read_text())["kernel"] == first["kernel"])
+    assert not [n for n in first["notes"] if "previous process" in n], first["notes"]
+    assert [n for n in second["notes"]
+            if "previous process" in n and n.endswith(first_id)], second["notes"]
+
+
 def test_a_kernel_its_manager_killed_and_cleaned_up_before_the_daemon_looked_is_not_reported(
         world, daemon):
     """A manager that gives up on a kernel kills it and removes its connection file at once

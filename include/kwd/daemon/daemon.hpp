@@ -202,7 +202,18 @@ class Daemon {
   std::set<std::pair<pid_t, std::uint64_t>> skipped_;
   // Kernels whose death was handled: a scan may still list one until its manager reaps it.
   std::set<std::pair<pid_t, std::uint64_t>> ended_;
-  std::map<std::string, std::string> last_death_by_file_;  // connection file -> report id
+  // Connection file -> the report of the last death there: a kernel restarted on the same file
+  // names it in its own report. A node's daemon sees kernels by the thousand, so a death is
+  // forgotten when its file goes (no restart comes on it then), after kDeathRememberedMs, and
+  // oldest first beyond kDeathsRemembered (unbounded, it was the soak's memory growth).
+  struct LastDeath {
+    std::string report_id;
+    std::int64_t at_ms = 0;  // steady
+  };
+  std::map<std::string, LastDeath> last_death_by_file_;
+  static constexpr std::size_t kDeathsRemembered = 256;
+  static constexpr std::int64_t kDeathRememberedMs = 3'600'000;
+  void remember_death(const std::string& file_key, std::string report_id);
   // While a batch of execs is considered: when each exec'd (steady ns), for the log's "found
   // N ms after its exec", which says how late the daemon was.
   std::map<pid_t, std::int64_t> exec_at_ns_;
