@@ -12,7 +12,6 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "kwd/diagnosis/diagnose.hpp"
 #include "kwd/diagnosis/report_view.hpp"
@@ -148,9 +147,29 @@ std::vector<Mutant> mutants_of(const json& report) {
   return out;
 }
 
-// Only our own colour codes (SGR: ESC [ digits ; m) may reach the terminal.
+// The text without our own colour codes (SGR: ESC [ digits ; m). A scan, not std::regex,
+// which took a fifth of this file's time over ~20,000 broken reports (166 s, now 136).
+std::string without_colour_codes(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      std::size_t j = i + 2;
+      while (j < text.size() && ((text[j] >= '0' && text[j] <= '9') || text[j] == ';'))
+        ++j;
+      if (j < text.size() && text[j] == 'm') {
+        i = j;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+// Only our own colour codes may reach the terminal.
 bool only_own_escapes(const std::string& text) {
-  const std::string stripped = std::regex_replace(text, std::regex("\x1b\\[[0-9;]*m"), "");
+  const std::string stripped = without_colour_codes(text);
   return std::none_of(stripped.begin(), stripped.end(),
                       [](char c) {
                         const auto u = static_cast<unsigned char>(c);
@@ -199,6 +218,18 @@ std::string deep_nesting(std::size_t depth) {
 }
 
 }  // namespace
+
+TEST_CASE("the readers' check strips our colour codes and nothing else", "[readers]") {
+  CHECK(without_colour_codes("a\x1b[1;31mb\x1b[0mc\x1b[m") == "abc");
+  CHECK(without_colour_codes("\x1b[2J\x1b[H\x1b]0;t\x07\x1b[31") ==
+        "\x1b[2J\x1b[H\x1b]0;t\x07\x1b[31");
+  CHECK(only_own_escapes("\x1b[1mbold\x1b[0m\n\tok"));
+  CHECK_FALSE(only_own_escapes("\x1b[1mbold\x1b[2J"));
+  CHECK_FALSE(
+      only_own_escapes("csi \xc2\x9b"
+                       "31m"));
+  CHECK_FALSE(only_own_escapes("\xc2\x1b[0m\x9b"));  // a C1 CSI that the stripping joins
+}
 
 TEST_CASE("no reader throws on any fixture or any broken copy of one", "[readers]") {
   // Under the sanitizers (scripts/sanitize.sh sets the stride to 5) every fixture whole and a
