@@ -226,7 +226,7 @@ def settled_counts(watchdog, sock, daemon_pid, seconds=20):
     while time.monotonic() < deadline:
         if watched_kernels(watchdog, sock) == []:
             # What a kernel's end released is released: the daemon gives freed memory back
-            # to the system a second after the last end of a burst.
+            # to the system a second after a kernel's end.
             time.sleep(1.5)
             if watched_kernels(watchdog, sock) == []:
                 return process_counts(daemon_pid)

@@ -45,10 +45,8 @@ void Daemon::note_runtime_dir_changes() {
   const std::int64_t now = util::steady_ns();
   std::erase_if(removed_at_ns_,
                 [&](const auto& entry) { return now - entry.second > kRemovalsKeptNs; });
-  for (auto& path : changes.removed) {
-    last_death_by_file_.erase(path);  // a host kernel's key is its file's path
+  for (auto& path : changes.removed)
     removed_at_ns_[std::move(path)] = now;
-  }
 }
 
 void Daemon::scan(KernelProcessScanner::ScanKind kind) {

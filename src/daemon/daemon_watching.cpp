@@ -187,7 +187,8 @@ void Daemon::start_watching(const KernelProcess& process) {
   if (kernel.container)
     kernel.container_oom_kills_at_start = container_memory(*kernel.container).oom_kills;
   if (auto previous = last_death_by_file_.find(file_key(kernel));
-      previous != last_death_by_file_.end())
+      previous != last_death_by_file_.end() &&
+      util::steady_ms() - previous->second.at_ms <= kDeathRememberedMs)
     kernel.previous_death = previous->second.report_id;
   watch::WatchOptions wo;
   wo.kernel_pid = process.pid;
@@ -430,7 +431,7 @@ void Daemon::let_go(pid_t pid) {
 }
 
 void Daemon::give_freed_memory_back_soon() {
-  // Once for the kernels of a burst that end together, after them.
+  // Once for the kernels of a burst that end together.
   if (memory_give_back_) return;
   memory_give_back_ = loop_.after(std::chrono::seconds(1), [this] {
     memory_give_back_.reset();

@@ -157,8 +157,9 @@ void ReadWorker::settle(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const auto& state : alive) {
     std::unique_lock lock(state->mutex);
+    // Queued or running (scheduled), and not in a marked read.
     state->done.wait_until(lock, deadline,
-                           [&] { return !state->running_job || !state->reading.empty(); });
+                           [&] { return !state->scheduled || !state->reading.empty(); });
   }
 }
 
@@ -190,8 +191,10 @@ void ReadWorker::post(std::function<void()> job) {
     }
   }
   if (queued) {
-    // No thread to be had: the jobs run here, as they would have without a worker.
-    run_jobs(state_, nullptr);
+    // No thread to be had: the jobs run here, as they would have without a worker. (A copy:
+    // a job may drop the last owner of this worker.)
+    const auto state = state_;
+    run_jobs(state, nullptr);
     return;
   }
   try {

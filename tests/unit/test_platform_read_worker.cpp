@@ -31,9 +31,10 @@ struct HeldRead {
     cv.notify_all();
     cv.wait(lock, [&] { return released; });
   }
-  void wait_entered() {
+  // False when the read has not started within 10 s (its worker never got a thread).
+  [[nodiscard]] bool wait_entered() {
     std::unique_lock lock(mutex);
-    cv.wait(lock, [&] { return entered; });
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return entered; });
   }
   void release() {
     const std::lock_guard lock(mutex);
@@ -69,7 +70,7 @@ TEST_CASE("a blocked read holds up its own worker only, and is named", "[read_wo
   auto held = std::make_shared<HeldRead>();
   ReadWorker stalled("kwd-test-stall");
   stalled.post([held] { held->block("/mnt/nfs/site-packages/torch/__init__.py"); });
-  held->wait_entered();
+  REQUIRE(held->wait_entered());
   // The loop's wait ends, and says the worker is not done.
   CHECK_FALSE(stalled.wait_idle(50ms));
   CHECK_FALSE(stalled.idle());
@@ -104,7 +105,7 @@ TEST_CASE("a worker gone while its read is blocked leaves the read to end on its
       held->block("/stalled/file");
       *finished = true;
     });
-    held->wait_entered();
+    REQUIRE(held->wait_entered());
     // A job queued behind it is dropped with the worker.
     worker.post([finished] { *finished = false; });
   }  // the owner goes; the thread is left in its read
@@ -143,7 +144,7 @@ TEST_CASE("workers with jobs at once each get a thread while one is blocked", "[
     stalled.back()->post([h = held.back(), i] { h->block("/stalled/" + std::to_string(i)); });
   }
   for (auto& h : held)
-    h->wait_entered();
+    REQUIRE(h->wait_entered());
   ReadWorker other("kwd-test-other");
   auto answered = std::make_shared<bool>(false);
   other.post([answered] { *answered = true; });

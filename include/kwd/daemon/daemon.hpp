@@ -159,7 +159,8 @@ class Daemon {
                    std::optional<nlohmann::json> report);
   // The kernel's watch dropped, on the loop's next pass.
   void let_go(pid_t pid);
-  // What ended kernels freed goes back to the system a second after the last of a burst.
+  // What ended kernels freed goes back to the system a second after a kernel's end: once for
+  // the kernels of a burst, at most once a second while they keep ending.
   void give_freed_memory_back_soon();
   void on_hang(pid_t pid, const protocol::HangEvidence& hang);
   // Counts a report written (or not) in `report_dir`; one the store refused waits in the
@@ -204,8 +205,9 @@ class Daemon {
   std::set<std::pair<pid_t, std::uint64_t>> ended_;
   // Connection file -> the report of the last death there: a kernel restarted on the same file
   // names it in its own report. A node's daemon sees kernels by the thousand, so a death is
-  // forgotten when its file goes (no restart comes on it then), after kDeathRememberedMs, and
-  // oldest first beyond kDeathsRemembered (unbounded, it was the soak's memory growth).
+  // forgotten after kDeathRememberedMs, and oldest first beyond kDeathsRemembered (unbounded,
+  // it was part of the soak's memory growth). Not when the file goes: jupyter_client's
+  // restarter deletes and writes it again for a kernel that died at its start.
   struct LastDeath {
     std::string report_id;
     std::int64_t at_ms = 0;  // steady

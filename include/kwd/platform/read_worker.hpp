@@ -56,8 +56,8 @@ class ReadWorker {
   static std::uint64_t threads_started();
 
   // Before the process ends by returning from main (the daemon stopped): waits up to `timeout`
-  // until no worker's job is running other than in a marked read (ReadingFile). A job left
-  // running would use what the process's exit destroys (function-local statics); one blocked
+  // until no worker's job is queued or running other than in a marked read (ReadingFile). A job
+  // left running would use what the process's exit destroys (function-local statics); one blocked
   // in a read of a stalled mount stays there, in the kernel, until the process is gone.
   static void settle(std::chrono::milliseconds timeout);
 
