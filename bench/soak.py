@@ -83,7 +83,7 @@ def process_counts(pid):
                 counts[key] = int(value)
     # RssAnon is the heap and the stacks; RssFile the program's and its libraries' pages, which
     # grow as code first run late (an OOM kill's path, say) is paged in, and are not a leak.
-    # The read pool's idle threads (each ends after 10 s idle) are how many reads ran at once
+    # The read pool's idle threads (each ends after 3 s idle) are how many reads ran at once
     # a moment ago, not something kept: they are counted apart.
     idle_pool = 0
     for task in os.listdir(f"/proc/{pid}/task"):

@@ -48,9 +48,11 @@ class ReadWorker {
   };
   [[nodiscard]] std::optional<Blocked> blocked(std::chrono::milliseconds for_at_least) const;
 
-  // How long a pool thread waits for another job before it ends: longer than the gaps between
-  // an idle kernel's reads, so that a quiet daemon does not start a thread for each.
-  static constexpr std::chrono::milliseconds kIdleEnd{10'000};
+  // How long a pool thread waits for another job before it ends. Short: a process that
+  // forks while threads of its own are alive trips qemu-user 7.2 (the aarch64 stage's unit
+  // tests: the forked child's next thread fails an assertion in qemu), and a kernel's reads
+  // come in bursts (an import, a death), which one thread serves.
+  static constexpr std::chrono::milliseconds kIdleEnd{3000};
   // Threads the pool has started since the process began. An idle one is named
   // "kwd-read-pool"; a busy one takes the name of the worker whose jobs it runs.
   static std::uint64_t threads_started();
