@@ -42,6 +42,8 @@ struct Pool {
   // Threads not running a worker's jobs: waiting, or about to look at `ready` (under mutex).
   std::size_t free_threads = 0;
   std::uint64_t started = 0;  // (under mutex)
+  // ReadWorkers alive: with none, idle threads end at once, as a worker's own thread did.
+  std::size_t live_workers = 0;  // (under mutex)
 };
 
 // Held by every pool thread too, so that the pool outlives the process's static destructors
@@ -98,7 +100,10 @@ void run_jobs(const std::shared_ptr<State>& state, Pool* pool) {
 void pool_thread(const std::shared_ptr<Pool>& pool) {
   name_this_thread(kIdleThreadName);
   std::unique_lock lock(pool->mutex);
-  while (pool->work.wait_for(lock, ReadWorker::kIdleEnd, [&] { return !pool->ready.empty(); })) {
+  while (true) {
+    pool->work.wait_for(lock, ReadWorker::kIdleEnd,
+                        [&] { return !pool->ready.empty() || pool->live_workers == 0; });
+    if (pool->ready.empty()) break;  // idle for kIdleEnd, or no worker left to serve
     auto state = std::move(pool->ready.front());
     pool->ready.pop_front();
     --pool->free_threads;
@@ -142,6 +147,11 @@ bool schedule(const std::shared_ptr<State>& state) {
 
 ReadWorker::ReadWorker(std::string name) : state_(std::make_shared<State>()) {
   state_->name = std::move(name);
+  {
+    const auto& pool = the_pool();
+    const std::lock_guard lock(pool->mutex);
+    ++pool->live_workers;
+  }
   const std::lock_guard lock(workers_mutex);
   std::erase_if(workers, [](const auto& w) { return w.expired(); });
   workers.push_back(state_);
@@ -172,6 +182,9 @@ std::uint64_t ReadWorker::threads_started() {
 ReadWorker::~ReadWorker() {
   const std::lock_guard lock(state_->mutex);
   state_->ending = true;
+  const auto& pool = the_pool();
+  const std::lock_guard pool_lock(pool->mutex);
+  if (--pool->live_workers == 0) pool->work.notify_all();
 }
 
 void ReadWorker::post(std::function<void()> job) {

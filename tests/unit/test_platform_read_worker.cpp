@@ -121,6 +121,8 @@ TEST_CASE("workers share the pool's threads: reads one after another start no th
           "[read_worker]") {
   // A kernel's life posts a few reads to a few workers of its own; a daemon sees thousands of
   // kernels. Each read on a thread of its own cost a thread's stack and malloc arena.
+  // A daemon watching kernels always has workers; with none left, idle threads end at once.
+  const ReadWorker watching("kwd-test-keep");
   const auto before = ReadWorker::threads_started();
   for (int i = 0; i < 200; ++i) {
     ReadWorker worker("kwd-test-turn");

@@ -48,10 +48,10 @@ class ReadWorker {
   };
   [[nodiscard]] std::optional<Blocked> blocked(std::chrono::milliseconds for_at_least) const;
 
-  // How long a pool thread waits for another job before it ends. Short: a process that
-  // forks while threads of its own are alive trips qemu-user 7.2 (the aarch64 stage's unit
-  // tests: the forked child's next thread fails an assertion in qemu), and a kernel's reads
-  // come in bursts (an import, a death), which one thread serves.
+  // How long a pool thread waits for another job before it ends; it ends at once when no
+  // ReadWorker is left, as a worker's own thread did. (A process that forks while threads of
+  // its own live trips qemu-user 7.2: the aarch64 stage's unit tests hung when the forked
+  // child of 'children born after the first scan' started a thread.)
   static constexpr std::chrono::milliseconds kIdleEnd{3000};
   // Threads the pool has started since the process began. An idle one is named
   // "kwd-read-pool"; a busy one takes the name of the worker whose jobs it runs.
