@@ -87,13 +87,12 @@ void run_jobs(const std::shared_ptr<State>& state, Pool* pool) {
   }
   state->jobs.clear();  // the worker is gone, or there are none
   this_threads_worker = previous;
+  std::unique_lock<std::mutex> pool_lock;
   if (pool != nullptr) {
-    const std::lock_guard pool_lock(pool->mutex);
+    pool_lock = std::unique_lock(pool->mutex);
     ++pool->free_threads;
-    state->scheduled = false;
-  } else {
-    state->scheduled = false;
   }
+  state->scheduled = false;
   state->done.notify_all();
 }
 

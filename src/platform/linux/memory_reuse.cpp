@@ -41,7 +41,7 @@ void give_freed_memory_back_if_grown() {
     return;
   }
   if (now - mark < kGrowth) return;
-  ::malloc_trim(0);
+  give_freed_memory_back();
   const std::int64_t after = self_resident_bytes();
   settled.store(after, std::memory_order_relaxed);
   spdlog::debug("gave freed memory back: resident {} MiB, was {} MiB", after >> 20, now >> 20);
