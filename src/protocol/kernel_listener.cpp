@@ -26,10 +26,14 @@ constexpr milliseconds kFilePollInterval{200};
 constexpr milliseconds kPortPollInterval{50};
 constexpr milliseconds kSlowPortPollInterval{1000};
 constexpr milliseconds kSlowestPortPollInterval{10'000};
-// A kernel binds within a second or two of its start: looked for at 50 ms that long, then
-// after 1 s, 2 s, 4 s… up to every 10 s (a daemon may watch hundreds of processes whose
-// ports never open: a stale connection file, a wedged kernel), and said at 30 s.
-constexpr std::int64_t kFastPollForMs = 5'000;
+// A kernel binds within a second or two of its start, but one slow to import (a conda
+// environment on NFS, a loaded machine: a CI run's took over 5 s) may take tens of seconds,
+// and a client runs its first cell the moment the kernel answers: every IOPub message of
+// that cell sent before the subscription is lost for good (its error, its end). So it is
+// looked for at 50 ms for 30 s, and at once when the kernel announces a cell; then after
+// 1 s, 2 s, 4 s… up to every 10 s (a daemon may watch hundreds of processes whose ports
+// never open: a stale connection file, a wedged kernel), said at 30 s.
+constexpr std::int64_t kFastPollForMs = 30'000;
 // How old a listing of the listening ports a check may use: one listing serves every kernel
 // checked within that time. Fresh while a kernel starts; a kernel that has not bound for
 // seconds (hundreds of them, for a daemon) can wait a second longer.
@@ -187,9 +191,7 @@ std::vector<std::string> KernelListener::notes() const {
   return notes;
 }
 
-void KernelListener::poll_ports() {
-  if (!info_ || !context_) return;
-  const milliseconds listing_age = polling_slowly_ ? kSlowPortListingAge : kFastPortListingAge;
+bool KernelListener::connect_where_listening(milliseconds listing_age) {
   if (!iopub_ && !fed_by_client() && problem_.empty() &&
       kernel_listens(info_->iopub_port, "IOPub", iopub_port_held_, listing_age))
     connect_iopub();
@@ -200,8 +202,14 @@ void KernelListener::poll_ports() {
   if (done || !problem_.empty()) {
     if (poll_timer_) loop_.cancel(*poll_timer_);
     poll_timer_.reset();
-    return;
+    return true;
   }
+  return false;
+}
+
+void KernelListener::poll_ports() {
+  if (!info_ || !context_) return;
+  if (connect_where_listening(polling_slowly_ ? kSlowPortListingAge : kFastPortListingAge)) return;
   const std::int64_t waited_ms = ms_since(waiting_since_ns_);
   if (waited_ms >= kFastPollForMs && slow_poll_interval_ < kSlowestPortPollInterval) {
     slow_poll_interval_ = polling_slowly_
@@ -263,6 +271,9 @@ void KernelListener::connect_iopub() {
 void KernelListener::on_cell_announced(std::int64_t execution_count, const std::string& code,
                                        bool truncated, std::int64_t at_ms) {
   if (draining_) return;
+  // A kernel running a cell listens on its ports: subscribe now, not at the next look, so
+  // that this cell's output and end are heard.
+  if (poll_timer_ && info_ && context_) connect_where_listening(kFastPortListingAge);
   const std::int64_t now_ms = util::wall_ms();
   if (at_ms <= 0 || at_ms > now_ms) at_ms = now_ms;
   // A cell's edge, like its busy on IOPub: its memory at start is taken now, if now is still

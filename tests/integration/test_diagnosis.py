@@ -635,19 +635,24 @@ def no_evidence_but_earlier_mentions(diagnosis, needle):
     return naming and all(f.startswith("earlier, in cell [") for f in naming)
 
 
+def memory_error_then_ok_then_segfault(k, jupyter_env):
+    """Three cells: MemoryError (survived), a quick one, a segfault. Returns the report."""
+    # stop_on_error=False: ipykernel would otherwise abort the next request if it arrived
+    # before the error's abort window closed (a race under load; a person is never that quick).
+    reply, _ = k.execute("bytearray(2**62)", stop_on_error=False)
+    assert reply["status"] == "error" and reply["ename"] == "MemoryError", reply
+    reply, _ = k.execute("x = 1")
+    assert reply["status"] == "ok"
+    assert k.execute_until_death(CRASHER_AFTER_PAUSE) == -signal.SIGSEGV
+    return only_report(jupyter_env)
+
+
 def test_a_survived_memory_error_is_context_for_a_later_segfault(kernel, jupyter_env):
     """Cell 2 raises MemoryError (the kernel reports it and goes on), cell 3 runs fine, cell 4
     segfaults: the report names the segfault, and the MemoryError only as what came before."""
     k = kernel()
     k.execute("import time; time.sleep(0.2)")
-    # stop_on_error=False: ipykernel would otherwise abort the next request if it arrived
-    # before the error's abort window closed (a race under load; a person is never that quick).
-    reply, outputs = k.execute("bytearray(2**62)", stop_on_error=False)
-    assert reply["status"] == "error" and reply["ename"] == "MemoryError", reply
-    reply, _ = k.execute("x = 1")
-    assert reply["status"] == "ok"
-    assert k.execute_until_death(CRASHER_AFTER_PAUSE) == -signal.SIGSEGV
-    report = only_report(jupyter_env)
+    report = memory_error_then_ok_then_segfault(k, jupyter_env)
     d = report["diagnosis"]
     assert d["cause"] == "native_crash", d["headline"]
     assert "memory" not in d["headline"].lower(), d["headline"]
@@ -657,6 +662,30 @@ def test_a_survived_memory_error_is_context_for_a_later_segfault(kernel, jupyter
     hit = [s for s in d["signatures"] if s["id"] == "python.memory_error"]
     assert hit and hit[0]["survived"] is True and hit[0]["cell"] == 2, d["signatures"]
     assert not any(r["id"] == "signature.python.memory_error" for r in d["remedies"])
+
+
+def test_a_kernel_slow_to_bind_its_ports_has_its_first_cells_heard(kernel, jupyter_env):
+    """A kernel that takes 9 s to import (a conda environment on NFS, a loaded machine) binds
+    its ports late, and its client runs cells the moment it answers. The watchdog, which
+    looked for the ports at growing intervals after 5 s, subscribed to IOPub seconds after
+    the first cells had run: their error and their ends were lost (a CI run's failure of the
+    test above). Now the first cells are heard as they are on a quick kernel."""
+    spec = jupyter_env["prefix"] / "share" / "jupyter" / "kernels" / "python3-slow-import"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [KWD_BINARY, "run", "--", "/usr/bin/python3", "-c",
+                 "import time; time.sleep(9)\n"
+                 "from ipykernel import kernelapp; kernelapp.launch_new_instance()",
+                 "-f", "{connection_file}"],
+        "display_name": "slow to import", "language": "python"}))
+    report = memory_error_then_ok_then_segfault(kernel("python3-slow-import"), jupyter_env)
+    assert report["execution"]["last_error"]["execution_count"] == 1, report["execution"]
+    assert [(c["execution_count"], c["status"]) for c in report["execution"]["last_cells"]] == [
+        (1, "error"), (2, "ok")], report["execution"]["last_cells"]
+    d = report["diagnosis"]
+    assert d["cause"] == "native_crash", d["headline"]
+    assert any(e["fact"].startswith("earlier, in cell [1] (survived: cell [2] ran to its end")
+               for e in d["evidence"]), d["evidence"]
 
 
 SURVIVED_FD2_LINE = ("import ctypes; libc = ctypes.CDLL(None)\n"

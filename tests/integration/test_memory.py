@@ -90,8 +90,14 @@ def test_oom_kill_under_memory_limit_is_proven(start_kernel, jupyter_env):
     last_second = [v for t, v in rss if t >= died - 1000]
     assert last_second, rss[-5:]
     assert 240 * MiB <= max(last_second) <= 400 * MiB
-    three_seconds_before = [v for t, v in rss if t <= died - 2500]
-    assert three_seconds_before and max(last_second) - three_seconds_before[-1] >= 150 * MiB
+    # The climb is measured from the cell's start, not over a fixed window: how fast the cell
+    # allocates near the limit depends on the machine's load and reclaim (a CI run climbed
+    # only 115 MiB in its last 2.5 s), and a test asserts what happened, not how fast.
+    started = report["execution"]["cell_in_flight"]["started_at_ms"]
+    before_the_cell = [v for t, v in rss if t <= started]
+    assert before_the_cell and max(last_second) - before_the_cell[-1] >= 150 * MiB
+    during = [v for t, v in rss if started < t < died - 1000]
+    assert during and before_the_cell[-1] < during[len(during) // 2] < max(last_second), during
     usage = series(report, "cgroup_usage")
     assert max(v for t, v in usage if t >= died - 1000) >= 270 * MiB
 

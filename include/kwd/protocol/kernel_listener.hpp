@@ -99,6 +99,9 @@ class KernelListener {
  private:
   void try_load();
   void poll_ports();
+  // Connects IOPub and the heartbeat where the kernel listens; true once nothing is left to
+  // look for.
+  bool connect_where_listening(std::chrono::milliseconds listing_age);
   // Whether the kernel itself now listens on `port` (or whose it is cannot be told); says once
   // when another kernel holds it, and when that has ended.
   // `held_note` is that channel's: set while another kernel holds the port.
