@@ -77,8 +77,8 @@ export KWD_WHEEL
 # program and unit tests in a unity build, the wheel, the unit tests and real arm64 kernels
 # dying under the arm64 watchdog. KWD_AARCH64_STAGE=0 leaves it out.
 if [ "${KWD_AARCH64_STAGE:-1}" != 0 ]; then stage aarch64 scripts/aarch64.sh; fi
-# kernel-watchdog compiled and linked for macOS arm64 and x86_64 with Zig, and both Mach-O
-# files checked (scripts/macos_link.sh). A stage of its own, on both cores: on a fresh machine
+# kernel-watchdog compiled for macOS arm64 and x86_64 with Zig, linked for arm64 and its Mach-O
+# file checked (scripts/macos_link.sh). A stage of its own, on both cores: on a fresh machine
 # it first builds zig's libc++ and spdlog, fmt and simdjson for macOS, which as a ctest entry
 # on one core beside the other tests ran past its 15 minutes. It compiles the whole program,
 # so the tests stage's compile check (portability.macos_compile) is left the unit tests.
