@@ -26,8 +26,10 @@ mkdir -p "$logs"
 chmod 1777 "$logs"  # a test may run the binary as another user: it must still log here
 # Only our binaries are instrumented (the Python kernels and jupyter_client are not); the
 # options reach them through the environment ctest runs them in. Leak detection is on.
-export ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan:${ASAN_OPTIONS:-}"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan:${UBSAN_OPTIONS:-}"
+# log_exe_name: the file names the program too (ubsan.kernel-watchdog.PID): a fresh run once
+# left an empty ubsan.PID, a report cut off by a kill, with nothing to say whose it was.
+export ASAN_OPTIONS="detect_leaks=1:log_exe_name=1:log_path=$logs/asan:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_exe_name=1:log_path=$logs/ubsan:${UBSAN_OPTIONS:-}"
 # One test is left out here: it asserts the watchdog's own RSS (growth under 1 MiB over a
 # busy minute). Under ASan that is the allocator's quarantine and shadow memory, not the
 # watchdog's, and the normal build's run of the suite checks it. (The forged/oversized
@@ -88,7 +90,11 @@ if compgen -G "$logs/*" >/dev/null; then
   echo "sanitize: sanitizer reports in $logs:" >&2
   for f in "$logs"/*; do
     echo "== $f" >&2
-    cat "$f" >&2
+    if [ -s "$f" ]; then
+      cat "$f" >&2
+    else
+      echo "(empty: the process was ended, most likely killed, after its sanitizer opened this file to report)" >&2
+    fi
   done
   status=1
 fi
